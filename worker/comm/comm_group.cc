@@ -1,0 +1,29 @@
+#include "worker/comm/comm_group.h"
+
+#include <cstring>
+#include <vector>
+
+namespace tpserve {
+
+absl::StatusOr<Tensor> AllGatherLastDim(CommGroup& comm, const Tensor& local) {
+  const int world = comm.size();
+  if (world == 1) return local;
+  const int64_t n = local.dim(-1);
+  const int64_t rows = local.numel() / n;
+  std::vector<float> gathered(static_cast<size_t>(local.numel()) * world);
+  absl::Status s = comm.AllGather(local.span(), absl::MakeSpan(gathered));
+  if (!s.ok()) return s;
+  // gathered: [world, rows, n] -> out: [rows, world·n]
+  Shape shape = local.shape();
+  shape.back() = n * world;
+  Tensor out(shape);
+  for (int r = 0; r < world; ++r) {
+    const float* src = gathered.data() + static_cast<size_t>(r) * rows * n;
+    for (int64_t i = 0; i < rows; ++i) {
+      std::memcpy(out.data() + (i * world + r) * n, src + i * n, n * sizeof(float));
+    }
+  }
+  return out;
+}
+
+}  // namespace tpserve

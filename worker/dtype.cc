@@ -1,0 +1,100 @@
+#include "worker/dtype.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace tpserve {
+namespace {
+
+struct DTypeEntry {
+  DType dtype;
+  const char* name;
+  size_t size;
+};
+
+constexpr DTypeEntry kDTypes[] = {
+    {DType::kBool, "BOOL", 1},      {DType::kU8, "U8", 1},
+    {DType::kI8, "I8", 1},          {DType::kF8E5M2, "F8_E5M2", 1},
+    {DType::kF8E4M3, "F8_E4M3", 1}, {DType::kI16, "I16", 2},
+    {DType::kU16, "U16", 2},        {DType::kF16, "F16", 2},
+    {DType::kBF16, "BF16", 2},      {DType::kI32, "I32", 4},
+    {DType::kU32, "U32", 4},        {DType::kF32, "F32", 4},
+    {DType::kF64, "F64", 8},        {DType::kI64, "I64", 8},
+    {DType::kU64, "U64", 8},
+};
+
+const DTypeEntry& Entry(DType dtype) {
+  for (const DTypeEntry& e : kDTypes) {
+    if (e.dtype == dtype) return e;
+  }
+  return kDTypes[0];  // unreachable: every enumerator is in the table
+}
+
+}  // namespace
+
+absl::StatusOr<DType> DTypeFromName(absl::string_view name) {
+  for (const DTypeEntry& e : kDTypes) {
+    if (name == e.name) return e.dtype;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown dtype \"", name, "\""));
+}
+
+const char* DTypeName(DType dtype) { return Entry(dtype).name; }
+
+size_t DTypeSize(DType dtype) { return Entry(dtype).size; }
+
+bool IsFloatWeightType(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16;
+}
+
+float F16ToFloat(uint16_t v) {
+  const uint32_t sign = (v >> 15) & 1;
+  const uint32_t exponent = (v >> 10) & 0x1f;
+  const uint32_t mantissa = v & 0x3ff;
+  float magnitude;
+  if (exponent == 0) {
+    magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+  } else if (exponent == 31) {
+    magnitude = mantissa == 0 ? INFINITY : NAN;
+  } else {
+    magnitude = std::ldexp(static_cast<float>(mantissa | 0x400), static_cast<int>(exponent) - 25);
+  }
+  return sign ? -magnitude : magnitude;
+}
+
+uint16_t FloatToBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  const uint32_t rounding = 0x7fff + ((bits >> 16) & 1);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+absl::Status ConvertToFloat(DType dtype, const void* src, size_t count, float* dst) {
+  const auto* bytes = static_cast<const uint8_t*>(src);
+  switch (dtype) {
+    case DType::kF32:
+      std::memcpy(dst, src, count * sizeof(float));
+      return absl::OkStatus();
+    case DType::kBF16:
+      for (size_t i = 0; i < count; ++i) {
+        uint16_t v;
+        std::memcpy(&v, bytes + 2 * i, 2);
+        dst[i] = Bf16ToFloat(v);
+      }
+      return absl::OkStatus();
+    case DType::kF16:
+      for (size_t i = 0; i < count; ++i) {
+        uint16_t v;
+        std::memcpy(&v, bytes + 2 * i, 2);
+        dst[i] = F16ToFloat(v);
+      }
+      return absl::OkStatus();
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("dtype ", DTypeName(dtype), " cannot hold weights (F32, BF16, F16)"));
+  }
+}
+
+}  // namespace tpserve

@@ -1,0 +1,46 @@
+#include "worker/dtype.h"
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace tpserve {
+namespace {
+
+TEST(DTypeTest, NamesRoundTrip) {
+  for (const char* name : {"BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "I16", "U16", "F16",
+                           "BF16", "I32", "U32", "F32", "F64", "I64", "U64"}) {
+    auto dtype = DTypeFromName(name);
+    ASSERT_TRUE(dtype.ok()) << name;
+    EXPECT_STREQ(DTypeName(*dtype), name);
+  }
+  EXPECT_FALSE(DTypeFromName("F4").ok());
+  EXPECT_EQ(DTypeSize(DType::kBF16), 2u);
+  EXPECT_EQ(DTypeSize(DType::kF64), 8u);
+}
+
+TEST(DTypeTest, HalfConversionsAreExact) {
+  EXPECT_EQ(F16ToFloat(0x3c00), 1.0f);
+  EXPECT_EQ(F16ToFloat(0xc000), -2.0f);
+  EXPECT_EQ(F16ToFloat(0x7bff), 65504.0f);
+  EXPECT_EQ(F16ToFloat(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_TRUE(std::isinf(F16ToFloat(0x7c00)));
+  EXPECT_TRUE(std::isnan(F16ToFloat(0x7e00)));
+  EXPECT_EQ(Bf16ToFloat(0x3f80), 1.0f);
+  EXPECT_EQ(Bf16ToFloat(FloatToBf16(3.140625f)), 3.140625f);
+  // 1 + 2^-8 is a tie between bf16 1.0 and 1 + 2^-7: rounds to even (1.0).
+  EXPECT_EQ(Bf16ToFloat(FloatToBf16(1.0f + std::ldexp(1.0f, -8))), 1.0f);
+}
+
+TEST(DTypeTest, ConvertRejectsNonFloatTypes) {
+  std::vector<uint16_t> bf16 = {0x3f80, 0x4000};
+  std::vector<float> out(2);
+  ASSERT_TRUE(ConvertToFloat(DType::kBF16, bf16.data(), 2, out.data()).ok());
+  EXPECT_EQ(out, (std::vector<float>{1.0f, 2.0f}));
+  EXPECT_FALSE(ConvertToFloat(DType::kI32, bf16.data(), 1, out.data()).ok());
+}
+
+}  // namespace
+}  // namespace tpserve

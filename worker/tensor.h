@@ -1,0 +1,60 @@
+// Tensor: a dense, row-major fp32 host tensor that owns its storage.
+//
+// The CPU backend computes everything in fp32, so this is the one activation and
+// weight container of the CPU path. Not thread-safe; a Tensor is owned by one rank.
+#ifndef TPSERVE_WORKER_TENSOR_H_
+#define TPSERVE_WORKER_TENSOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace tpserve {
+
+using Shape = std::vector<int64_t>;
+
+// Product of the dims; 1 for the empty shape.
+int64_t NumElements(const Shape& shape);
+// "[2, 3]"
+std::string ShapeToString(const Shape& shape);
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Zero-filled tensor of `shape`.
+  explicit Tensor(Shape shape);
+  // Takes `data`; its size must equal NumElements(shape).
+  Tensor(Shape shape, std::vector<float> data);
+
+  const Shape& shape() const { return shape_; }
+  int64_t dim(int i) const { return shape_[i < 0 ? i + shape_.size() : i]; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  int64_t numel() const { return static_cast<int64_t>(data_.size()); }
+  bool empty() const { return data_.empty(); }
+
+  float* data() { return data_.data(); }
+  const float* data() const { return data_.data(); }
+  absl::Span<float> span() { return absl::MakeSpan(data_); }
+  absl::Span<const float> span() const { return absl::MakeConstSpan(data_); }
+
+  // Row i of a tensor viewed as [dim(0), numel/dim(0)].
+  float* row(int64_t i) { return data_.data() + i * (numel() / shape_[0]); }
+  const float* row(int64_t i) const { return data_.data() + i * (numel() / shape_[0]); }
+
+  // Changes the shape, keeping the elements; InvalidArgument if the count differs.
+  absl::Status Reshape(Shape shape);
+
+ private:
+  Shape shape_;
+  std::vector<float> data_;
+};
+
+// OK if `t` has exactly `expected` shape, else InvalidArgument naming `what`.
+absl::Status CheckShape(const Tensor& t, const Shape& expected, const char* what);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_TENSOR_H_
