@@ -1,0 +1,147 @@
+#include "worker/layers/embedding.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "worker/kernels/cpu/gemm.h"
+
+namespace tpserve {
+namespace {
+
+// Copies this rank's real rows of the full [V, H] `loaded` into `param` [Vp/T, H].
+absl::Status LoadVocabShard(Tensor& param, const Tensor& loaded, int64_t vocab_size, int rank,
+                            const char* what) {
+  const int64_t rows = param.dim(0), hidden = param.dim(1);
+  if (loaded.shape() != Shape{vocab_size, hidden}) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": checkpoint tensor ",
+                                                   ShapeToString(loaded.shape()), ", expected ",
+                                                   ShapeToString({vocab_size, hidden})));
+  }
+  const int64_t start = rank * rows;
+  const int64_t real = std::max<int64_t>(0, std::min(rows, vocab_size - start));
+  std::fill(param.data(), param.data() + param.numel(), 0.0f);
+  if (real > 0) {
+    std::memcpy(param.data(), loaded.row(start), real * hidden * sizeof(float));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int64_t PaddedVocabSize(int64_t vocab_size, int tp) {
+  const int64_t multiple = tp * kVocabPadRows;
+  return (vocab_size + multiple - 1) / multiple * multiple;
+}
+
+VocabParallelEmbedding::VocabParallelEmbedding(int64_t num_embeddings, int64_t embedding_dim,
+                                               CommGroup* comm,
+                                               std::optional<int64_t> padding_idx)
+    : comm_(comm),
+      num_embeddings_(num_embeddings),
+      padding_idx_(padding_idx),
+      weight_({PaddedVocabSize(num_embeddings, comm->size()) / comm->size(), embedding_dim}) {}
+
+absl::StatusOr<std::unique_ptr<VocabParallelEmbedding>> VocabParallelEmbedding::Create(
+    int64_t num_embeddings, int64_t embedding_dim, CommGroup* comm,
+    std::optional<int64_t> padding_idx) {
+  if (num_embeddings <= 0 || embedding_dim <= 0) {
+    return absl::InvalidArgumentError("VocabParallelEmbedding sizes must be positive");
+  }
+  if (padding_idx.has_value()) {
+    if (*padding_idx < -num_embeddings || *padding_idx >= num_embeddings) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "padding_idx=", *padding_idx, " outside [-", num_embeddings, ", ", num_embeddings, ")"));
+    }
+    if (*padding_idx < 0) padding_idx = *padding_idx + num_embeddings;
+  }
+  return std::unique_ptr<VocabParallelEmbedding>(
+      new VocabParallelEmbedding(num_embeddings, embedding_dim, comm, padding_idx));
+}
+
+absl::StatusOr<Tensor> VocabParallelEmbedding::Forward(absl::Span<const int32_t> ids) const {
+  const int64_t rows = weight_.dim(0), hidden = weight_.dim(1);
+  const int64_t start = comm_->rank() * rows;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= num_embeddings_) {
+      return absl::InvalidArgumentError(absl::StrCat("token id ", ids[i], " at position ", i,
+                                                     " outside the vocab [0, ",
+                                                     num_embeddings_, ")"));
+    }
+  }
+  Tensor out({static_cast<int64_t>(ids.size()), hidden});  // [n, H]
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int64_t local = ids[i] - start;  // ids of other ranks' slices stay zero here
+    if (local >= 0 && local < rows) {
+      std::memcpy(out.row(i), weight_.row(local), hidden * sizeof(float));
+    }
+  }
+  if (comm_->size() > 1) {
+    if (absl::Status s = comm_->AllReduceSum(out.span()); !s.ok()) return s;
+  }
+  return out;
+}
+
+absl::Status VocabParallelEmbedding::WeightLoader(Tensor& param, const Tensor& loaded_weight,
+                                                  const ShardId& shard_id) {
+  if (&param != &weight_ || !std::holds_alternative<std::monostate>(shard_id)) {
+    return absl::InvalidArgumentError(
+        "VocabParallelEmbedding has one parameter (weight) and takes no shard id");
+  }
+  return LoadVocabShard(weight_, loaded_weight, num_embeddings_, comm_->rank(),
+                        "VocabParallelEmbedding");
+}
+
+ParallelLMHead::ParallelLMHead(int64_t hidden_size, int64_t vocab_size, CommGroup* comm,
+                               const VocabParallelEmbedding* tied)
+    : comm_(comm),
+      vocab_size_(vocab_size),
+      tied_(tied),
+      own_weight_(tied ? Tensor()
+                       : Tensor({PaddedVocabSize(vocab_size, comm->size()) / comm->size(),
+                                 hidden_size})) {}
+
+absl::StatusOr<std::unique_ptr<ParallelLMHead>> ParallelLMHead::Create(
+    int64_t hidden_size, int64_t vocab_size, CommGroup* comm, const VocabParallelEmbedding* tied) {
+  if (hidden_size <= 0 || vocab_size <= 0) {
+    return absl::InvalidArgumentError("ParallelLMHead sizes must be positive");
+  }
+  if (tied != nullptr && (tied->num_embeddings() != vocab_size ||
+                          tied->weight().dim(1) != hidden_size)) {
+    return absl::InvalidArgumentError("tied LM head must match the embedding's [V, H]");
+  }
+  return std::unique_ptr<ParallelLMHead>(new ParallelLMHead(hidden_size, vocab_size, comm, tied));
+}
+
+absl::StatusOr<Tensor> ParallelLMHead::Forward(const Tensor& x) const {
+  const Tensor& w = tied_ ? tied_->weight() : own_weight_;  // [Vp/T, H]
+  if (x.rank() != 2 || x.dim(1) != w.dim(1)) {
+    return absl::InvalidArgumentError(absl::StrCat("LM head input: expected [n, ", w.dim(1),
+                                                   "], got ", ShapeToString(x.shape())));
+  }
+  const int64_t n = x.dim(0), rows = w.dim(0);
+  Tensor local({n, rows});  // [n, Vp/T]
+  MatMulTransB(x.data(), w.data(), n, w.dim(1), rows, local.data());
+  absl::StatusOr<Tensor> padded = AllGatherLastDim(*comm_, local);  // [n, Vp]
+  if (!padded.ok()) return padded.status();
+  const int64_t vp = padded->dim(1);
+  if (vp == vocab_size_) return padded;
+  Tensor logits({n, vocab_size_});  // [n, V]: the padded columns are dropped here
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(logits.row(i), padded->data() + i * vp, vocab_size_ * sizeof(float));
+  }
+  return logits;
+}
+
+absl::Status ParallelLMHead::WeightLoader(Tensor& param, const Tensor& loaded_weight,
+                                          const ShardId& shard_id) {
+  if (tied_ != nullptr || &param != &own_weight_ ||
+      !std::holds_alternative<std::monostate>(shard_id)) {
+    return absl::InvalidArgumentError(
+        "ParallelLMHead loads only its own weight (none when tied), with no shard id");
+  }
+  return LoadVocabShard(own_weight_, loaded_weight, vocab_size_, comm_->rank(), "lm_head");
+}
+
+}  // namespace tpserve

@@ -1,0 +1,85 @@
+// Vocabulary-parallel embedding and LM head (shared/seeds/000_*.txt), with padding.
+//
+// The seed requires V divisible by T. tpserve pads V up to Vp = PaddedVocabSize(V, T);
+// rank r holds rows [r·Vp/T, (r+1)·Vp/T); rows ≥ V are zero and never surface: the
+// embedding rejects ids ≥ V and the LM head strips the padded logits after gathering.
+// Used by one rank's compute thread; the CommGroup must outlive the layer.
+#ifndef TPSERVE_WORKER_LAYERS_EMBEDDING_H_
+#define TPSERVE_WORKER_LAYERS_EMBEDDING_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "worker/comm/comm_group.h"
+#include "worker/layers/shard_id.h"
+#include "worker/tensor.h"
+
+namespace tpserve {
+
+// Each rank's slice is a multiple of this many rows.
+inline constexpr int64_t kVocabPadRows = 8;
+
+// Smallest multiple of tp·kVocabPadRows that is ≥ vocab_size.
+int64_t PaddedVocabSize(int64_t vocab_size, int tp);
+
+class VocabParallelEmbedding {
+ public:
+  // padding_idx follows torch: negative counts from the end; it only marks a row.
+  static absl::StatusOr<std::unique_ptr<VocabParallelEmbedding>> Create(
+      int64_t num_embeddings, int64_t embedding_dim, CommGroup* comm,
+      std::optional<int64_t> padding_idx = std::nullopt);
+
+  // ids: [n], each in [0, V) -> [n, H] replicated on every rank (one all-reduce).
+  absl::StatusOr<Tensor> Forward(absl::Span<const int32_t> ids) const;
+
+  // Slices the full [V, H] checkpoint tensor into this rank's [Vp/T, H]; padded rows stay 0.
+  absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
+                            const ShardId& shard_id = kNoShard);
+
+  Tensor& weight() { return weight_; }  // [Vp/T, H]
+  const Tensor& weight() const { return weight_; }
+  int64_t num_embeddings() const { return num_embeddings_; }
+  std::optional<int64_t> padding_idx() const { return padding_idx_; }
+
+ private:
+  VocabParallelEmbedding(int64_t num_embeddings, int64_t embedding_dim, CommGroup* comm,
+                         std::optional<int64_t> padding_idx);
+  CommGroup* comm_;
+  int64_t num_embeddings_;
+  std::optional<int64_t> padding_idx_;
+  Tensor weight_;  // [Vp/T, H]
+};
+
+// LM head: ColumnParallelLinear(gather_output=True) over the same padded vocab split,
+// returning only the V real logits. With tied embeddings it reads the embedding's shard.
+class ParallelLMHead {
+ public:
+  // tied: the embedding whose weight to share (must outlive the head), or null.
+  static absl::StatusOr<std::unique_ptr<ParallelLMHead>> Create(
+      int64_t hidden_size, int64_t vocab_size, CommGroup* comm,
+      const VocabParallelEmbedding* tied = nullptr);
+
+  // x: [n, H] -> logits [n, V] on every rank.
+  absl::StatusOr<Tensor> Forward(const Tensor& x) const;
+
+  // Untied only: slices the [V, H] lm_head.weight into this rank's [Vp/T, H].
+  absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
+                            const ShardId& shard_id = kNoShard);
+  Tensor& weight() { return own_weight_; }  // [Vp/T, H]; empty when tied
+
+ private:
+  ParallelLMHead(int64_t hidden_size, int64_t vocab_size, CommGroup* comm,
+                 const VocabParallelEmbedding* tied);
+  CommGroup* comm_;
+  int64_t vocab_size_;
+  const VocabParallelEmbedding* tied_;
+  Tensor own_weight_;  // [Vp/T, H]
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_LAYERS_EMBEDDING_H_

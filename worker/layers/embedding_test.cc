@@ -1,0 +1,98 @@
+#include "worker/layers/embedding.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/comm/local_comm_group.h"
+#include "worker/layers/test_util.h"
+
+namespace tpserve {
+namespace {
+
+constexpr int64_t kVocab = 331;  // divisible by none of 2, 3, 4
+constexpr int64_t kHidden = 12;
+
+class VocabParallelTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(VocabParallelTest, EmbeddingMatchesFullTable) {
+  const int tp = GetParam();
+  const Tensor table = RandomTensor({kVocab, kHidden}, 1);
+  const std::vector<int32_t> ids = {0, 5, 330, 82, 83, 84, 165, 250, 330};
+  RunOnLocalRanks(tp, [&](int rank, CommGroup& comm) {
+    auto emb = VocabParallelEmbedding::Create(kVocab, kHidden, &comm);
+    ASSERT_TRUE(emb.ok());
+    const int64_t rows = PaddedVocabSize(kVocab, tp) / tp;
+    ASSERT_EQ((*emb)->weight().shape(), (Shape{rows, kHidden}));
+    ASSERT_TRUE((*emb)->WeightLoader((*emb)->weight(), table).ok());
+    // Padded rows (global index ≥ V) are zero.
+    for (int64_t i = 0; i < rows; ++i) {
+      if (rank * rows + i < kVocab) continue;
+      for (int64_t j = 0; j < kHidden; ++j) EXPECT_EQ((*emb)->weight().row(i)[j], 0.0f);
+    }
+    auto out = (*emb)->Forward(ids);
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      for (int64_t j = 0; j < kHidden; ++j) EXPECT_EQ(out->row(i)[j], table.row(ids[i])[j]);
+    }
+  });
+}
+
+TEST_P(VocabParallelTest, LmHeadReturnsExactlyVLogits) {
+  const int tp = GetParam();
+  const Tensor w = RandomTensor({kVocab, kHidden}, 2), x = RandomTensor({4, kHidden}, 3);
+  const Tensor want = ReferenceLinear(x, w, Tensor());
+  for (bool tied : {false, true}) {
+    RunOnLocalRanks(tp, [&](int, CommGroup& comm) {
+      auto emb = VocabParallelEmbedding::Create(kVocab, kHidden, &comm);
+      ASSERT_TRUE(emb.ok());
+      ASSERT_TRUE((*emb)->WeightLoader((*emb)->weight(), w).ok());
+      auto head = ParallelLMHead::Create(kHidden, kVocab, &comm, tied ? emb->get() : nullptr);
+      ASSERT_TRUE(head.ok());
+      if (!tied) {
+        ASSERT_TRUE((*head)->WeightLoader((*head)->weight(), w).ok());
+      } else {
+        EXPECT_FALSE((*head)->WeightLoader((*head)->weight(), w).ok());
+      }
+      auto logits = (*head)->Forward(x);
+      ASSERT_TRUE(logits.ok()) << logits.status();
+      EXPECT_EQ(logits->shape(), (Shape{4, kVocab}));
+      EXPECT_LT(RelativeError(*logits, want), 1e-5);
+    });
+  }
+}
+
+TEST_P(VocabParallelTest, RejectsOutOfRangeIdsOnEveryRank) {
+  const int tp = GetParam();
+  RunOnLocalRanks(tp, [&](int, CommGroup& comm) {
+    auto emb = VocabParallelEmbedding::Create(kVocab, kHidden, &comm);
+    ASSERT_TRUE(emb.ok());
+    // 331 is a padded row on the last rank: it must not read as a zero embedding.
+    for (int32_t bad : {-1, int32_t(kVocab), int32_t(PaddedVocabSize(kVocab, tp)) - 1}) {
+      auto out = (*emb)->Forward(std::vector<int32_t>{1, bad});
+      ASSERT_FALSE(out.ok());
+      EXPECT_NE(out.status().message().find("outside the vocab"), std::string::npos);
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Tp, VocabParallelTest, ::testing::Values(1, 2, 3, 4));
+
+TEST(VocabParallelEmbeddingTest, PaddedVocabSize) {
+  EXPECT_EQ(PaddedVocabSize(331, 1), 336);
+  EXPECT_EQ(PaddedVocabSize(331, 3), 336);
+  EXPECT_EQ(PaddedVocabSize(331, 4), 352);
+  EXPECT_EQ(PaddedVocabSize(320, 2), 320);
+}
+
+TEST(VocabParallelEmbeddingTest, PaddingIdxFollowsTorch) {
+  RunOnLocalRanks(1, [&](int, CommGroup& comm) {
+    auto emb = VocabParallelEmbedding::Create(10, 4, &comm, -1);
+    ASSERT_TRUE(emb.ok());
+    EXPECT_EQ((*emb)->padding_idx(), 9);
+    EXPECT_FALSE(VocabParallelEmbedding::Create(10, 4, &comm, 10).ok());
+    EXPECT_FALSE(VocabParallelEmbedding::Create(10, 4, &comm, -11).ok());
+  });
+}
+
+}  // namespace
+}  // namespace tpserve

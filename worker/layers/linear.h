@@ -1,0 +1,150 @@
+// Tensor-parallel linear layers with the seed API (shared/seeds/001_*.txt).
+//
+// T = comm.size(), r = comm.rank(). HF weights are [out, in] and y = x·Wᵀ + b.
+//  - ColumnParallelLinear: weight [out/T, in] = rows [r·out/T, (r+1)·out/T).
+//  - MergedColumnParallelLinear: several column-parallel outputs in one parameter.
+//  - QKVParallelLinear: q, k, v heads split by rank, kv heads replicated when T > K.
+//  - RowParallelLinear: weight [out, in/T] = columns [r·in/T, (r+1)·in/T); all-reduce.
+// Each layer cuts its own slice of a full checkpoint tensor in WeightLoader and runs
+// its own collective in Forward. Layers are created once per rank and used by that
+// rank's compute thread only; the CommGroup must outlive them.
+#ifndef TPSERVE_WORKER_LAYERS_LINEAR_H_
+#define TPSERVE_WORKER_LAYERS_LINEAR_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/comm/comm_group.h"
+#include "worker/layers/shard_id.h"
+#include "worker/tensor.h"
+
+namespace tpserve {
+
+// What Forward returns: the output, and the bias the caller must add itself when the
+// layer was built with skip_bias_add (else null).
+struct LinearOutput {
+  Tensor output;
+  const Tensor* bias = nullptr;
+};
+
+class ColumnParallelLinear {
+ public:
+  static absl::StatusOr<std::unique_ptr<ColumnParallelLinear>> Create(
+      CommGroup* comm, int64_t input_size, int64_t output_size, bool bias = false,
+      bool gather_output = false, bool skip_bias_add = false);
+  virtual ~ColumnParallelLinear() = default;
+
+  // x: [n, in] -> [n, out/T], or [n, out] when gather_output.
+  absl::StatusOr<LinearOutput> Forward(const Tensor& x) const;
+
+  // Copies this rank's slice of `loaded_weight` (the full checkpoint tensor, [out, in]
+  // for the weight, [out] for the bias) into `param` (weight() or bias()).
+  virtual absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
+                                    const ShardId& shard_id = kNoShard);
+
+  Tensor& weight() { return weight_; }  // [out/T, in]
+  Tensor* bias() { return has_bias_ ? &bias_ : nullptr; }  // [out/T]
+  int64_t input_size() const { return input_size_; }
+  int64_t output_size_per_partition() const { return weight_.dim(0); }
+
+ protected:
+  ColumnParallelLinear(CommGroup* comm, int64_t input_size, int64_t output_size_per_partition,
+                       bool bias, bool gather_output, bool skip_bias_add);
+  // Copies rows [src_row, src_row + rows) of `loaded` into rows [dst_row, ...) of `param`.
+  absl::Status CopyRows(Tensor& param, const Tensor& loaded, int64_t dst_row, int64_t src_row,
+                        int64_t rows, const char* what) const;
+  CommGroup& comm() const { return *comm_; }
+  int tp_rank() const { return comm_->rank(); }
+  int tp_size() const { return comm_->size(); }
+
+ private:
+  CommGroup* comm_;
+  int64_t input_size_;
+  bool has_bias_;
+  bool gather_output_;
+  bool skip_bias_add_;
+  Tensor weight_;  // [out/T, in]
+  Tensor bias_;    // [out/T]
+};
+
+class MergedColumnParallelLinear : public ColumnParallelLinear {
+ public:
+  // Every output_sizes[i] must be divisible by T.
+  static absl::StatusOr<std::unique_ptr<MergedColumnParallelLinear>> Create(
+      CommGroup* comm, int64_t input_size, std::vector<int64_t> output_sizes, bool bias = true,
+      bool gather_output = false, bool skip_bias_add = false);
+
+  // shard_id is an index i into output_sizes: source rows [r·o_i/T, (r+1)·o_i/T) go to
+  // param rows starting at Σ_{j<i} o_j/T.
+  absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
+                            const ShardId& shard_id) override;
+
+ private:
+  MergedColumnParallelLinear(CommGroup* comm, int64_t input_size,
+                             std::vector<int64_t> output_sizes, bool bias, bool gather_output,
+                             bool skip_bias_add);
+  std::vector<int64_t> output_sizes_;
+};
+
+class QKVParallelLinear : public ColumnParallelLinear {
+ public:
+  // v_head_size defaults to head_size; total_num_kv_heads to total_num_heads.
+  static absl::StatusOr<std::unique_ptr<QKVParallelLinear>> Create(
+      CommGroup* comm, int64_t hidden_size, int64_t head_size, int64_t total_num_heads,
+      std::optional<int64_t> total_num_kv_heads = std::nullopt, bool bias = true,
+      bool skip_bias_add = false, std::optional<int64_t> v_head_size = std::nullopt);
+
+  // shard_id "q", "k" or "v". q loads from source row r·n_q·d, k and v from
+  // (r / rep)·n_kv·d, where rep ranks share each kv head when T > K.
+  absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
+                            const ShardId& shard_id) override;
+
+  int64_t num_heads() const { return num_heads_; }        // n_q on this rank
+  int64_t num_kv_heads() const { return num_kv_heads_; }  // n_kv on this rank
+  int64_t head_size() const { return head_size_; }
+  int64_t v_head_size() const { return v_head_size_; }
+  int64_t num_kv_head_replicas() const { return replicas_; }
+
+ private:
+  QKVParallelLinear(CommGroup* comm, int64_t hidden_size, int64_t head_size, int64_t num_heads,
+                    int64_t num_kv_heads, int64_t replicas, int64_t v_head_size, bool bias,
+                    bool skip_bias_add);
+  int64_t head_size_, v_head_size_, num_heads_, num_kv_heads_, replicas_;
+};
+
+class RowParallelLinear {
+ public:
+  // input_size must be divisible by T. `!reduce_results && bias && !skip_bias_add` is
+  // an error: each rank would add the bias to its partial sum.
+  static absl::StatusOr<std::unique_ptr<RowParallelLinear>> Create(
+      CommGroup* comm, int64_t input_size, int64_t output_size, bool bias = true,
+      bool input_is_parallel = true, bool skip_bias_add = false, bool reduce_results = true);
+
+  // x: [n, in/T] if input_is_parallel, else [n, in] (this rank takes its columns).
+  // Returns [n, out], summed over ranks when reduce_results. The bias is added once.
+  absl::StatusOr<LinearOutput> Forward(const Tensor& x) const;
+
+  // Copies columns [r·in/T, (r+1)·in/T) of the [out, in] weight; the [out] bias whole.
+  absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
+                            const ShardId& shard_id = kNoShard);
+
+  Tensor& weight() { return weight_; }  // [out, in/T]
+  Tensor* bias() { return has_bias_ ? &bias_ : nullptr; }  // [out]
+
+ private:
+  RowParallelLinear(CommGroup* comm, int64_t input_size, int64_t output_size, bool bias,
+                    bool input_is_parallel, bool skip_bias_add, bool reduce_results);
+  CommGroup* comm_;
+  int64_t input_size_;
+  bool has_bias_, input_is_parallel_, skip_bias_add_, reduce_results_;
+  Tensor weight_;  // [out, in/T]
+  Tensor bias_;    // [out]
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_LAYERS_LINEAR_H_

@@ -1,0 +1,139 @@
+#include "worker/layers/linear.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/comm/local_comm_group.h"
+#include "worker/layers/test_util.h"
+
+namespace tpserve {
+namespace {
+
+constexpr double kTol = 1e-5;
+
+class LinearTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(LinearTest, ColumnParallelMatchesUnsharded) {
+  const int tp = GetParam();
+  const Tensor x = RandomTensor({5, 16}, 1), w = RandomTensor({24, 16}, 2), b = RandomTensor({24}, 3);
+  const Tensor want = ReferenceLinear(x, w, b);
+  for (bool gather : {false, true}) {
+    for (bool skip_bias : {false, true}) {
+      RunOnLocalRanks(tp, [&](int rank, CommGroup& comm) {
+        auto layer = ColumnParallelLinear::Create(&comm, 16, 24, true, gather, skip_bias);
+        ASSERT_TRUE(layer.ok()) << layer.status();
+        ASSERT_TRUE((*layer)->WeightLoader((*layer)->weight(), w).ok());
+        ASSERT_TRUE((*layer)->WeightLoader(*(*layer)->bias(), b).ok());
+        EXPECT_EQ((*layer)->weight().shape(), (Shape{24 / tp, 16}));
+        auto out = (*layer)->Forward(x);
+        ASSERT_TRUE(out.ok()) << out.status();
+        const int64_t cols = 24 / tp;
+        Tensor expect_w = SliceRows(w, rank * cols, (rank + 1) * cols);
+        Tensor expect_b = SliceRows(b, rank * cols, (rank + 1) * cols);
+        EXPECT_EQ(RelativeError((*layer)->weight(), expect_w), 0.0);
+        Tensor local_want = ReferenceLinear(x, expect_w, skip_bias ? Tensor() : expect_b);
+        if (gather && !skip_bias) {
+          EXPECT_LT(RelativeError(out->output, want), kTol);
+        } else if (!gather) {
+          EXPECT_LT(RelativeError(out->output, local_want), kTol);
+        }
+        EXPECT_EQ(out->bias != nullptr, skip_bias);
+        if (skip_bias) EXPECT_EQ(RelativeError(*out->bias, expect_b), 0.0);
+      });
+    }
+  }
+}
+
+TEST_P(LinearTest, MergedColumnLoadsEachShardAtItsOffset) {
+  const int tp = GetParam();
+  const Tensor x = RandomTensor({3, 8}, 4);
+  const Tensor gate = RandomTensor({12, 8}, 5), up = RandomTensor({24, 8}, 6);
+  RunOnLocalRanks(tp, [&](int rank, CommGroup& comm) {
+    auto layer = MergedColumnParallelLinear::Create(&comm, 8, {12, 24}, false);
+    ASSERT_TRUE(layer.ok()) << layer.status();
+    Tensor& w = (*layer)->weight();
+    ASSERT_EQ(w.shape(), (Shape{36 / tp, 8}));
+    ASSERT_TRUE((*layer)->WeightLoader(w, gate, 0).ok());
+    ASSERT_TRUE((*layer)->WeightLoader(w, up, 1).ok());
+    const int64_t g = 12 / tp, u = 24 / tp;
+    EXPECT_EQ(RelativeError(SliceRows(w, 0, g), SliceRows(gate, rank * g, (rank + 1) * g)), 0.0);
+    EXPECT_EQ(RelativeError(SliceRows(w, g, g + u), SliceRows(up, rank * u, (rank + 1) * u)), 0.0);
+    EXPECT_FALSE((*layer)->WeightLoader(w, up, 2).ok());
+    EXPECT_FALSE((*layer)->WeightLoader(w, gate, 1).ok());  // wrong row count for shard 1
+    EXPECT_FALSE((*layer)->WeightLoader(w, up, std::string("q")).ok());
+  });
+}
+
+TEST_P(LinearTest, RowParallelAddsBiasOnce) {
+  const int tp = GetParam();
+  const Tensor x = RandomTensor({4, 24}, 7), w = RandomTensor({10, 24}, 8), b = RandomTensor({10}, 9);
+  const Tensor want = ReferenceLinear(x, w, b);
+  for (bool input_is_parallel : {true, false}) {
+    RunOnLocalRanks(tp, [&](int rank, CommGroup& comm) {
+      auto layer = RowParallelLinear::Create(&comm, 24, 10, true, input_is_parallel);
+      ASSERT_TRUE(layer.ok()) << layer.status();
+      ASSERT_TRUE((*layer)->WeightLoader((*layer)->weight(), w).ok());
+      ASSERT_TRUE((*layer)->WeightLoader(*(*layer)->bias(), b).ok());
+      const int64_t cols = 24 / tp;
+      Tensor x_in = x;
+      if (input_is_parallel) {
+        x_in = Tensor({4, cols});
+        for (int i = 0; i < 4; ++i) {
+          for (int j = 0; j < cols; ++j) x_in.row(i)[j] = x.row(i)[rank * cols + j];
+        }
+      }
+      auto out = (*layer)->Forward(x_in);
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_LT(RelativeError(out->output, want), kTol);
+      EXPECT_EQ(out->bias, nullptr);
+    });
+  }
+}
+
+TEST_P(LinearTest, RowParallelWithoutReduceReturnsPartialsAndBias) {
+  const int tp = GetParam();
+  const Tensor x = RandomTensor({2, 12}, 10), w = RandomTensor({6, 12}, 11), b = RandomTensor({6}, 12);
+  const Tensor want = ReferenceLinear(x, w, b);
+  std::vector<Tensor> partials(tp);
+  RunOnLocalRanks(tp, [&](int rank, CommGroup& comm) {
+    auto layer = RowParallelLinear::Create(&comm, 12, 6, true, false, /*skip_bias_add=*/true,
+                                           /*reduce_results=*/false);
+    ASSERT_TRUE(layer.ok()) << layer.status();
+    ASSERT_TRUE((*layer)->WeightLoader((*layer)->weight(), w).ok());
+    ASSERT_TRUE((*layer)->WeightLoader(*(*layer)->bias(), b).ok());
+    auto out = (*layer)->Forward(x);
+    ASSERT_TRUE(out.ok());
+    ASSERT_NE(out->bias, nullptr);
+    partials[rank] = out->output;
+  });
+  Tensor sum({2, 6});
+  for (const Tensor& p : partials) {
+    for (int i = 0; i < 12; ++i) sum.data()[i] += p.data()[i];
+  }
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 6; ++j) sum.row(i)[j] += b.data()[j];
+  }
+  EXPECT_LT(RelativeError(sum, want), kTol);
+}
+
+TEST_P(LinearTest, RejectsSizesThatDoNotDivide) {
+  const int tp = GetParam();
+  if (tp == 1) return;
+  RunOnLocalRanks(tp, [&](int, CommGroup& comm) {
+    EXPECT_FALSE(ColumnParallelLinear::Create(&comm, 8, 12 * tp + 1).ok());
+    EXPECT_FALSE(RowParallelLinear::Create(&comm, 12 * tp + 1, 8).ok());
+    EXPECT_FALSE(MergedColumnParallelLinear::Create(&comm, 8, {tp * 2, tp * 2 + 1}).ok());
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Tp, LinearTest, ::testing::Values(1, 2, 3, 4));
+
+TEST(RowParallelLinearTest, ReduceOffWithBiasAddedIsAnError) {
+  RunOnLocalRanks(2, [&](int, CommGroup& comm) {
+    auto layer = RowParallelLinear::Create(&comm, 8, 4, true, true, false, false);
+    EXPECT_FALSE(layer.ok());
+  });
+}
+
+}  // namespace
+}  // namespace tpserve
