@@ -1,0 +1,154 @@
+// Tests of the CPU block kernels against direct double-precision formulas.
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/kernels/cpu/norm_activation.h"
+#include "worker/kernels/cpu/paged_attention.h"
+#include "worker/kernels/cpu/rope.h"
+
+namespace tpserve {
+namespace {
+
+std::vector<float> Random(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist;
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+TEST(NormActivationTest, RmsNormAndFusedResidual) {
+  const int n = 3, dim = 10;
+  auto x = Random(n * dim, 1), w = Random(dim, 2), res = Random(n * dim, 3);
+  std::vector<float> out(n * dim);
+  RmsNorm(x.data(), w.data(), n, dim, 1e-5f, out.data());
+  for (int i = 0; i < n; ++i) {
+    double ss = 0;
+    for (int j = 0; j < dim; ++j) ss += double(x[i * dim + j]) * x[i * dim + j];
+    const double inv = 1.0 / std::sqrt(ss / dim + 1e-5);
+    for (int j = 0; j < dim; ++j) EXPECT_NEAR(out[i * dim + j], w[j] * x[i * dim + j] * inv, 1e-5);
+  }
+  std::vector<float> res2 = res, fused(n * dim), sum(n * dim), want(n * dim);
+  AddRmsNorm(res2.data(), x.data(), w.data(), n, dim, 1e-5f, fused.data());
+  for (int i = 0; i < n * dim; ++i) sum[i] = res[i] + x[i];
+  RmsNorm(sum.data(), w.data(), n, dim, 1e-5f, want.data());
+  EXPECT_EQ(res2, sum);
+  EXPECT_EQ(fused, want);
+}
+
+TEST(NormActivationTest, SiluMul) {
+  auto gu = Random(2 * 8, 4);
+  std::vector<float> out(2 * 4);
+  SiluMul(gu.data(), 2, 4, out.data());
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      const double g = gu[i * 8 + j], u = gu[i * 8 + 4 + j];
+      EXPECT_NEAR(out[i * 4 + j], g / (1 + std::exp(-g)) * u, 1e-5);
+    }
+  }
+}
+
+TEST(RopeTest, RotatesHalvesByPositionTimesFrequency) {
+  const int d = 8;
+  RotaryEmbedding rope(d, 10000.0, RopeScaling{});
+  auto x = Random(2 * 3 * d, 5);  // [2 tokens, 3 heads, 8]
+  auto y = x;
+  const std::vector<int32_t> pos = {0, 7};
+  rope.Apply(pos, 3, y.data());
+  for (int t = 0; t < 2; ++t) {
+    for (int h = 0; h < 3; ++h) {
+      const float* a = &x[(t * 3 + h) * d];
+      const float* b = &y[(t * 3 + h) * d];
+      for (int i = 0; i < d / 2; ++i) {
+        const double f = 1.0 / std::pow(10000.0, 2.0 * i / d), ang = pos[t] * f;
+        EXPECT_NEAR(b[i], a[i] * std::cos(ang) - a[i + d / 2] * std::sin(ang), 1e-5);
+        EXPECT_NEAR(b[i + d / 2], a[i + d / 2] * std::cos(ang) + a[i] * std::sin(ang), 1e-5);
+      }
+    }
+  }
+}
+
+TEST(RopeTest, ScalingVariants) {
+  RopeScaling linear{RopeScaling::Type::kLinear, 2.0};
+  RotaryEmbedding plain(32, 500000.0, RopeScaling{}), scaled(32, 500000.0, linear);
+  for (int i = 0; i < 16; ++i) EXPECT_DOUBLE_EQ(scaled.inv_freq()[i], plain.inv_freq()[i] / 2);
+  RopeScaling l3{RopeScaling::Type::kLlama3, 8.0, 1.0, 4.0, 64};
+  RotaryEmbedding llama3(32, 500000.0, l3);
+  int kept = 0, divided = 0, blended = 0;
+  for (int i = 0; i < 16; ++i) {
+    const double f = plain.inv_freq()[i], g = llama3.inv_freq()[i];
+    const double wavelen = 2 * M_PI / f;
+    if (wavelen < 64.0 / 4.0) {
+      EXPECT_DOUBLE_EQ(g, f);
+      ++kept;
+    } else if (wavelen > 64.0) {
+      EXPECT_DOUBLE_EQ(g, f / 8);
+      ++divided;
+    } else {
+      EXPECT_GT(g, f / 8);
+      EXPECT_LT(g, f);
+      ++blended;
+    }
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(divided, 0);
+  EXPECT_GT(blended, 0);
+}
+
+// Dense causal attention of one sequence, straight from the definition.
+std::vector<float> DenseAttention(const std::vector<float>& q, const std::vector<float>& k,
+                                  const std::vector<float>& v, int len, int nq, int nkv, int d,
+                                  int window) {
+  std::vector<float> out(len * nq * d, 0.0f);
+  for (int t = 0; t < len; ++t) {
+    for (int h = 0; h < nq; ++h) {
+      const int kh = h / (nq / nkv);
+      std::vector<double> s;
+      const int lo = window > 0 ? std::max(0, t - window + 1) : 0;
+      double mx = -1e300, den = 0;
+      for (int j = lo; j <= t; ++j) {
+        double dot = 0;
+        for (int e = 0; e < d; ++e) dot += double(q[(t * nq + h) * d + e]) * k[(j * nkv + kh) * d + e];
+        s.push_back(dot / std::sqrt(double(d)));
+        mx = std::max(mx, s.back());
+      }
+      for (double& x : s) den += (x = std::exp(x - mx));
+      for (int j = lo; j <= t; ++j) {
+        for (int e = 0; e < d; ++e) {
+          out[(t * nq + h) * d + e] += s[j - lo] / den * v[(j * nkv + kh) * d + e];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST(PagedAttentionTest, ChunkedPrefillAndDecodeMatchDense) {
+  const int len = 11, nq = 4, nkv = 2, d = 8;
+  for (int window : {0, 4}) {
+    auto q = Random(len * nq * d, 6), k = Random(len * nkv * d, 7), v = Random(len * nkv * d, 8);
+    const auto want = DenseAttention(q, k, v, len, nq, nkv, d, window);
+    auto cache = KvCache::Create({1, 8, 4, nkv, d, d}, 1 << 20);
+    ASSERT_TRUE(cache.ok());
+    const std::vector<int32_t> table = {5, 2, 7};  // non-contiguous blocks
+    AttentionParams p{nq, nkv, d, d, 1.0f / std::sqrt(float(d)), window};
+    std::vector<float> got(len * nq * d);
+    // Prefill 6 tokens, then a chunk of 3, then 2 single-token decode steps.
+    int done = 0;
+    for (int chunk : {6, 3, 1, 1}) {
+      StepBatch batch;
+      batch.token_ids.assign(chunk, 0);
+      batch.seqs.push_back({chunk, done + chunk, table, true});
+      const auto slots = batch.Slots(4);
+      WriteKv(&k[done * nkv * d], &v[done * nkv * d], slots, 0, *cache);
+      PagedAttention(&q[done * nq * d], batch, *cache, 0, p, &got[done * nq * d]);
+      done += chunk;
+    }
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << window;
+  }
+}
+
+}  // namespace
+}  // namespace tpserve

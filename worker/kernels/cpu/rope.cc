@@ -1,0 +1,65 @@
+#include "worker/kernels/cpu/rope.h"
+
+#include <cmath>
+
+namespace tpserve {
+namespace {
+
+// Llama 3.1's rescaling: keep high frequencies, divide low ones by `factor`, and blend
+// in between by where the wavelength falls relative to the original context.
+double Llama3Scale(double inv_freq, const RopeScaling& s) {
+  const double old_context = s.original_max_position_embeddings;
+  const double low_freq_wavelen = old_context / s.low_freq_factor;
+  const double high_freq_wavelen = old_context / s.high_freq_factor;
+  const double wavelen = 2.0 * M_PI / inv_freq;
+  if (wavelen < high_freq_wavelen) return inv_freq;
+  if (wavelen > low_freq_wavelen) return inv_freq / s.factor;
+  const double smooth = (old_context / wavelen - s.low_freq_factor) /
+                        (s.high_freq_factor - s.low_freq_factor);
+  return (1.0 - smooth) * inv_freq / s.factor + smooth * inv_freq;
+}
+
+}  // namespace
+
+RotaryEmbedding::RotaryEmbedding(int rotary_dim, double theta, const RopeScaling& scaling)
+    : rotary_dim_(rotary_dim), inv_freq_(rotary_dim / 2) {
+  for (int i = 0; i < rotary_dim / 2; ++i) {
+    // HF computes the exponent in fp32; so does this, to land on the same frequencies.
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(rotary_dim);
+    double f = static_cast<float>(1.0 / std::pow(theta, static_cast<double>(exponent)));
+    switch (scaling.type) {
+      case RopeScaling::Type::kNone:
+        break;
+      case RopeScaling::Type::kLinear:
+        f /= scaling.factor;
+        break;
+      case RopeScaling::Type::kLlama3:
+        f = Llama3Scale(f, scaling);
+        break;
+    }
+    inv_freq_[i] = f;
+  }
+}
+
+void RotaryEmbedding::Apply(absl::Span<const int32_t> positions, int64_t num_heads,
+                            float* x) const {
+  const int half = rotary_dim_ / 2;
+  std::vector<float> cos_v(half), sin_v(half);
+  for (size_t t = 0; t < positions.size(); ++t) {
+    for (int i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(positions[t]) * inv_freq_[i];
+      cos_v[i] = static_cast<float>(std::cos(angle));
+      sin_v[i] = static_cast<float>(std::sin(angle));
+    }
+    for (int64_t h = 0; h < num_heads; ++h) {
+      float* v = x + (t * num_heads + h) * rotary_dim_;
+      for (int i = 0; i < half; ++i) {
+        const float a = v[i], b = v[i + half];
+        v[i] = a * cos_v[i] - b * sin_v[i];
+        v[i + half] = b * cos_v[i] + a * sin_v[i];
+      }
+    }
+  }
+}
+
+}  // namespace tpserve

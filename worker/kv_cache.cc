@@ -1,0 +1,32 @@
+#include "worker/kv_cache.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace tpserve {
+
+int64_t KvCacheShape::bytes() const {
+  return int64_t{num_layers} * num_slots() * num_kv_heads * (head_dim + v_head_dim) *
+         static_cast<int64_t>(sizeof(float));
+}
+
+KvCache::KvCache(const KvCacheShape& shape)
+    : shape_(shape),
+      key_stride_(int64_t{shape.num_kv_heads} * shape.head_dim),
+      value_stride_(int64_t{shape.num_kv_heads} * shape.v_head_dim),
+      keys_(shape.num_layers, std::vector<float>(shape.num_slots() * key_stride_)),
+      values_(shape.num_layers, std::vector<float>(shape.num_slots() * value_stride_)) {}
+
+absl::StatusOr<KvCache> KvCache::Create(const KvCacheShape& shape, int64_t max_bytes) {
+  if (shape.num_layers <= 0 || shape.num_blocks <= 0 || shape.block_size <= 0 ||
+      shape.num_kv_heads <= 0 || shape.head_dim <= 0 || shape.v_head_dim <= 0) {
+    return absl::InvalidArgumentError("KV cache dimensions must be positive");
+  }
+  if (shape.bytes() > max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "KV cache of ", shape.num_blocks, " blocks needs ", shape.bytes(), " bytes, limit ",
+        max_bytes));
+  }
+  return KvCache(shape);
+}
+
+}  // namespace tpserve

@@ -1,0 +1,66 @@
+// ModelConfig: the parts of a Hugging Face config.json that the Llama-family forward needs.
+//
+// Supported architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+// Qwen3ForCausalLM. Pure data plus validation; safe to copy between threads.
+#ifndef TPSERVE_WORKER_LOADER_HF_CONFIG_H_
+#define TPSERVE_WORKER_LOADER_HF_CONFIG_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/dtype.h"
+
+namespace tpserve {
+
+struct RopeScaling {
+  enum class Type { kNone, kLinear, kLlama3 };
+  Type type = Type::kNone;
+  double factor = 1.0;
+  // llama3 only:
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int original_max_position_embeddings = 8192;
+};
+
+enum class ModelFamily { kLlama, kMistral, kQwen2, kQwen3 };
+
+struct ModelConfig {
+  std::string architecture;  // e.g. "Qwen2ForCausalLM"
+  ModelFamily family = ModelFamily::kLlama;
+  int hidden_size = 0;
+  int intermediate_size = 0;
+  int vocab_size = 0;
+  int num_hidden_layers = 0;
+  int num_attention_heads = 0;
+  int num_key_value_heads = 0;  // defaults to num_attention_heads when absent
+  int head_dim = 0;             // defaults to hidden_size / num_attention_heads
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v biases (Qwen2 always has them)
+  bool qk_norm = false;         // per-head RMSNorm on q and k (Qwen3)
+  int max_position_embeddings = 0;
+  int sliding_window = 0;  // 0: full attention
+  DType torch_dtype = DType::kF32;
+  int bos_token_id = -1;  // -1 when absent
+  std::vector<int> eos_token_ids;
+
+  // Internal consistency (positive sizes, heads divide, kv heads divide heads, ...).
+  absl::Status Validate() const;
+  // Whether `tp` ranks can split this model: heads and kv heads (or tp a multiple of
+  // the kv heads) and the intermediate size must divide. Names the count that fails.
+  absl::Status ValidateTp(int tp) const;
+};
+
+// Parses and validates `path` (a config.json). Errors name the file and the key.
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path);
+// Same, from text; `source` names it in errors.
+absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
+                                             const std::string& source);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_LOADER_HF_CONFIG_H_

@@ -1,0 +1,74 @@
+#include "worker/loader/json_util.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace tpserve {
+
+using nlohmann::json;
+
+absl::StatusOr<json> ParseJsonObject(absl::string_view text, const std::string& source,
+                                     bool reject_duplicate_keys) {
+  // One set of seen keys per open object; a key event belongs to the innermost one.
+  std::vector<std::set<std::string>> open_objects;
+  std::string duplicate;
+  json::parser_callback_t callback = [&](int /*depth*/, json::parse_event_t event,
+                                         json& parsed) {
+    if (!reject_duplicate_keys) return true;
+    if (event == json::parse_event_t::object_start) open_objects.emplace_back();
+    if (event == json::parse_event_t::object_end && !open_objects.empty()) {
+      open_objects.pop_back();
+    }
+    if (event == json::parse_event_t::key && !open_objects.empty() && duplicate.empty() &&
+        parsed.is_string() && !open_objects.back().insert(parsed.get<std::string>()).second) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  json value;
+  try {
+    value = json::parse(text.begin(), text.end(), callback);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not valid JSON: ", e.what()));
+  }
+  if (!duplicate.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": key \"", duplicate, "\" appears twice in one JSON object"));
+  }
+  if (!value.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": expected a JSON object, got ", JsonTypeName(value)));
+  }
+  return value;
+}
+
+std::string JsonTypeName(const json& value) {
+  if (value.is_number_unsigned()) return "non-negative integer";
+  if (value.is_number_integer()) return "negative integer";
+  if (value.is_number_float()) return "floating-point number";
+  return value.type_name();
+}
+
+bool IsJsonUnsigned(const json& value) { return value.is_number_unsigned(); }
+
+absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    std::string message = absl::StrCat(path, ": cannot open: ", std::strerror(err));
+    return err == ENOENT ? absl::NotFoundError(message) : absl::InternalError(message);
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return absl::InternalError(absl::StrCat(path, ": read failed"));
+  return text.str();
+}
+
+}  // namespace tpserve

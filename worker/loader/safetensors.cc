@@ -1,0 +1,333 @@
+#include "worker/loader/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <tuple>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "worker/loader/json_util.h"
+
+namespace tpserve {
+namespace {
+
+using nlohmann::json;
+
+constexpr uint64_t kLengthBytes = 8;
+
+absl::Status FileError(const std::string& file, absl::string_view rule) {
+  return absl::InvalidArgumentError(absl::StrCat(file, ": ", rule));
+}
+
+absl::Status TensorError(const std::string& file, absl::string_view tensor,
+                         absl::string_view rule) {
+  return absl::InvalidArgumentError(absl::StrCat(file, ": tensor \"", tensor, "\": ", rule));
+}
+
+// Strict UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF), as Rust's
+// str::from_utf8 checks. Returns the offset of the first bad byte, or npos.
+size_t FindInvalidUtf8(absl::Span<const uint8_t> s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const uint8_t c = s[i];
+    size_t len;
+    uint8_t lo = 0x80, hi = 0xBF;  // bounds for the second byte
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return i;
+    }
+    if (s.size() - i < len || s[i + 1] < lo || s[i + 1] > hi) return i;
+    for (size_t k = 2; k < len; ++k) {
+      if ((s[i + k] & 0xC0) != 0x80) return i;
+    }
+    i += len;
+  }
+  return std::string::npos;
+}
+
+// The 8-byte little-endian header length N, checked against the limit and the file.
+absl::StatusOr<uint64_t> ReadHeaderLength(absl::Span<const uint8_t> bytes,
+                                          const std::string& file) {
+  if (bytes.size() < kLengthBytes) {
+    return FileError(file, absl::StrCat("file is ", bytes.size(),
+                                        " bytes, too short for the 8-byte header length"));
+  }
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
+  if (n > kMaxSafetensorsHeaderSize) {
+    return FileError(file, absl::StrCat("header length ", n, " exceeds the limit of ",
+                                        kMaxSafetensorsHeaderSize, " bytes"));
+  }
+  if (kLengthBytes + n > bytes.size()) {
+    return FileError(file, absl::StrCat("header length ", n, " runs past the end of the file (",
+                                        bytes.size(), " bytes); truncated?"));
+  }
+  return n;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ParseMetadata(const json& value,
+                                                                 const std::string& file) {
+  std::map<std::string, std::string> metadata;
+  if (value.is_null()) return metadata;  // the reference reads it as an Option
+  if (!value.is_object()) {
+    return FileError(file, absl::StrCat("\"__metadata__\" must be an object of strings, got ",
+                                        JsonTypeName(value)));
+  }
+  for (const auto& [key, v] : value.items()) {
+    if (!v.is_string()) {
+      return FileError(file, absl::StrCat("\"__metadata__\" entry \"", key,
+                                          "\" must be a string, got ", JsonTypeName(v)));
+    }
+    metadata[key] = v.get<std::string>();
+  }
+  return metadata;
+}
+
+// Reads a JSON array of non-negative integers that fit `max`.
+absl::StatusOr<std::vector<uint64_t>> ParseUnsignedArray(const json& value, uint64_t max,
+                                                         const std::string& file,
+                                                         const std::string& tensor,
+                                                         absl::string_view key) {
+  if (!value.is_array()) {
+    return TensorError(file, tensor, absl::StrCat("\"", key, "\" must be an array, got ",
+                                                  JsonTypeName(value)));
+  }
+  std::vector<uint64_t> out;
+  for (const json& v : value) {
+    if (!IsJsonUnsigned(v)) {
+      return TensorError(file, tensor,
+                         absl::StrCat("\"", key, "\" must hold non-negative integers, got ",
+                                      JsonTypeName(v), " ", v.dump()));
+    }
+    const uint64_t x = v.get<uint64_t>();
+    if (x > max) {
+      return TensorError(file, tensor,
+                         absl::StrCat("\"", key, "\" value ", x, " exceeds ", max));
+    }
+    out.push_back(x);
+  }
+  return out;
+}
+
+absl::StatusOr<SafetensorsEntryInfo> ParseEntry(const std::string& name, const json& value,
+                                               const std::string& file) {
+  SafetensorsEntryInfo info;
+  info.name = name;
+  if (!value.is_object()) {
+    return TensorError(file, name, absl::StrCat("entry must be an object, got ",
+                                                JsonTypeName(value)));
+  }
+  for (const char* key : {"dtype", "shape", "data_offsets"}) {
+    if (!value.contains(key)) {
+      return TensorError(file, name, absl::StrCat("missing \"", key, "\""));
+    }
+  }
+  const json& dtype = value["dtype"];
+  if (!dtype.is_string()) {
+    return TensorError(file, name,
+                       absl::StrCat("\"dtype\" must be a string, got ", JsonTypeName(dtype)));
+  }
+  absl::StatusOr<DType> parsed = DTypeFromName(dtype.get<std::string>());
+  if (!parsed.ok()) return TensorError(file, name, parsed.status().message());
+  info.dtype = *parsed;
+
+  // Dimensions above int64 cannot be held in a Shape (the reference allows them only in
+  // an empty tensor, e.g. [0, 2^63]).
+  absl::StatusOr<std::vector<uint64_t>> shape =
+      ParseUnsignedArray(value["shape"], std::numeric_limits<int64_t>::max(), file, name, "shape");
+  if (!shape.ok()) return shape.status();
+  info.shape.assign(shape->begin(), shape->end());
+
+  absl::StatusOr<std::vector<uint64_t>> offsets =
+      ParseUnsignedArray(value["data_offsets"], std::numeric_limits<uint64_t>::max(), file, name,
+                         "data_offsets");
+  if (!offsets.ok()) return offsets.status();
+  if (offsets->size() != 2) {
+    return TensorError(file, name, absl::StrCat("\"data_offsets\" must be [begin, end], got ",
+                                                offsets->size(), " values"));
+  }
+  info.begin = (*offsets)[0];
+  info.end = (*offsets)[1];
+  if (info.end < info.begin) {
+    return TensorError(file, name, absl::StrCat("data_offsets [", info.begin, ", ", info.end,
+                                                "] end before they begin"));
+  }
+  return info;
+}
+
+// Shape product × dtype size, or an error if it overflows 64 bits.
+absl::StatusOr<uint64_t> ByteSize(const SafetensorsEntryInfo& info, const std::string& file) {
+  uint64_t n = DTypeSize(info.dtype);
+  for (int64_t d : info.shape) {
+    if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) {
+      return TensorError(file, info.name,
+                         absl::StrCat("shape ", ShapeToString(info.shape), " × ",
+                                      DTypeName(info.dtype), " overflows 64-bit byte count"));
+    }
+  }
+  return n;
+}
+
+// The reference's Metadata::validate: sorted by offsets, the tensors tile the data buffer
+// from 0 with no hole and no overlap, and each spans exactly its shape × dtype size.
+// Returns the end of the last tensor.
+absl::StatusOr<uint64_t> CheckLayout(const std::vector<SafetensorsEntryInfo>& entries,
+                                     const std::string& file) {
+  uint64_t start = 0;
+  for (const SafetensorsEntryInfo& e : entries) {
+    const std::string span = absl::StrCat("data_offsets [", e.begin, ", ", e.end, "]");
+    if (e.begin > start) {
+      return TensorError(file, e.name, absl::StrCat(span, " leave a hole: the previous tensor ends at ",
+                                                    start, ", tensors must be contiguous"));
+    }
+    if (e.begin < start) {
+      return TensorError(file, e.name,
+                         absl::StrCat(span, " overlap the previous tensor, which ends at ", start));
+    }
+    absl::StatusOr<uint64_t> size = ByteSize(e, file);
+    if (!size.ok()) return size.status();
+    if (*size != e.end - e.begin) {
+      return TensorError(file, e.name,
+                         absl::StrCat("shape ", ShapeToString(e.shape), " × ", DTypeName(e.dtype),
+                                      " needs ", *size, " bytes but data_offsets span ",
+                                      e.end - e.begin));
+    }
+    start = e.end;
+  }
+  return start;
+}
+
+}  // namespace
+
+absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(absl::Span<const uint8_t> file_bytes,
+                                                         const std::string& file) {
+  SafetensorsHeader header;
+  absl::StatusOr<uint64_t> n = ReadHeaderLength(file_bytes, file);
+  if (!n.ok()) return n.status();
+  header.header_size = *n;
+  const absl::Span<const uint8_t> text = file_bytes.subspan(kLengthBytes, *n);
+  if (size_t bad = FindInvalidUtf8(text); bad != std::string::npos) {
+    return FileError(file, absl::StrCat("header is not valid UTF-8 (byte ", bad, ")"));
+  }
+  absl::StatusOr<json> root = ParseJsonObject(
+      absl::string_view(reinterpret_cast<const char*>(text.data()), text.size()),
+      absl::StrCat(file, ": header"), /*reject_duplicate_keys=*/true);
+  if (!root.ok()) return root.status();
+
+  for (const auto& [key, value] : root->items()) {
+    if (key == "__metadata__") {
+      absl::StatusOr<std::map<std::string, std::string>> metadata = ParseMetadata(value, file);
+      if (!metadata.ok()) return metadata.status();
+      header.metadata = *std::move(metadata);
+      continue;
+    }
+    absl::StatusOr<SafetensorsEntryInfo> entry = ParseEntry(key, value, file);
+    if (!entry.ok()) return entry.status();
+    header.entries.push_back(*std::move(entry));
+  }
+  std::sort(header.entries.begin(), header.entries.end(),
+            [](const SafetensorsEntryInfo& a, const SafetensorsEntryInfo& b) {
+              return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
+            });
+  absl::StatusOr<uint64_t> data_end = CheckLayout(header.entries, file);
+  if (!data_end.ok()) return data_end.status();
+  const uint64_t data_size = file_bytes.size() - kLengthBytes - *n;
+  if (*data_end != data_size) {
+    return FileError(file, absl::StrCat("tensors cover ", *data_end, " bytes of data but the file "
+                                        "holds ", data_size, " bytes after the header; the data "
+                                        "buffer must be covered exactly"));
+  }
+  return header;
+}
+
+absl::StatusOr<Tensor> TensorViewToFloat(const TensorView& view, const Shape& expected_shape) {
+  if (view.shape != expected_shape) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", view.name, " in ", view.file, " has shape ",
+                     ShapeToString(view.shape), ", expected ", ShapeToString(expected_shape)));
+  }
+  if (!IsFloatWeightType(view.dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", view.name, " in ", view.file, " has dtype ",
+                     DTypeName(view.dtype), "; only F32, BF16 and F16 convert to fp32"));
+  }
+  Tensor out(view.shape);
+  absl::Status status = ConvertToFloat(view.dtype, view.data, out.numel(), out.data());
+  if (!status.ok()) return status;
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
+  auto file = std::unique_ptr<SafetensorsFile>(new SafetensorsFile);
+  file->path_ = path;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    std::string message = absl::StrCat(path, ": cannot open: ", std::strerror(err));
+    return err == ENOENT ? absl::NotFoundError(message) : absl::InternalError(message);
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size > 0) {  // mmap rejects an empty range; the parser reports the short file
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      return absl::InternalError(absl::StrCat(path, ": mmap failed: ", std::strerror(err)));
+    }
+    file->mapping_ = p;
+    file->mapping_size_ = size;
+  }
+  ::close(fd);  // the mapping keeps the file open
+
+  const auto* base = static_cast<const uint8_t*>(file->mapping_);
+  absl::StatusOr<SafetensorsHeader> header =
+      ParseSafetensorsHeader(absl::MakeConstSpan(base, size), path);
+  if (!header.ok()) return header.status();
+  file->metadata_ = std::move(header->metadata);
+  const uint8_t* data = base + kLengthBytes + header->header_size;
+  for (const SafetensorsEntryInfo& e : header->entries) {
+    file->tensors_.push_back(TensorView{e.name, path, e.dtype, e.shape, data + e.begin,
+                                        static_cast<size_t>(e.end - e.begin)});
+  }
+  std::sort(file->tensors_.begin(), file->tensors_.end(),
+            [](const TensorView& a, const TensorView& b) { return a.name < b.name; });
+  return file;
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (mapping_ != nullptr) ::munmap(mapping_, mapping_size_);
+}
+
+const TensorView* SafetensorsFile::Find(absl::string_view name) const {
+  auto it = std::lower_bound(tensors_.begin(), tensors_.end(), name,
+                             [](const TensorView& t, absl::string_view n) { return t.name < n; });
+  if (it == tensors_.end() || it->name != name) return nullptr;
+  return &*it;
+}
+
+}  // namespace tpserve
