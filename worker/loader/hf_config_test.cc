@@ -1,0 +1,266 @@
+#include "worker/loader/hf_config.h"
+
+#include <cstdlib>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/loader/safetensors_writer.h"
+
+namespace tpserve {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+// The shape of a tiny save_pretrained config.json.
+json BaseConfig(const std::string& architecture) {
+  return {{"architectures", {architecture}},
+          {"hidden_size", 64},
+          {"intermediate_size", 128},
+          {"vocab_size", 1000},
+          {"num_hidden_layers", 2},
+          {"num_attention_heads", 8},
+          {"num_key_value_heads", 2},
+          {"rms_norm_eps", 1e-5},
+          {"max_position_embeddings", 512}};
+}
+
+absl::StatusOr<ModelConfig> Parse(const json& config) {
+  return ParseModelConfig(config.dump(), "config.json");
+}
+
+std::string ErrorOf(const json& config) {
+  auto c = Parse(config);
+  return c.ok() ? "" : std::string(c.status().message());
+}
+
+TEST(HfConfigTest, ParsesLlamaWithDefaults) {
+  auto c = Parse(BaseConfig("LlamaForCausalLM"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->family, ModelFamily::kLlama);
+  EXPECT_EQ(c->architecture, "LlamaForCausalLM");
+  EXPECT_EQ(c->hidden_size, 64);
+  EXPECT_EQ(c->num_key_value_heads, 2);
+  EXPECT_EQ(c->head_dim, 8);
+  EXPECT_EQ(c->rms_norm_eps, 1e-5);
+  EXPECT_EQ(c->rope_theta, 10000.0);
+  EXPECT_EQ(c->rope_scaling.type, RopeScaling::Type::kNone);
+  EXPECT_FALSE(c->tie_word_embeddings);
+  EXPECT_FALSE(c->attention_bias);
+  EXPECT_FALSE(c->qk_norm);
+  EXPECT_EQ(c->sliding_window, 0);
+  EXPECT_EQ(c->torch_dtype, DType::kF32);
+  EXPECT_EQ(c->bos_token_id, -1);
+  EXPECT_TRUE(c->eos_token_ids.empty());
+}
+
+TEST(HfConfigTest, ParsesOptionalFields) {
+  json j = BaseConfig("LlamaForCausalLM");
+  j.erase("num_key_value_heads");
+  j["head_dim"] = 16;
+  j["rope_theta"] = 500000.0;
+  j["tie_word_embeddings"] = true;
+  j["attention_bias"] = true;
+  j["torch_dtype"] = "bfloat16";
+  j["bos_token_id"] = 1;
+  j["eos_token_id"] = json::array({2, 7});
+  auto c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->num_key_value_heads, 8);
+  EXPECT_EQ(c->head_dim, 16);
+  EXPECT_EQ(c->rope_theta, 500000.0);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_TRUE(c->attention_bias);
+  EXPECT_EQ(c->torch_dtype, DType::kBF16);
+  EXPECT_EQ(c->bos_token_id, 1);
+  EXPECT_THAT(c->eos_token_ids, ElementsAre(2, 7));
+
+  j["eos_token_id"] = 3;
+  j["head_dim"] = nullptr;  // null means derived
+  j["dtype"] = "float16";   // the newer key wins
+  c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->eos_token_ids, ElementsAre(3));
+  EXPECT_EQ(c->head_dim, 8);
+  EXPECT_EQ(c->torch_dtype, DType::kF16);
+}
+
+TEST(HfConfigTest, MistralSlidingWindow) {
+  json j = BaseConfig("MistralForCausalLM");
+  j["sliding_window"] = 256;
+  auto c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->family, ModelFamily::kMistral);
+  EXPECT_EQ(c->sliding_window, 256);
+  j["sliding_window"] = nullptr;
+  EXPECT_EQ(Parse(j)->sliding_window, 0);
+  j.erase("sliding_window");
+  EXPECT_EQ(Parse(j)->sliding_window, 4096);  // MistralConfig's default
+}
+
+TEST(HfConfigTest, Qwen2HasQkvBiasAndOptionalSlidingWindow) {
+  json j = BaseConfig("Qwen2ForCausalLM");
+  j["sliding_window"] = 256;
+  j["use_sliding_window"] = false;
+  auto c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->family, ModelFamily::kQwen2);
+  EXPECT_TRUE(c->attention_bias);
+  EXPECT_FALSE(c->qk_norm);
+  EXPECT_EQ(c->sliding_window, 0);
+  j["use_sliding_window"] = true;
+  EXPECT_EQ(Parse(j)->sliding_window, 256);
+}
+
+TEST(HfConfigTest, Qwen3HasQkNormAndHeadDim) {
+  json j = BaseConfig("Qwen3ForCausalLM");
+  j["head_dim"] = 32;  // differs from hidden / heads = 8
+  auto c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->family, ModelFamily::kQwen3);
+  EXPECT_TRUE(c->qk_norm);
+  EXPECT_FALSE(c->attention_bias);
+  EXPECT_EQ(c->head_dim, 32);
+  j.erase("head_dim");
+  EXPECT_EQ(Parse(j)->head_dim, 128);  // Qwen3Config's default
+  j["head_dim"] = nullptr;
+  EXPECT_EQ(Parse(j)->head_dim, 8);
+}
+
+TEST(HfConfigTest, RopeScaling) {
+  json j = BaseConfig("LlamaForCausalLM");
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  auto c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rope_scaling.type, RopeScaling::Type::kLinear);
+  EXPECT_EQ(c->rope_scaling.factor, 2.0);
+
+  j["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", 8.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
+  c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rope_scaling.type, RopeScaling::Type::kLlama3);
+  EXPECT_EQ(c->rope_scaling.factor, 8.0);
+  EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 8192);
+
+  j["rope_scaling"] = {{"rope_type", "default"}};
+  EXPECT_EQ(Parse(j)->rope_scaling.type, RopeScaling::Type::kNone);
+  j["rope_scaling"] = nullptr;
+  EXPECT_EQ(Parse(j)->rope_scaling.type, RopeScaling::Type::kNone);
+
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  auto yarn = Parse(j);
+  EXPECT_TRUE(absl::IsUnimplemented(yarn.status()));
+  EXPECT_THAT(yarn.status().message(),
+              AllOf(HasSubstr("config.json"), HasSubstr("rope_scaling"), HasSubstr("\"yarn\""),
+                    HasSubstr("not supported")));
+
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+  EXPECT_THAT(ErrorOf(j), HasSubstr("missing required key \"rope_scaling.low_freq_factor\""));
+  j["rope_scaling"] = {{"type", "linear"}};
+  EXPECT_THAT(ErrorOf(j), HasSubstr("missing required key \"rope_scaling.factor\""));
+}
+
+TEST(HfConfigTest, RopeParametersFromNewerTransformers) {
+  json j = BaseConfig("LlamaForCausalLM");
+  j["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 4.0}, {"rope_theta", 1e6}};
+  auto c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rope_theta, 1e6);
+  EXPECT_EQ(c->rope_scaling.type, RopeScaling::Type::kLinear);
+}
+
+TEST(HfConfigTest, RejectsUnknownArchitectureAndMissingKeys) {
+  EXPECT_THAT(ErrorOf(BaseConfig("GPT2LMHeadModel")),
+              AllOf(HasSubstr("config.json"), HasSubstr("\"architectures\""),
+                    HasSubstr("unsupported architecture \"GPT2LMHeadModel\"")));
+  json j = BaseConfig("LlamaForCausalLM");
+  j.erase("architectures");
+  EXPECT_THAT(ErrorOf(j), HasSubstr("config.json: missing required key \"architectures\""));
+  for (const char* key : {"hidden_size", "intermediate_size", "vocab_size", "num_hidden_layers",
+                          "num_attention_heads"}) {
+    json k = BaseConfig("LlamaForCausalLM");
+    k.erase(key);
+    EXPECT_EQ(ErrorOf(k), absl::StrCat("config.json: missing required key \"", key, "\""));
+  }
+}
+
+TEST(HfConfigTest, RejectsWrongTypes) {
+  const std::pair<const char*, json> cases[] = {
+      {"hidden_size", "64"},        {"hidden_size", 64.5},
+      {"hidden_size", 1e12},        {"num_key_value_heads", true},
+      {"rms_norm_eps", "small"},    {"tie_word_embeddings", 1},
+      {"torch_dtype", "int8"},      {"eos_token_id", "2"},
+      {"eos_token_id", json::array({1, "x"})},
+      {"architectures", "LlamaForCausalLM"},
+      {"rope_scaling", "linear"},   {"hidden_size", 4294967296ull},
+  };
+  for (const auto& [key, value] : cases) {
+    json j = BaseConfig("LlamaForCausalLM");
+    j[key] = value;
+    EXPECT_THAT(ErrorOf(j), AllOf(HasSubstr("config.json"), HasSubstr(absl::StrCat("\"", key))))
+        << key << "=" << value.dump();
+  }
+  EXPECT_THAT(std::string(ParseModelConfig("{oops", "config.json").status().message()),
+              AllOf(HasSubstr("config.json"), HasSubstr("not valid JSON")));
+  EXPECT_THAT(std::string(ParseModelConfig("[]", "config.json").status().message()),
+              HasSubstr("expected a JSON object"));
+}
+
+TEST(HfConfigTest, ValidateRejectsInconsistentSizes) {
+  json j = BaseConfig("LlamaForCausalLM");
+  j["num_key_value_heads"] = 3;
+  EXPECT_THAT(ErrorOf(j), AllOf(HasSubstr("config.json"),
+                                HasSubstr("num_key_value_heads=3 does not divide num_attention_heads=8")));
+  j = BaseConfig("LlamaForCausalLM");
+  j["hidden_size"] = 0;
+  EXPECT_THAT(ErrorOf(j), HasSubstr("hidden_size=0 must be positive"));
+  j = BaseConfig("LlamaForCausalLM");
+  j["vocab_size"] = -5;
+  EXPECT_THAT(ErrorOf(j), HasSubstr("vocab_size=-5 must be positive"));
+  j = BaseConfig("LlamaForCausalLM");
+  j["rms_norm_eps"] = 0;
+  EXPECT_THAT(ErrorOf(j), HasSubstr("rms_norm_eps=0 must be positive"));
+}
+
+TEST(HfConfigTest, ValidateTp) {
+  ModelConfig c = *Parse(BaseConfig("LlamaForCausalLM"));  // 8 heads, 2 kv heads, ffn 128
+  for (int tp : {1, 2, 4, 8}) EXPECT_TRUE(c.ValidateTp(tp).ok()) << tp;
+  EXPECT_EQ(c.ValidateTp(0).message(), "tp=0 must be >= 1");
+  EXPECT_EQ(c.ValidateTp(3).message(), "tp=3 does not divide num_attention_heads=8");
+  c.num_attention_heads = 12;
+  c.num_key_value_heads = 4;
+  EXPECT_THAT(std::string(c.ValidateTp(6).message()),
+              HasSubstr("tp=6 is not a multiple of num_key_value_heads=4"));
+  c.num_attention_heads = 16;
+  c.num_key_value_heads = 6;
+  EXPECT_EQ(c.ValidateTp(4).message(), "tp=4 does not divide num_key_value_heads=6");
+  c.num_attention_heads = 8;
+  c.num_key_value_heads = 8;
+  c.intermediate_size = 100;
+  EXPECT_EQ(c.ValidateTp(8).message(), "tp=8 does not divide intermediate_size=100");
+}
+
+TEST(HfConfigTest, LoadsFromFile) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = absl::StrCat(tmp ? tmp : "/tmp", "/config.json");
+  ASSERT_TRUE(WriteBinaryFile(path, BaseConfig("Qwen3ForCausalLM").dump()).ok());
+  auto c = LoadModelConfig(path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->family, ModelFamily::kQwen3);
+  auto missing = LoadModelConfig(path + ".nope");
+  EXPECT_TRUE(absl::IsNotFound(missing.status()));
+  EXPECT_THAT(missing.status().message(), HasSubstr("config.json.nope"));
+}
+
+}  // namespace
+}  // namespace tpserve
