@@ -1,0 +1,67 @@
+// LlamaModel: the tensor-parallel Llama-family decoder (Llama, Mistral, Qwen2, Qwen3).
+//
+//   VocabParallelEmbedding → L × [RMSNorm → attention → +residual → RMSNorm → MLP →
+//   +residual] → RMSNorm → ParallelLMHead (gathered, vocab unpadded)
+//
+// One instance per rank, created with that rank's CommGroup; every rank must run
+// Forward on identical StepBatches. Not thread-safe.
+#ifndef TPSERVE_WORKER_MODELS_LLAMA_H_
+#define TPSERVE_WORKER_MODELS_LLAMA_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/comm/comm_group.h"
+#include "worker/kernels/cpu/rope.h"
+#include "worker/kv_cache.h"
+#include "worker/layers/embedding.h"
+#include "worker/loader/checkpoint.h"
+#include "worker/loader/hf_config.h"
+#include "worker/models/llama_layers.h"
+#include "worker/step_batch.h"
+#include "worker/tensor.h"
+
+namespace tpserve {
+
+class LlamaModel {
+ public:
+  // Validates the config for comm->size() ranks and builds this rank's shards (zeroed).
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(const ModelConfig& config,
+                                                            CommGroup* comm);
+
+  // Loads every tensor the model needs from `ckpt`, each layer cutting its own slice.
+  absl::Status LoadWeights(const Checkpoint& ckpt);
+
+  // The KV cache geometry of this rank for `num_blocks` blocks of `block_size` tokens.
+  KvCacheShape CacheShape(int num_blocks, int block_size) const;
+
+  // Runs one step. Returns logits [batch.NumLogitRows(), vocab_size], identical on
+  // every rank: for each sequence in order, one row per new token when all_logits,
+  // else one row for its last token.
+  absl::StatusOr<Tensor> Forward(const StepBatch& batch, KvCache& cache) const;
+
+  const ModelConfig& config() const { return config_; }
+
+ private:
+  explicit LlamaModel(const ModelConfig& config);
+
+  struct DecoderLayer {
+    std::unique_ptr<LlamaAttention> attn;
+    std::unique_ptr<LlamaMlp> mlp;
+    Tensor input_norm;      // [hidden]
+    Tensor post_attn_norm;  // [hidden]
+  };
+
+  ModelConfig config_;
+  RotaryEmbedding rope_;
+  std::unique_ptr<VocabParallelEmbedding> embed_;
+  std::vector<DecoderLayer> layers_;
+  Tensor final_norm_;  // [hidden]
+  std::unique_ptr<ParallelLMHead> lm_head_;
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_MODELS_LLAMA_H_

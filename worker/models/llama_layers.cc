@@ -1,0 +1,144 @@
+#include "worker/models/llama_layers.h"
+
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "worker/kernels/cpu/norm_activation.h"
+
+namespace tpserve {
+
+absl::StatusOr<std::unique_ptr<LlamaAttention>> LlamaAttention::Create(
+    const ModelConfig& config, CommGroup* comm, const RotaryEmbedding* rope, int layer) {
+  const bool qkv_bias = config.attention_bias || config.family == ModelFamily::kQwen2;
+  auto qkv = QKVParallelLinear::Create(comm, config.hidden_size, config.head_dim,
+                                       config.num_attention_heads, config.num_key_value_heads,
+                                       qkv_bias);
+  if (!qkv.ok()) return qkv.status();
+  // Qwen2's o_proj never has a bias; Llama, Mistral and Qwen3 follow attention_bias.
+  const bool o_bias = config.attention_bias && config.family != ModelFamily::kQwen2;
+  auto o_proj = RowParallelLinear::Create(
+      comm, int64_t{config.num_attention_heads} * config.head_dim, config.hidden_size, o_bias);
+  if (!o_proj.ok()) return o_proj.status();
+  std::unique_ptr<LlamaAttention> attn(new LlamaAttention());
+  attn->config_ = &config;
+  attn->rope_ = rope;
+  attn->layer_ = layer;
+  attn->qkv_ = *std::move(qkv);
+  attn->o_proj_ = *std::move(o_proj);
+  attn->params_ = {attn->qkv_->num_heads(), attn->qkv_->num_kv_heads(), config.head_dim,
+                   config.head_dim, static_cast<float>(1.0 / std::sqrt(double(config.head_dim))),
+                   config.sliding_window};
+  if (config.qk_norm) {
+    attn->q_norm_ = Tensor({config.head_dim});
+    attn->k_norm_ = Tensor({config.head_dim});
+  }
+  return attn;
+}
+
+absl::Status LlamaAttention::LoadWeights(const Checkpoint& ckpt, const std::string& prefix) {
+  const int64_t hidden = config_->hidden_size, d = config_->head_dim;
+  const int64_t q_rows = int64_t{config_->num_attention_heads} * d;
+  const int64_t kv_rows = int64_t{config_->num_key_value_heads} * d;
+  const Shape rows[] = {{q_rows}, {kv_rows}, {kv_rows}};
+  const char* names[] = {"q", "k", "v"};
+  for (int i = 0; i < 3; ++i) {
+    const std::string proj = prefix + names[i] + "_proj.";
+    absl::Status s = LoadTensor(ckpt, proj + "weight", {rows[i][0], hidden}, [&](const Tensor& t) {
+      return qkv_->WeightLoader(qkv_->weight(), t, std::string(names[i]));
+    });
+    if (!s.ok()) return s;
+    if (qkv_->bias() == nullptr) continue;
+    s = LoadTensor(ckpt, proj + "bias", rows[i], [&](const Tensor& t) {
+      return qkv_->WeightLoader(*qkv_->bias(), t, std::string(names[i]));
+    });
+    if (!s.ok()) return s;
+  }
+  absl::Status s = LoadTensor(ckpt, prefix + "o_proj.weight", {hidden, q_rows},
+                              [&](const Tensor& t) { return o_proj_->WeightLoader(o_proj_->weight(), t); });
+  if (!s.ok()) return s;
+  if (o_proj_->bias() != nullptr) {
+    s = LoadTensor(ckpt, prefix + "o_proj.bias", {hidden},
+                   [&](const Tensor& t) { return o_proj_->WeightLoader(*o_proj_->bias(), t); });
+    if (!s.ok()) return s;
+  }
+  if (!config_->qk_norm) return absl::OkStatus();
+  for (auto [name, dst] : {std::pair<const char*, Tensor*>{"q_norm.weight", &q_norm_},
+                           {"k_norm.weight", &k_norm_}}) {
+    s = LoadTensor(ckpt, prefix + name, {d}, [&](const Tensor& t) {
+      *dst = t;
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> LlamaAttention::Forward(const Tensor& x, const AttentionInputs& in,
+                                               KvCache& cache) const {
+  absl::StatusOr<LinearOutput> qkv = qkv_->Forward(x);  // [n, (n_q + n_kv)·d + n_kv·dv]
+  if (!qkv.ok()) return qkv.status();
+  const int64_t n = x.dim(0), d = params_.head_dim, nq = params_.num_heads;
+  const int64_t nkv = params_.num_kv_heads, width = qkv->output.dim(1);
+  Tensor q({n, nq, d}), k({n, nkv, d}), v({n, nkv, params_.v_head_dim});
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = qkv->output.row(i);
+    std::memcpy(q.row(i), row, nq * d * sizeof(float));
+    std::memcpy(k.row(i), row + nq * d, nkv * d * sizeof(float));
+    std::memcpy(v.row(i), row + (nq + nkv) * d, (width - (nq + nkv) * d) * sizeof(float));
+  }
+  if (config_->qk_norm) {  // Qwen3: per-head RMSNorm before RoPE
+    const float eps = static_cast<float>(config_->rms_norm_eps);
+    RmsNorm(q.data(), q_norm_.data(), n * nq, d, eps, q.data());
+    RmsNorm(k.data(), k_norm_.data(), n * nkv, d, eps, k.data());
+  }
+  rope_->Apply(in.positions, nq, q.data());
+  rope_->Apply(in.positions, nkv, k.data());
+  WriteKv(k.data(), v.data(), in.slots, layer_, cache);
+  Tensor attn({n, nq * params_.v_head_dim});  // [n, n_q·dv]
+  PagedAttention(q.data(), *in.batch, cache, layer_, params_, attn.data());
+  absl::StatusOr<LinearOutput> out = o_proj_->Forward(attn);  // [n, hidden]
+  if (!out.ok()) return out.status();
+  return std::move(out->output);
+}
+
+absl::StatusOr<std::unique_ptr<LlamaMlp>> LlamaMlp::Create(const ModelConfig& config,
+                                                           CommGroup* comm) {
+  const int64_t hidden = config.hidden_size, inter = config.intermediate_size;
+  auto gate_up = MergedColumnParallelLinear::Create(comm, hidden, {inter, inter}, false);
+  if (!gate_up.ok()) return gate_up.status();
+  auto down = RowParallelLinear::Create(comm, inter, hidden, false);
+  if (!down.ok()) return down.status();
+  std::unique_ptr<LlamaMlp> mlp(new LlamaMlp());
+  mlp->hidden_ = hidden;
+  mlp->intermediate_ = inter;
+  mlp->gate_up_ = *std::move(gate_up);
+  mlp->down_ = *std::move(down);
+  return mlp;
+}
+
+absl::Status LlamaMlp::LoadWeights(const Checkpoint& ckpt, const std::string& prefix) {
+  int shard = 0;
+  for (const char* name : {"gate_proj.weight", "up_proj.weight"}) {
+    absl::Status s = LoadTensor(ckpt, prefix + name, {intermediate_, hidden_}, [&](const Tensor& t) {
+      return gate_up_->WeightLoader(gate_up_->weight(), t, shard);
+    });
+    if (!s.ok()) return s;
+    ++shard;
+  }
+  return LoadTensor(ckpt, prefix + "down_proj.weight", {hidden_, intermediate_},
+                    [&](const Tensor& t) { return down_->WeightLoader(down_->weight(), t); });
+}
+
+absl::StatusOr<Tensor> LlamaMlp::Forward(const Tensor& x) const {
+  absl::StatusOr<LinearOutput> gate_up = gate_up_->Forward(x);  // [n, 2·I/T]
+  if (!gate_up.ok()) return gate_up.status();
+  const int64_t n = x.dim(0), width = gate_up->output.dim(1) / 2;
+  Tensor act({n, width});  // [n, I/T]
+  SiluMul(gate_up->output.data(), n, width, act.data());
+  absl::StatusOr<LinearOutput> down = down_->Forward(act);  // [n, hidden]
+  if (!down.ok()) return down.status();
+  return std::move(down->output);
+}
+
+}  // namespace tpserve

@@ -1,0 +1,86 @@
+// The attention and MLP blocks of the Llama family (Llama, Mistral, Qwen2, Qwen3),
+// composed from the parallel layers. A block owns no collectives of its own: its
+// QKVParallelLinear/MergedColumnParallelLinear split the heads and the intermediate
+// dim, and its RowParallelLinear all-reduces. Built and used by one rank's thread.
+#ifndef TPSERVE_WORKER_MODELS_LLAMA_LAYERS_H_
+#define TPSERVE_WORKER_MODELS_LLAMA_LAYERS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/comm/comm_group.h"
+#include "worker/kernels/cpu/paged_attention.h"
+#include "worker/kernels/cpu/rope.h"
+#include "worker/kv_cache.h"
+#include "worker/layers/linear.h"
+#include "worker/loader/checkpoint.h"
+#include "worker/loader/hf_config.h"
+#include "worker/step_batch.h"
+#include "worker/tensor.h"
+
+namespace tpserve {
+
+// Reads `name` from the checkpoint, checks its full HF shape, and hands it to `load`.
+template <typename LoadFn>
+absl::Status LoadTensor(const Checkpoint& ckpt, const std::string& name, const Shape& shape,
+                        LoadFn load) {
+  absl::StatusOr<Tensor> t = ckpt.GetFloat(name, shape);
+  if (!t.ok()) return t.status();
+  absl::Status s = load(*t);
+  if (!s.ok()) return absl::Status(s.code(), name + ": " + std::string(s.message()));
+  return absl::OkStatus();
+}
+
+// The tensors one step's attention layers share: positions and cache slots.
+struct AttentionInputs {
+  const StepBatch* batch;
+  std::vector<int32_t> positions;  // [num_tokens]
+  std::vector<int64_t> slots;      // [num_tokens]
+};
+
+class LlamaAttention {
+ public:
+  static absl::StatusOr<std::unique_ptr<LlamaAttention>> Create(const ModelConfig& config,
+                                                                CommGroup* comm,
+                                                                const RotaryEmbedding* rope,
+                                                                int layer);
+  // prefix: "model.layers.{i}.self_attn."
+  absl::Status LoadWeights(const Checkpoint& ckpt, const std::string& prefix);
+  // x: [n, hidden] -> [n, hidden], all-reduced.
+  absl::StatusOr<Tensor> Forward(const Tensor& x, const AttentionInputs& in, KvCache& cache) const;
+
+  int64_t num_kv_heads() const { return qkv_->num_kv_heads(); }
+
+ private:
+  LlamaAttention() = default;
+  const ModelConfig* config_ = nullptr;
+  const RotaryEmbedding* rope_ = nullptr;
+  int layer_ = 0;
+  AttentionParams params_;
+  std::unique_ptr<QKVParallelLinear> qkv_;  // [n, (n_q + n_kv)·d + n_kv·dv]
+  std::unique_ptr<RowParallelLinear> o_proj_;
+  Tensor q_norm_, k_norm_;  // [d] each, Qwen3 only
+};
+
+class LlamaMlp {
+ public:
+  static absl::StatusOr<std::unique_ptr<LlamaMlp>> Create(const ModelConfig& config,
+                                                          CommGroup* comm);
+  // prefix: "model.layers.{i}.mlp."
+  absl::Status LoadWeights(const Checkpoint& ckpt, const std::string& prefix);
+  // x: [n, hidden] -> [n, hidden], all-reduced.
+  absl::StatusOr<Tensor> Forward(const Tensor& x) const;
+
+ private:
+  LlamaMlp() = default;
+  int64_t hidden_ = 0, intermediate_ = 0;
+  std::unique_ptr<MergedColumnParallelLinear> gate_up_;  // [n, 2·I/T]
+  std::unique_ptr<RowParallelLinear> down_;
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_MODELS_LLAMA_LAYERS_H_
