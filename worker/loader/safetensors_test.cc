@@ -158,6 +158,8 @@ TEST(SafetensorsTest, RejectsMalformedEntries) {
       {R"({"dtype": "F32", "shape": [1.0], "data_offsets": [0, 4]})", "got floating-point number"},
       {R"({"dtype": "F32", "shape": ["1"], "data_offsets": [0, 4]})", "got string"},
       {R"({"dtype": "F32", "shape": [1e30], "data_offsets": [0, 4]})", "got floating-point number"},
+      {R"({"dtype": "F32", "shape": [99999999999999999999], "data_offsets": [0, 4]})",
+       "got floating-point number"},
       {R"({"dtype": "U8", "shape": [0, 9223372036854775808], "data_offsets": [0, 0]})",
        "value 9223372036854775808 exceeds"},
       {R"({"dtype": "F32", "shape": [1], "data_offsets": [0]})", "must be [begin, end], got 1"},
