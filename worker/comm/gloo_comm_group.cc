@@ -1,0 +1,191 @@
+#include "worker/comm/gloo_comm_group.h"
+
+#include <csignal>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "gloo/allgather.h"
+#include "gloo/allreduce.h"
+#include "gloo/barrier.h"
+#include "gloo/broadcast.h"
+#include "gloo/common/error.h"
+#include "gloo/math.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/rendezvous/prefix_store.h"
+#include "gloo/transport/tcp/device.h"
+#include "worker/comm/tcp_store.h"
+
+namespace tpserve {
+namespace {
+
+// The tag of Create()'s barrier; collectives count up from the next one.
+constexpr uint32_t kJoinTag = 0;
+
+void IgnoreSigpipeIfDefault() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    signal(SIGPIPE, SIG_IGN);
+  }
+}
+
+// Calls fn, returning what it throws as a Status; gloo reports every failure by
+// throwing, and nothing may escape into our callers.
+absl::Status CatchAll(absl::string_view what, const std::function<void()>& fn) {
+  try {
+    fn();
+    return absl::OkStatus();
+  } catch (const gloo::IoException& e) {
+    return absl::UnavailableError(absl::StrCat(what, ": ", e.what()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
+  } catch (...) {
+    return absl::InternalError(absl::StrCat(what, ": unknown exception"));
+  }
+}
+
+// gloo's reduction callback type: (out, in_a, in_b, n).
+void SumFloats(void* out, const void* a, const void* b, size_t n) {
+  gloo::sum<float>(out, a, b, n);
+}
+
+}  // namespace
+
+absl::Status GlooOptions::Validate() const {
+  if (size < 1) return absl::InvalidArgumentError(absl::StrCat("size must be >= 1, got ", size));
+  if (rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " outside [0, ", size, ")"));
+  }
+  if (timeout <= absl::ZeroDuration() || connect_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("timeout and connect_timeout must be positive");
+  }
+  if (size > 1 && (store_port <= 0 || store_port > 65535)) {
+    return absl::InvalidArgumentError(absl::StrCat("store_port ", store_port, " is invalid"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<GlooCommGroup>> GlooCommGroup::Create(const GlooOptions& options) {
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  if (options.size == 1) {
+    return std::unique_ptr<GlooCommGroup>(
+        new GlooCommGroup(0, 1, /*context=*/nullptr, options.timeout));
+  }
+  IgnoreSigpipeIfDefault();
+  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client =
+      TcpStoreClient::Connect(options.store_host, options.store_port, options.connect_timeout);
+  if (!client.ok()) return client.status();
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  absl::Status status = CatchAll("gloo rendezvous", [&] {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.bind_host;
+    std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
+    context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
+    context->setTimeout(absl::ToChronoMilliseconds(options.connect_timeout));
+    gloo::rendezvous::PrefixStore store(options.prefix, **client);
+    context->connectFullMesh(store, device);
+    // connectFullMesh returns once this rank's pairs are up, which may be before a
+    // peer's are. The barrier makes Create() return only once every rank has joined,
+    // so a rank that exits after Create() fails its peers' collectives, not their join.
+    gloo::BarrierOptions join(context);
+    join.setTag(kJoinTag);
+    join.setTimeout(absl::ToChronoMilliseconds(options.connect_timeout));
+    gloo::barrier(join);
+    context->setTimeout(absl::ToChronoMilliseconds(options.timeout));
+  });
+  if (!status.ok()) {
+    return absl::Status(status.code(), absl::StrCat("rank ", options.rank, " of ", options.size,
+                                                    ": ", status.message()));
+  }
+  return std::unique_ptr<GlooCommGroup>(
+      new GlooCommGroup(options.rank, options.size, std::move(context), options.timeout));
+}
+
+GlooCommGroup::GlooCommGroup(int rank, int size, std::shared_ptr<gloo::Context> context,
+                             absl::Duration timeout)
+    : rank_(rank),
+      size_(size),
+      context_(std::move(context)),
+      timeout_(absl::ToChronoMilliseconds(timeout)) {}
+
+GlooCommGroup::~GlooCommGroup() = default;
+
+absl::Status GlooCommGroup::Usable(const char* what) const {
+  if (broken_.ok()) return broken_;
+  return absl::FailedPreconditionError(
+      absl::StrCat(what, " on a broken comm group: ", broken_.message()));
+}
+
+absl::Status GlooCommGroup::Run(const char* what,
+                                const std::function<void(uint32_t tag)>& collective) {
+  if (absl::Status s = Usable(what); !s.ok()) return s;
+  const uint32_t tag = next_tag_++;
+  absl::Status status = CatchAll(what, [&] { collective(tag); });
+  if (status.ok()) return status;
+  broken_ = absl::Status(status.code(), absl::StrCat("rank ", rank_, ": ", status.message()));
+  // Closing our side makes the peers' pending collectives fail now, not at their timeout.
+  CatchAll("gloo close", [&] { context_->closeConnections(); }).IgnoreError();
+  return broken_;
+}
+
+absl::Status GlooCommGroup::AllReduceSum(absl::Span<float> data) {
+  if (size_ == 1 || data.empty()) return Usable("all-reduce");
+  return Run("all-reduce", [&](uint32_t tag) {
+    gloo::AllreduceOptions opts(context_);
+    opts.setOutput(data.data(), data.size());
+    opts.setReduceFunction(&SumFloats);
+    opts.setTag(tag);
+    opts.setTimeout(timeout_);
+    gloo::allreduce(opts);
+  });
+}
+
+absl::Status GlooCommGroup::AllGather(absl::Span<const float> in, absl::Span<float> out) {
+  if (out.size() != in.size() * size_) {
+    return absl::InvalidArgumentError(absl::StrCat("all-gather output has ", out.size(),
+                                                   " elements, want size() · ", in.size()));
+  }
+  if (size_ == 1 || in.empty()) {
+    if (!in.empty()) std::memcpy(out.data(), in.data(), in.size() * sizeof(float));
+    return Usable("all-gather");
+  }
+  return Run("all-gather", [&](uint32_t tag) {
+    gloo::AllgatherOptions opts(context_);
+    // gloo only reads the input; its API just lacks const.
+    opts.setInput(const_cast<float*>(in.data()), in.size());
+    opts.setOutput(out.data(), out.size());
+    opts.setTag(tag);
+    opts.setTimeout(timeout_);
+    gloo::allgather(opts);
+  });
+}
+
+absl::Status GlooCommGroup::Broadcast(absl::Span<uint8_t> data, int root) {
+  if (root < 0 || root >= size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("broadcast root ", root, " outside [0, ", size_, ")"));
+  }
+  if (size_ == 1 || data.empty()) return Usable("broadcast");
+  return Run("broadcast", [&](uint32_t tag) {
+    gloo::BroadcastOptions opts(context_);
+    opts.setOutput(data.data(), data.size());
+    opts.setRoot(root);
+    opts.setTag(tag);
+    opts.setTimeout(timeout_);
+    gloo::broadcast(opts);
+  });
+}
+
+absl::Status GlooCommGroup::Barrier() {
+  if (size_ == 1) return Usable("barrier");
+  return Run("barrier", [&](uint32_t tag) {
+    gloo::BarrierOptions opts(context_);
+    opts.setTag(tag);
+    opts.setTimeout(timeout_);
+    gloo::barrier(opts);
+  });
+}
+
+}  // namespace tpserve

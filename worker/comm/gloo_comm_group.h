@@ -1,0 +1,85 @@
+// GlooCommGroup: the CommGroup of CPU ranks, one process per rank, over Gloo's TCP
+// transport.
+//
+// Create() connects this rank to every peer (a full mesh), exchanging addresses
+// through the coordinator's StoreServer under `prefix`; it returns once all `size`
+// ranks of the same prefix have joined, or fails after `connect_timeout`. Each
+// collective is bounded by `timeout`: a peer that dies makes it fail as soon as the socket
+// reports it, a peer that hangs makes it fail at the timeout. After any collective
+// fails, the group closes its connections (so peers fail fast as well) and every
+// later call returns FAILED_PRECONDITION: the pool must be rebuilt under a new prefix.
+// A size-1 group needs no store and no Gloo. Used by one thread at a time.
+//
+// Create() sets SIGPIPE to ignored if it is at its default: Gloo writes to sockets
+// with writev(), and a peer that has gone must show up as an error, not kill us.
+#ifndef TPSERVE_WORKER_COMM_GLOO_COMM_GROUP_H_
+#define TPSERVE_WORKER_COMM_GLOO_COMM_GROUP_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "worker/comm/comm_group.h"
+
+namespace gloo {
+class Context;
+}  // namespace gloo
+
+namespace tpserve {
+
+struct GlooOptions {
+  int rank = 0;
+  int size = 1;
+  std::string store_host = "127.0.0.1";
+  int store_port = 0;
+  // Namespaces the rendezvous keys; use a fresh one per pool generation.
+  std::string prefix;
+  // The address this rank's Gloo sockets bind to; peers connect to it.
+  std::string bind_host = "127.0.0.1";
+  // Bounds each collective.
+  absl::Duration timeout = absl::Seconds(30);
+  // Bounds Create(): how long to wait for every peer to join. Longer than `timeout`,
+  // since peers start (and load weights) at different times.
+  absl::Duration connect_timeout = absl::Seconds(60);
+
+  absl::Status Validate() const;
+};
+
+class GlooCommGroup : public CommGroup {
+ public:
+  static absl::StatusOr<std::unique_ptr<GlooCommGroup>> Create(const GlooOptions& options);
+  ~GlooCommGroup() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  absl::Status AllReduceSum(absl::Span<float> data) override;
+  absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) override;
+  absl::Status Broadcast(absl::Span<uint8_t> data, int root) override;
+  absl::Status Barrier() override;
+
+ private:
+  GlooCommGroup(int rank, int size, std::shared_ptr<gloo::Context> context,
+                absl::Duration timeout);
+
+  // OK, or FAILED_PRECONDITION naming `what` once the group is broken.
+  absl::Status Usable(const char* what) const;
+  // Runs one gloo collective, turning anything it throws into a Status and breaking
+  // the group on failure.
+  absl::Status Run(const char* what, const std::function<void(uint32_t tag)>& collective);
+
+  const int rank_;
+  const int size_;
+  std::shared_ptr<gloo::Context> context_;  // Null when size_ == 1.
+  const std::chrono::milliseconds timeout_;
+  uint32_t next_tag_ = 1;  // 0 is Create()'s barrier.
+  absl::Status broken_;  // The failure that broke the group, if any.
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_COMM_GLOO_COMM_GROUP_H_
