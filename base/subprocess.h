@@ -1,0 +1,37 @@
+// Child processes for rank pools: spawn with a death signal tied to the parent, wait
+// with a deadline, and kill what is left, so that no rank outlives its coordinator.
+// Used by the forward tool and the frontend's worker pool; call from one thread.
+#ifndef TPSERVE_BASE_SUBPROCESS_H_
+#define TPSERVE_BASE_SUBPROCESS_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace tpserve {
+
+// The path of the running executable (/proc/self/exe resolved).
+absl::StatusOr<std::string> SelfExecutable();
+
+// Starts argv[0] with `argv` (PATH is not searched). The child gets SIGKILL if this
+// process dies. Returns its pid.
+absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv);
+
+struct ChildExit {
+  pid_t pid = 0;
+  int exit_code = -1;  // -1 when killed by a signal
+  int signal = 0;
+};
+
+// Waits for every pid. When one exits non-zero (or by signal), the others get SIGTERM
+// and, after `grace`, SIGKILL. Returns every child's exit, in `pids` order; the first
+// failure is first in time but all are reaped before returning.
+std::vector<ChildExit> WaitAllOrKill(const std::vector<pid_t>& pids, absl::Duration grace);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_BASE_SUBPROCESS_H_
