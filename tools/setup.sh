@@ -13,6 +13,7 @@ PACKAGES=(
   nlohmann-json3-dev
   libgtest-dev libgmock-dev
   libpcre2-dev
+  libicu-dev
   libopenblas-dev
   python3 python3-grpcio python3-protobuf python3-numpy
 )
