@@ -7,6 +7,12 @@ namespace tpserve {
 void MatMulTransB(const float* x, const float* w, int64_t n, int64_t k, int64_t m, float* y,
                   bool accumulate) {
   if (n == 0 || m == 0) return;
+  if (n == 1) {
+    // Decode: a matrix-vector product. sgemm would pack all of w first, reading it twice.
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(k),
+                1.0f, w, static_cast<blasint>(k), x, 1, accumulate ? 1.0f : 0.0f, y, 1);
+    return;
+  }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(n),
               static_cast<blasint>(m), static_cast<blasint>(k), 1.0f, x,
               static_cast<blasint>(k), w, static_cast<blasint>(k), accumulate ? 1.0f : 0.0f, y,

@@ -1,0 +1,163 @@
+// model_benchmark: prefill and decode throughput of the CPU model core at several tp
+// sizes on a synthetic Llama-shaped checkpoint, beside this machine's measured memory
+// bandwidth and the decode floor it implies (weight bytes per step / bandwidth).
+//
+//   bazel run -c opt //worker/tools:model_benchmark -- [--tp 1,2] [--prompt-len 128]
+//       [--decode-steps 32] [--layers 8] [--hidden 768] [--vocab 32000] [--dir DIR]
+//
+// The coordinator writes the checkpoint once, then for each tp re-executes itself as
+// that many rank processes over Gloo (as the forward tool does); rank 0 reports.
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/args.h"
+#include "base/subprocess.h"
+#include "worker/comm/gloo_comm_group.h"
+#include "worker/comm/store_server.h"
+#include "worker/forward_lib.h"
+#include "worker/kernels/cpu/gemm.h"
+#include "worker/tools/membw.h"
+#include "worker/tools/synthetic_checkpoint.h"
+
+namespace tpserve {
+namespace {
+
+struct Flags {
+  std::string tp = "1,2", dir = "/tmp/tpserve_bench_model";
+  int64_t prompt_len = 128, decode_steps = 32, layers = 8, hidden = 768, vocab = 32000;
+  int64_t rank = -1, tp_size = 1, store_port = 0;
+};
+
+double Seconds(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+absl::Status RunRank(const Flags& f) {
+  SetGemmThreads(1);
+  GlooOptions options;
+  options.rank = static_cast<int>(f.rank);
+  options.size = static_cast<int>(f.tp_size);
+  options.store_port = static_cast<int>(f.store_port);
+  options.prefix = "bench";
+  options.connect_timeout = absl::Seconds(300);
+  auto comm = GlooCommGroup::Create(options);
+  if (!comm.ok()) return comm.status();
+  auto files = OpenModel(f.dir, static_cast<int>(f.tp_size));
+  if (!files.ok()) return files.status();
+  auto model = LoadModel(*files, comm->get());
+  if (!model.ok()) return model.status();
+  const int block = 16;
+  const int total = static_cast<int>(f.prompt_len + f.decode_steps);
+  auto cache = KvCache::Create((*model)->CacheShape((total + block - 1) / block, block), 1LL << 36);
+  if (!cache.ok()) return cache.status();
+  std::vector<int32_t> table;
+  for (int b = 0; b < (total + block - 1) / block; ++b) table.push_back(b);
+  StepBatch prefill;
+  for (int i = 0; i < f.prompt_len; ++i) prefill.token_ids.push_back((i * 7919) % f.vocab);
+  prefill.seqs.push_back({static_cast<int32_t>(f.prompt_len), static_cast<int32_t>(f.prompt_len), table, false});
+  if (absl::Status s = (*comm)->Barrier(); !s.ok()) return s;
+  auto start = std::chrono::steady_clock::now();
+  auto logits = (*model)->Forward(prefill, *cache);
+  if (!logits.ok()) return logits.status();
+  const double prefill_s = Seconds(start);
+  if (absl::Status s = (*comm)->Barrier(); !s.ok()) return s;
+  start = std::chrono::steady_clock::now();
+  for (int step = 0; step < f.decode_steps; ++step) {
+    StepBatch decode;
+    decode.token_ids = {static_cast<int32_t>((step * 31) % f.vocab)};
+    decode.seqs.push_back({1, static_cast<int32_t>(f.prompt_len + step + 1), table, false});
+    auto out = (*model)->Forward(decode, *cache);
+    if (!out.ok()) return out.status();
+  }
+  const double decode_s = Seconds(start);
+  if (f.rank == 0) {
+    std::printf("RESULT tp=%lld prefill_tok_s=%.1f decode_tok_s=%.2f decode_ms=%.2f\n",
+                static_cast<long long>(f.tp_size), f.prompt_len / prefill_s,
+                f.decode_steps / decode_s, 1e3 * decode_s / f.decode_steps);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunPool(const Flags& f, int tp) {
+  auto store = StoreServer::Start();
+  if (!store.ok()) return store.status();
+  auto self = SelfExecutable();
+  if (!self.ok()) return self.status();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < tp; ++r) {
+    auto pid = Spawn({*self, "--dir", f.dir, "--rank", std::to_string(r), "--tp-size",
+                      std::to_string(tp), "--store-port", std::to_string((*store)->port()),
+                      "--prompt-len", std::to_string(f.prompt_len), "--decode-steps",
+                      std::to_string(f.decode_steps), "--vocab", std::to_string(f.vocab)});
+    if (!pid.ok()) return pid.status();
+    pids.push_back(*pid);
+  }
+  for (const ChildExit& e : WaitAllOrKill(pids, absl::Seconds(2))) {
+    if (e.exit_code != 0) return absl::InternalError("a benchmark rank failed");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Coordinate(const Flags& f) {
+  SyntheticLlama spec;
+  spec.hidden_size = static_cast<int>(f.hidden);
+  spec.intermediate_size = static_cast<int>(f.hidden * 8 / 3 / 64 * 64);
+  spec.num_layers = static_cast<int>(f.layers);
+  spec.num_heads = static_cast<int>(f.hidden / 64);
+  spec.num_kv_heads = spec.num_heads / 3 > 0 ? spec.num_heads / 3 : 1;
+  spec.vocab_size = static_cast<int>(f.vocab);
+  if (absl::Status s = WriteSyntheticLlama(f.dir, spec); !s.ok()) return s;
+  const double params = static_cast<double>(spec.NumParameters());
+  // A decode step reads every weight once, except that only one embedding row is read.
+  const double step_bytes = 4.0 * (params - double(spec.vocab_size) * spec.hidden_size);
+  std::printf("model: %.1fM parameters (hidden %d, %d layers, heads %d/%d, intermediate %d, "
+              "vocab %d), fp32 weights %.0f MB, decode reads %.0f MB/step\n",
+              params / 1e6, spec.hidden_size, spec.num_layers, spec.num_heads,
+              spec.num_kv_heads, spec.intermediate_size, spec.vocab_size, 4 * params / 1e6,
+              step_bytes / 1e6);
+  std::vector<int32_t> tps;
+  if (absl::Status s = ParseIdList(f.tp, &tps); !s.ok()) return s;
+  for (int tp : tps) {
+    const double bw = MeasureReadBandwidth(tp, 256 << 20, 5);
+    const double floor_ms = 1e3 * step_bytes / (bw * 1e9);
+    std::printf("BANDWIDTH tp=%d read_GB_s=%.2f decode_floor_ms=%.2f (%.1f tok/s)\n", tp, bw,
+                floor_ms, 1e3 / floor_ms);
+    std::fflush(stdout);
+    if (absl::Status s = RunPool(f, tp); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+int Main(int argc, char** argv) {
+  Flags f;
+  ArgParser p("model_benchmark");
+  p.AddString("tp", &f.tp, "comma-separated tp sizes to measure (default 1,2)");
+  p.AddString("dir", &f.dir, "where to write the synthetic checkpoint");
+  p.AddInt("prompt-len", &f.prompt_len, "prefill tokens (default 128)");
+  p.AddInt("decode-steps", &f.decode_steps, "batch-1 decode steps (default 32)");
+  p.AddInt("layers", &f.layers, "decoder layers (default 8)");
+  p.AddInt("hidden", &f.hidden, "hidden size, a multiple of 64 (default 768)");
+  p.AddInt("vocab", &f.vocab, "vocab size (default 32000)");
+  p.AddInt("rank", &f.rank, "internal");
+  p.AddInt("tp-size", &f.tp_size, "internal");
+  p.AddInt("store-port", &f.store_port, "internal");
+  if (absl::Status s = p.Parse(argc, argv); !s.ok()) {
+    std::fprintf(stderr, "%s\n%s", std::string(s.message()).c_str(), p.Usage().c_str());
+    return 2;
+  }
+  absl::Status s = f.rank >= 0 ? RunRank(f) : Coordinate(f);
+  if (!s.ok()) {
+    std::fprintf(stderr, "model_benchmark: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tpserve
+
+int main(int argc, char** argv) { return tpserve::Main(argc, argv); }
