@@ -13,7 +13,7 @@ trap 'rm -f "$out"' EXIT
 ids=1,17,42,99,7,256,3
 echo "demo: forward --model $model --tp 2 --token-ids $ids"
 bazel-bin/worker/forward --model "$model" --tp 2 --token-ids "$ids" --output "$out"
-python3 - "$out" "$ids" <<'PY'
+/usr/bin/python3 - "$out" "$ids" <<'PY'
 import sys
 import numpy as np
 logits = np.load(sys.argv[1])
