@@ -101,6 +101,11 @@ std::optional<int32_t> Tokenizer::TokenToId(std::string_view token) const {
   return parts_.model->TokenToId(token);
 }
 
+bool Tokenizer::IsSpecialToken(int32_t id) const {
+  const std::string* token = IdToToken(id);
+  return token != nullptr && parts_.added->IsSpecial(*token);
+}
+
 bool Tokenizer::IsByteFallbackToken(int32_t id) const {
   if (parts_.decoder == nullptr || !parts_.decoder->JoinsByteRuns()) return false;
   const std::string* token = IdToToken(id);

@@ -74,6 +74,8 @@ class Tokenizer {
   const TokenizerConfig& config() const { return parts_.config; }
   // True for a <0xNN> token that the decoder joins with the tokens after it.
   bool IsByteFallbackToken(int32_t id) const;
+  // True for an added token marked special (dropped by skip_special_tokens).
+  bool IsSpecialToken(int32_t id) const;
 
  private:
   absl::Status EncodeSegment(std::string_view segment, bool at_origin,
