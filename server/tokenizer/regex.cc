@@ -68,8 +68,9 @@ pcre2_match_context* ThreadContext() {
 
 absl::StatusOr<std::unique_ptr<Regex>> Regex::Compile(std::string_view pattern, bool literal) {
   const std::string source = literal ? std::string(pattern) : ToPcre2Syntax(pattern);
-  uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK;
-  if (literal) options |= PCRE2_LITERAL;
+  // PCRE2_LITERAL admits no UCP (it has no classes to apply it to).
+  const uint32_t options =
+      PCRE2_UTF | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : PCRE2_UCP);
   int error = 0;
   PCRE2_SIZE offset = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(),
