@@ -38,7 +38,9 @@ TEST_P(LinearTest, ColumnParallelMatchesUnsharded) {
           EXPECT_LT(RelativeError(out->output, local_want), kTol);
         }
         EXPECT_EQ(out->bias != nullptr, skip_bias);
-        if (skip_bias) EXPECT_EQ(RelativeError(*out->bias, expect_b), 0.0);
+        if (skip_bias) {
+          EXPECT_EQ(RelativeError(*out->bias, expect_b), 0.0);
+        }
       });
     }
   }
