@@ -32,10 +32,12 @@ const icu::Normalizer2* GetNormalizer(NormalizationForm form) {
   return n;
 }
 
-// Below U+0300 every code point is its own NFC/NFD form and composes with nothing.
-bool IsBelowCombiningMarks(std::string_view text) {
+// Text that every normalization form leaves unchanged: ASCII for all forms, and
+// for NFC anything below U+0300 (no combining marks, nothing to compose).
+bool IsTriviallyNormalized(NormalizationForm form, std::string_view text) {
+  const unsigned char limit = form == NormalizationForm::kNfc ? 0xCC : 0x80;
   for (unsigned char c : text) {
-    if (c >= 0xCC) return false;  // lead bytes of U+0300 and above
+    if (c >= limit) return false;  // 0xCC leads U+0300 and above
   }
   return true;
 }
@@ -64,8 +66,7 @@ bool IsWordChar(char32_t cp) {
 }
 
 std::string NormalizeUnicode(NormalizationForm form, std::string_view text) {
-  const bool canonical = form == NormalizationForm::kNfc || form == NormalizationForm::kNfd;
-  if (canonical && IsBelowCombiningMarks(text)) return std::string(text);
+  if (IsTriviallyNormalized(form, text)) return std::string(text);
   const icu::Normalizer2* n = GetNormalizer(form);
   UErrorCode status = U_ZERO_ERROR;
   const icu::StringPiece piece(text.data(), static_cast<int32_t>(text.size()));
