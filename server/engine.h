@@ -1,0 +1,138 @@
+// Engine: the frontend's step loop with continuous batching over a paged KV cache.
+//
+// Requests are submitted (already tokenized and validated) from any thread; the engine
+// thread repeatedly schedules a step (new requests join at step boundaries; limits on
+// batch tokens and sequences; the block manager allocates KV blocks; when blocks run
+// out the newest running sequence is preempted and later recomputed), runs it on the
+// StepExecutor, appends the sampled tokens, checks stop conditions (max_tokens, EOS
+// unless ignore_eos, stop_token_ids, stop strings on the detokenized text), and streams
+// chunks through each request's callbacks — from the engine thread, so callbacks must
+// be quick and must not call back into the engine except Abort().
+//
+// A request ends exactly once: on_done(OK) after the last chunk (which carries the
+// finish reason and usage), or on_done(error) — UNAVAILABLE when the executor fails,
+// DEADLINE_EXCEEDED past the request's deadline, CANCELLED after Abort. Its KV blocks
+// are free by the end of the step in which it ended.
+#ifndef TPSERVE_SERVER_ENGINE_H_
+#define TPSERVE_SERVER_ENGINE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/step_executor.h"
+#include "server/tokenizer/tokenizer.h"
+
+namespace tpserve {
+
+enum class FinishReason { kLength, kStop, kEos, kCancelled };
+
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0;
+  std::string text;  // the token decoded alone
+};
+
+struct PositionLogprobs {
+  TokenLogprob chosen;
+  std::vector<TokenLogprob> top;
+};
+
+// Everything Generate needs after the edge has tokenized and validated the request.
+struct EngineRequest {
+  std::vector<int32_t> prompt_ids;
+  int max_tokens = 0;  // > 0; the edge resolves "unset" to the remaining context
+  // Sampling, with defaults filled in (seed always set: the edge draws one if unset).
+  float temperature = 1.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  uint64_t seed = 0;
+  int logprobs = -1;         // -1: none; n ≥ 0: chosen token + top-n
+  int prompt_logprobs = -1;  // -1: none
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  bool skip_special_tokens = true;
+  absl::Time deadline = absl::InfiniteFuture();
+};
+
+struct EngineChunk {
+  std::vector<int32_t> token_ids;             // new tokens in this chunk
+  std::string text;                           // text delta (valid UTF-8)
+  std::vector<PositionLogprobs> logprobs;     // per new token, when asked
+  std::vector<PositionLogprobs> prompt_logprobs;  // first chunk only, when asked
+  std::optional<FinishReason> finish_reason;  // last chunk only
+  int prompt_tokens = 0;                      // last chunk only
+  int completion_tokens = 0;                  // last chunk only
+};
+
+struct EngineOptions {
+  int max_batch_tokens = 2048;   // tokens computed per step, all sequences
+  int max_sequences = 64;        // sequences per step
+  int max_queue = 256;           // waiting requests; beyond it Submit is RESOURCE_EXHAUSTED
+  int max_context = 0;           // prompt + generated tokens per sequence
+  int kv_watermark_blocks = 1;   // kept free when admitting new sequences
+  std::vector<int32_t> eos_token_ids;
+
+  absl::Status Validate() const;
+};
+
+struct EngineStats {
+  int kv_blocks_total = 0;
+  int kv_blocks_in_use = 0;
+  int running = 0;
+  int waiting = 0;
+  uint64_t steps = 0;
+  // Cumulative time in RunStep as seen by the engine, and the workers' own compute time
+  // (rank 0's compute_time_us): their difference is the frontend overhead.
+  int64_t step_wall_us = 0;
+  int64_t worker_compute_us = 0;
+};
+
+class Engine {
+ public:
+  using ChunkCallback = std::function<void(EngineChunk)>;
+  using DoneCallback = std::function<void(absl::Status)>;
+
+  // `executor` and `tokenizer` (may be null: no text, token ids only) outlive the engine.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options,
+                                                        StepExecutor* executor,
+                                                        const Tokenizer* tokenizer);
+  ~Engine();  // Stop()
+
+  // Starts the engine thread.
+  void Start();
+  // Ends every request with UNAVAILABLE and joins the engine thread. Idempotent.
+  void Stop();
+
+  // Queues a request. RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE when the
+  // engine is stopped or its executor failed. Returns the request id.
+  absl::StatusOr<uint64_t> Submit(EngineRequest request, ChunkCallback on_chunk,
+                                  DoneCallback on_done);
+  // Ends a request with CANCELLED (if it has not ended) and frees its blocks within one
+  // step. Safe from any thread, including from inside a callback.
+  void Abort(uint64_t request_id);
+
+  // False once the executor has failed or Stop() ran.
+  bool healthy() const;
+  EngineStats stats() const;
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_SERVER_ENGINE_H_

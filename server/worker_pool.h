@@ -1,0 +1,69 @@
+// WorkerPool: the frontend's side of the control plane (proto/tpserve/v1/worker.proto).
+//
+// Start() serves WorkerControl on `control_address`, owns the rendezvous StoreServer,
+// spawns `tp` local `tpserve_worker` processes (or waits for that many external ones to
+// attach), assigns ranks, relays rendezvous, and returns once every rank is Ready.
+// RunStep() writes the same StepPlan to every rank and waits for all answers within the
+// step deadline. Any rank failing, dying or missing the deadline fails the pool:
+// Shutdown goes to the rest, spawned processes are terminated and reaped, and every
+// later RunStep returns UNAVAILABLE. The pool is then replaced (a new Start with a new
+// generation) or the frontend exits.
+//
+// Threading: RunStep from one thread (the engine's); healthy() and Shutdown() from any.
+#ifndef TPSERVE_SERVER_WORKER_POOL_H_
+#define TPSERVE_SERVER_WORKER_POOL_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/step_executor.h"
+
+namespace tpserve {
+
+struct WorkerPoolOptions {
+  std::string model_dir;
+  int tp = 1;
+  std::string device = "cpu";      // "cpu" (Gloo) or "cuda" (NCCL)
+  bool spawn_workers = true;       // false: wait for tp external workers to attach
+  std::string worker_binary;       // path of tpserve_worker when spawning
+  // Where workers dial in: "unix:/path/sock" for local workers, "host:port" for remote.
+  std::string control_address;
+  std::string store_host = "127.0.0.1";  // the rendezvous store's bind/advertised host
+  int generation = 0;                    // namespaces rendezvous keys per pool
+  int kv_block_size = 16;
+  int kv_num_blocks = 0;                 // 0: size from kv_memory_bytes
+  int64_t kv_memory_bytes = int64_t{1} << 30;  // per rank, when kv_num_blocks is 0
+  int max_context = 0;                         // 0: the model's max_position_embeddings
+  absl::Duration start_timeout = absl::Minutes(5);  // attach + load + Ready
+  absl::Duration step_timeout = absl::Seconds(30);  // one step, all ranks
+
+  absl::Status Validate() const;
+};
+
+class WorkerPool : public StepExecutor {
+ public:
+  static absl::StatusOr<std::unique_ptr<WorkerPool>> Start(const WorkerPoolOptions& options);
+  ~WorkerPool() override;  // Shutdown()
+
+  absl::StatusOr<worker::v1::StepResult> RunStep(const worker::v1::StepPlan& plan) override;
+  int num_kv_blocks() const override;
+  int kv_block_size() const override;
+
+  // False once any rank has failed or Shutdown ran.
+  bool healthy() const;
+  // Sends Shutdown to every rank, terminates spawned processes (SIGTERM, then SIGKILL
+  // after a grace period) and reaps them. Idempotent.
+  void Shutdown(const std::string& reason);
+
+ private:
+  struct Impl;
+  explicit WorkerPool(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_SERVER_WORKER_POOL_H_
