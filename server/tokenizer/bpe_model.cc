@@ -1,5 +1,6 @@
 #include "server/tokenizer/bpe_model.h"
 
+#include <algorithm>
 #include <limits>
 #include <queue>
 
@@ -95,10 +96,14 @@ absl::Status BpeModel::InitialSymbols(std::string_view word, std::vector<int32_t
     if (options_.byte_level) {
       const auto byte = static_cast<unsigned char>(word[pos]);
       id = byte_ids_[byte];
-      mapped.clear();
+      pos += 1;
+      if (id >= 0 && !pending_unk) {
+        symbols->push_back(id);
+        continue;
+      }
+      mapped.clear();  // an unknown byte is its alphabet character
       AppendUtf8(ByteToUnicode(byte), &mapped);
       ch = mapped;
-      pos += 1;
     } else {
       const size_t len = Utf8LeadLength(static_cast<unsigned char>(word[pos]));
       ch = word.substr(pos, len);
@@ -135,23 +140,27 @@ absl::Status BpeModel::InitialSymbols(std::string_view word, std::vector<int32_t
 void BpeModel::MergeByScan(std::vector<int32_t>* symbols) const {
   std::vector<int32_t>& s = *symbols;
   // pair[i] describes the merge of s[i] and s[i + 1].
-  std::vector<Merge> pair(s.size() > 1 ? s.size() - 1 : 0);
+  size_t pairs = s.size() > 1 ? s.size() - 1 : 0;
+  thread_local std::vector<Merge> pair_storage;  // scratch
+  pair_storage.resize(pairs);
+  Merge* pair = pair_storage.data();
   const auto lookup = [&](size_t i) {
     const Merge* m = FindMerge(s[i], s[i + 1]);
     pair[i] = m ? *m : Merge{std::numeric_limits<int32_t>::max(), -1};
   };
   for (size_t i = 0; i + 1 < s.size(); ++i) lookup(i);
-  while (!pair.empty()) {
+  while (pairs > 0) {
     size_t best = 0;
-    for (size_t i = 1; i < pair.size(); ++i) {
+    for (size_t i = 1; i < pairs; ++i) {
       if (pair[i].rank < pair[best].rank) best = i;
     }
     if (pair[best].new_id < 0) break;
     s[best] = pair[best].new_id;
     s.erase(s.begin() + best + 1);
-    pair.erase(pair.begin() + best);
+    std::copy(pair + best + 1, pair + pairs, pair + best);
+    --pairs;
     if (best > 0) lookup(best - 1);
-    if (best < pair.size()) lookup(best);
+    if (best < pairs) lookup(best);
   }
 }
 
@@ -210,7 +219,8 @@ absl::Status BpeModel::Tokenize(std::string_view word, std::vector<int32_t>* ids
       return absl::OkStatus();
     }
   }
-  thread_local std::vector<int32_t> symbols;
+  if (cache_.Lookup(word, ids)) return absl::OkStatus();
+  thread_local std::vector<int32_t> symbols;  // scratch
   symbols.clear();
   if (absl::Status s = InitialSymbols(word, &symbols); !s.ok()) return s;
   if (symbols.size() <= kScanLimit) {
@@ -219,6 +229,7 @@ absl::Status BpeModel::Tokenize(std::string_view word, std::vector<int32_t>* ids
     MergeByHeap(&symbols);
   }
   ids->insert(ids->end(), symbols.begin(), symbols.end());
+  cache_.Insert(word, symbols.data(), symbols.data() + symbols.size());
   return absl::OkStatus();
 }
 

@@ -17,6 +17,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "server/tokenizer/string_map.h"
+#include "server/tokenizer/word_cache.h"
 
 namespace tpserve {
 
@@ -77,6 +78,7 @@ class BpeModel {
   std::array<int32_t, 256> byte_ids_;           // byte-level: id of each single byte
   std::array<int32_t, 256> byte_fallback_ids_;  // id of "<0xNN>", or -1
   int32_t unk_id_ = -1;
+  WordCache cache_;
 };
 
 }  // namespace tpserve
