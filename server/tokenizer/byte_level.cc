@@ -1,6 +1,6 @@
 #include "server/tokenizer/byte_level.h"
 
-#include <array>
+#include <iterator>
 
 #include "server/tokenizer/utf8.h"
 
@@ -8,8 +8,8 @@ namespace tpserve {
 namespace {
 
 struct Tables {
-  Tables() {
-    to_byte.fill(-1);
+  constexpr Tables() : to_unicode(), to_byte() {
+    for (int& b : to_byte) b = -1;
     int next = 256;
     for (int b = 0; b < 256; ++b) {
       const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
@@ -17,14 +17,13 @@ struct Tables {
       to_byte[to_unicode[b]] = b;
     }
   }
-  std::array<char32_t, 256> to_unicode;
-  std::array<int, 324> to_byte;  // every mapped code point is below 256 + 68
+  char32_t to_unicode[256];
+  int to_byte[324];  // every mapped code point is below 256 + 68
 };
 
-const Tables& GetTables() {
-  static const Tables tables;
-  return tables;
-}
+constexpr Tables kTables;
+
+const Tables& GetTables() { return kTables; }
 
 }  // namespace
 
@@ -32,8 +31,28 @@ char32_t ByteToUnicode(unsigned char byte) { return GetTables().to_unicode[byte]
 
 std::optional<unsigned char> UnicodeToByte(char32_t cp) {
   const Tables& t = GetTables();
-  if (cp >= t.to_byte.size() || t.to_byte[cp] < 0) return std::nullopt;
+  if (cp >= std::size(t.to_byte) || t.to_byte[cp] < 0) return std::nullopt;
   return static_cast<unsigned char>(t.to_byte[cp]);
+}
+
+bool AppendByteLevelBytes(std::string_view token, std::string* out) {
+  const size_t old_size = out->size();
+  size_t pos = 0;
+  while (pos < token.size()) {
+    const unsigned char lead = static_cast<unsigned char>(token[pos]);
+    if (lead < 0x80) {  // ASCII: printable ones map to themselves
+      if (kTables.to_byte[lead] < 0) break;
+      out->push_back(static_cast<char>(lead));
+      ++pos;
+      continue;
+    }
+    const std::optional<unsigned char> b = UnicodeToByte(NextCodePoint(token, &pos));
+    if (!b.has_value()) break;
+    out->push_back(static_cast<char>(*b));
+  }
+  if (pos >= token.size()) return true;
+  out->resize(old_size);
+  return false;
 }
 
 std::optional<std::string> ByteLevelToBytes(std::string_view token) {

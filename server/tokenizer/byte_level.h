@@ -18,6 +18,10 @@ std::optional<unsigned char> UnicodeToByte(char32_t cp);
 // characters is outside the alphabet. `token` must be valid UTF-8.
 std::optional<std::string> ByteLevelToBytes(std::string_view token);
 
+// Appends the bytes of `token` to *out and returns true; returns false and leaves
+// *out unchanged when a character is outside the alphabet.
+bool AppendByteLevelBytes(std::string_view token, std::string* out);
+
 }  // namespace tpserve
 
 #endif  // TPSERVE_SERVER_TOKENIZER_BYTE_LEVEL_H_

@@ -37,11 +37,7 @@ int ParseByteToken(std::string_view token) {
 absl::Status ByteLevelDecoder::DecodeChain(std::vector<std::string>* tokens) const {
   std::string bytes;
   for (const std::string& token : *tokens) {
-    if (std::optional<std::string> raw = ByteLevelToBytes(token)) {
-      bytes += *raw;
-    } else {
-      bytes += token;
-    }
+    if (!AppendByteLevelBytes(token, &bytes)) bytes += token;
   }
   tokens->assign(1, LossyUtf8(bytes));
   return absl::OkStatus();
