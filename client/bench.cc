@@ -1,0 +1,117 @@
+#include "client/bench.h"
+
+#include <random>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "client/output.h"
+#include "grpcpp/grpcpp.h"
+
+namespace tpserve {
+namespace {
+
+// Caps the requests in flight.
+class Slots {
+ public:
+  explicit Slots(int limit) : free_(limit) {}
+  void Acquire() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &Slots::Available));
+    --free_;
+  }
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    ++free_;
+  }
+
+ private:
+  bool Available() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return free_ > 0; }
+  absl::Mutex mu_;
+  int free_ ABSL_GUARDED_BY(mu_);
+};
+
+double Since(absl::Time start) { return absl::ToDoubleSeconds(absl::Now() - start); }
+
+RequestTiming TimeOne(v1::Inference::Stub& stub, const v1::GenerateRequest& request) {
+  RequestTiming t;
+  grpc::ClientContext context;
+  const absl::Time start = absl::Now();
+  auto reader = stub.Generate(&context, request);
+  v1::GenerateResponse chunk;
+  double last = 0;
+  while (reader->Read(&chunk)) {
+    if (chunk.token_ids_size() == 0) continue;
+    const double now = Since(start);
+    if (t.output_tokens == 0) {
+      t.ttft_s = now;
+    } else {
+      t.itl_s.push_back(now - last);
+    }
+    last = now;
+    t.output_tokens += chunk.token_ids_size();
+  }
+  const grpc::Status status = reader->Finish();
+  t.e2e_s = Since(start);
+  t.ok = status.ok();
+  if (!t.ok) t.error_code = StatusCodeName(status.error_code());
+  return t;
+}
+
+v1::GenerateRequest BenchRequest(const std::vector<int32_t>& prompt, const BenchOptions& o) {
+  v1::GenerateRequest request;
+  request.mutable_token_ids()->mutable_ids()->Add(prompt.begin(), prompt.end());
+  v1::SamplingParams* s = request.mutable_sampling();
+  s->set_max_tokens(o.output_len);
+  s->set_ignore_eos(true);
+  s->set_temperature(o.temperature);
+  s->set_seed(o.seed);
+  return request;
+}
+
+}  // namespace
+
+std::vector<std::vector<int32_t>> RandomPrompts(int count, int length, int vocab_size,
+                                                uint64_t seed) {
+  std::mt19937_64 random(seed);
+  std::uniform_int_distribution<int32_t> id(0, vocab_size - 1);
+  std::vector<std::vector<int32_t>> prompts(count, std::vector<int32_t>(length));
+  for (auto& prompt : prompts) {
+    for (int32_t& token : prompt) token = id(random);
+  }
+  return prompts;
+}
+
+std::vector<double> ArrivalOffsets(int count, double rate, uint64_t seed) {
+  std::vector<double> offsets(count, 0.0);
+  if (rate <= 0) return offsets;
+  std::mt19937_64 random(seed ^ 0x9e3779b97f4a7c15ULL);
+  std::exponential_distribution<double> gap(rate);
+  double t = 0;
+  for (double& offset : offsets) {
+    offset = t;
+    t += gap(random);
+  }
+  return offsets;
+}
+
+BenchReport RunBench(v1::Inference::Stub& stub, const BenchOptions& o, int vocab_size) {
+  const auto prompts = RandomPrompts(o.num_prompts, o.input_len, vocab_size, o.seed);
+  const auto offsets = ArrivalOffsets(o.num_prompts, o.request_rate, o.seed);
+  std::vector<RequestTiming> timings(o.num_prompts);
+  Slots slots(o.concurrency > 0 ? o.concurrency : o.num_prompts);
+  std::vector<std::thread> threads;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < o.num_prompts; ++i) {
+    absl::SleepFor(start + absl::Seconds(offsets[i]) - absl::Now());
+    slots.Acquire();
+    threads.emplace_back([&, i] {
+      timings[i] = TimeOne(stub, BenchRequest(prompts[i], o));
+      slots.Release();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return MakeReport(timings, Since(start), o.input_len);
+}
+
+}  // namespace tpserve

@@ -1,0 +1,56 @@
+#include "client/bench.h"
+
+#include <numeric>
+
+#include "gtest/gtest.h"
+
+namespace tpserve {
+namespace {
+
+TEST(BenchStatsTest, PercentileInterpolatesLikeNumpy) {
+  EXPECT_EQ(Percentile({}, 50), 0);
+  EXPECT_DOUBLE_EQ(Percentile({3, 1, 2, 4}, 50), 2.5);
+  EXPECT_DOUBLE_EQ(Percentile({1, 2, 3, 4, 5}, 99), 4.96);
+  EXPECT_DOUBLE_EQ(Percentile({7}, 99), 7);
+}
+
+TEST(BenchStatsTest, ReportFromTimings) {
+  RequestTiming a{true, "", 0.1, 0.5, {0.2, 0.2}, 5};
+  RequestTiming b{true, "", 0.3, 0.7, {0.4}, 3};
+  RequestTiming failed{false, "UNAVAILABLE", 0, 0.05, {}, 0};
+  const BenchReport r = MakeReport({a, b, failed}, 2.0, 16);
+  EXPECT_EQ(r.completed, 2);
+  EXPECT_EQ(r.failed, 1);
+  EXPECT_EQ(r.errors.at("UNAVAILABLE"), 1);
+  EXPECT_EQ(r.input_tokens, 32);
+  EXPECT_EQ(r.output_tokens, 8);
+  EXPECT_DOUBLE_EQ(r.request_throughput, 1.0);
+  EXPECT_DOUBLE_EQ(r.output_throughput, 4.0);
+  EXPECT_NEAR(r.ttft_ms.mean, 200, 1e-9);
+  EXPECT_NEAR(r.tpot_ms.mean, (100 + 200) / 2.0, 1e-9);  // (0.4/4, 0.4/2) s
+  EXPECT_NEAR(r.itl_ms.median, 200, 1e-9);
+  EXPECT_NEAR(r.e2e_ms.p99, 698, 1e-9);
+  EXPECT_EQ(ReportJson(r)["errors"]["UNAVAILABLE"], 1);
+  EXPECT_NE(ReportText(r).find("failures UNAVAILABLE: 1"), std::string::npos);
+}
+
+TEST(BenchTest, PromptsAreSeededAndInTheVocabulary) {
+  const auto a = RandomPrompts(4, 16, 50, 7);
+  EXPECT_EQ(a, RandomPrompts(4, 16, 50, 7));
+  EXPECT_NE(a, RandomPrompts(4, 16, 50, 8));
+  for (const auto& prompt : a) {
+    ASSERT_EQ(prompt.size(), 16u);
+    for (int32_t id : prompt) EXPECT_TRUE(id >= 0 && id < 50);
+  }
+}
+
+TEST(BenchTest, ArrivalsArePoissonAtTheRate) {
+  EXPECT_EQ(ArrivalOffsets(3, 0, 1), (std::vector<double>{0, 0, 0}));
+  const std::vector<double> t = ArrivalOffsets(20000, 10, 1);
+  EXPECT_EQ(t.front(), 0);
+  for (size_t i = 1; i < t.size(); ++i) ASSERT_GE(t[i], t[i - 1]);
+  EXPECT_NEAR(t.back() / static_cast<double>(t.size() - 1), 0.1, 0.005);
+}
+
+}  // namespace
+}  // namespace tpserve

@@ -1,0 +1,35 @@
+// The tpserve-cli subcommands, each one RPC (bench: many) against a connected channel.
+// Each prints its result (JSON with --json, else human-readable) and returns the exit
+// code: 0 on success, 1 when an RPC fails (the status is printed: as
+// {"error": {...}} with --json) or the server is not serving.
+#ifndef TPSERVE_CLIENT_COMMANDS_H_
+#define TPSERVE_CLIENT_COMMANDS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/bench.h"
+#include "grpcpp/grpcpp.h"
+#include "tpserve/v1/inference.grpc.pb.h"
+
+namespace tpserve {
+
+struct Cli {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Inference::Stub> stub;
+  bool json = false;
+  double timeout_s = 0;  // per call; 0: none
+};
+
+int GenerateCommand(const Cli& cli, const v1::GenerateRequest& request, bool stream);
+int TokenizeCommand(const Cli& cli, const v1::TokenizeRequest& request);
+int DetokenizeCommand(const Cli& cli, const v1::DetokenizeRequest& request);
+int InfoCommand(const Cli& cli);
+int HealthCommand(const Cli& cli);
+int BenchCommand(const Cli& cli, const BenchOptions& options);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_CLIENT_COMMANDS_H_

@@ -1,0 +1,125 @@
+// tpserve-cli: command-line client of a tpserve server.
+//
+//   tpserve-cli [--target host:port] [--json] [--timeout-s S] COMMAND ...
+//     generate "text" | --token-ids 1,2,3  [--stream] [sampling flags]
+//     tokenize "text"          detokenize 1,2,3
+//     info                     health
+//     bench [--input-len N] [--output-len N] [--num-prompts N]
+//           [--concurrency N | --request-rate R] [--seed S]
+//
+// Exit codes: 0 success, 1 the server answered with an error (or is not serving),
+// 2 bad command line.
+#include <iostream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "base/args.h"
+#include "client/commands.h"
+#include "client/generate_flags.h"
+
+namespace tpserve {
+namespace {
+
+struct Flags {
+  std::string target = "localhost:50051";
+  bool json = false;
+  bool stream = false;
+  bool help = false;
+  double timeout_s = 0;
+  GenerateFlags generate;
+  int64_t input_len = 32, output_len = 32, num_prompts = 64, concurrency = 0;
+  double request_rate = 0;
+};
+
+void Register(ArgParser& args, Flags& f) {
+  args.AddString("target", &f.target, "server address host:port");
+  args.AddBool("json", &f.json, "print one JSON object");
+  args.AddBool("stream", &f.stream, "generate: print text as it arrives");
+  args.AddDouble("timeout-s", &f.timeout_s, "deadline of each call, seconds (0: none)");
+  args.AddBool("help", &f.help, "print this help");
+  AddGenerateFlags(args, &f.generate);
+  args.AddInt("input-len", &f.input_len, "bench: prompt tokens");
+  args.AddInt("output-len", &f.output_len, "bench: generated tokens per request");
+  args.AddInt("num-prompts", &f.num_prompts, "bench: requests");
+  args.AddInt("concurrency", &f.concurrency, "bench: most requests in flight (0: no limit)");
+  args.AddDouble("request-rate", &f.request_rate, "bench: Poisson arrivals per second (0: all at once)");
+}
+
+int Usage(const ArgParser& args, const std::string& problem) {
+  std::cerr << "tpserve-cli: " << problem << "\n"
+            << "commands: generate TEXT | tokenize TEXT | detokenize IDS | info | health | bench\n"
+            << args.Usage();
+  return 2;
+}
+
+absl::StatusOr<BenchOptions> BenchFrom(const ArgParser& args, const Flags& f) {
+  BenchOptions o;
+  if (f.input_len < 1 || f.output_len < 1 || f.num_prompts < 1 || f.concurrency < 0 ||
+      f.request_rate < 0) {
+    return absl::InvalidArgumentError(
+        "bench needs --input-len, --output-len, --num-prompts >= 1, --concurrency >= 0 and "
+        "--request-rate >= 0");
+  }
+  o.input_len = static_cast<int>(f.input_len);
+  o.output_len = static_cast<int>(f.output_len);
+  o.num_prompts = static_cast<int>(f.num_prompts);
+  o.concurrency = static_cast<int>(f.concurrency);
+  o.request_rate = f.request_rate;
+  o.seed = static_cast<uint64_t>(f.generate.seed);
+  // Greedy unless asked, as vLLM's benchmark.
+  o.temperature = args.Seen("temperature") ? static_cast<float>(f.generate.temperature) : 0.0f;
+  return o;
+}
+
+int Dispatch(const ArgParser& args, const Flags& f, const Cli& cli) {
+  const auto& pos = args.positional();
+  const std::string& command = pos[0];
+  const std::string arg = pos.size() > 1 ? pos[1] : "";
+  if (pos.size() > 2) return Usage(args, absl::StrCat("unexpected argument \"", pos[2], "\""));
+  if (command == "generate") {
+    absl::StatusOr<v1::GenerateRequest> request = BuildGenerateRequest(args, f.generate, arg);
+    if (!request.ok()) return Usage(args, std::string(request.status().message()));
+    return GenerateCommand(cli, *request, f.stream);
+  }
+  if (command == "tokenize") {
+    v1::TokenizeRequest request;
+    request.set_text(arg);
+    if (f.generate.no_special_tokens) request.set_add_special_tokens(false);
+    return TokenizeCommand(cli, request);
+  }
+  if (command == "detokenize") {
+    v1::DetokenizeRequest request;
+    std::vector<int32_t> ids;
+    if (absl::Status s = ParseIdList(arg, &ids); !s.ok()) return Usage(args, std::string(s.message()));
+    request.mutable_token_ids()->Add(ids.begin(), ids.end());
+    if (f.generate.keep_special_tokens) request.set_skip_special_tokens(false);
+    return DetokenizeCommand(cli, request);
+  }
+  if (command == "info") return InfoCommand(cli);
+  if (command == "health") return HealthCommand(cli);
+  if (command == "bench") {
+    absl::StatusOr<BenchOptions> options = BenchFrom(args, f);
+    if (!options.ok()) return Usage(args, std::string(options.status().message()));
+    return BenchCommand(cli, *options);
+  }
+  return Usage(args, absl::StrCat("unknown command \"", command, "\""));
+}
+
+}  // namespace
+}  // namespace tpserve
+
+int main(int argc, char** argv) {
+  tpserve::Flags flags;
+  tpserve::ArgParser args("tpserve-cli");
+  tpserve::Register(args, flags);
+  if (absl::Status s = args.Parse(argc, argv); !s.ok()) {
+    return tpserve::Usage(args, std::string(s.message()));
+  }
+  if (flags.help || args.positional().empty()) return tpserve::Usage(args, "give a command");
+  tpserve::Cli cli;
+  cli.channel = grpc::CreateChannel(flags.target, grpc::InsecureChannelCredentials());
+  cli.stub = tpserve::v1::Inference::NewStub(cli.channel);
+  cli.json = flags.json;
+  cli.timeout_s = flags.timeout_s;
+  return tpserve::Dispatch(args, flags, cli);
+}
