@@ -1,0 +1,135 @@
+#include "server/server_config.h"
+
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/args.h"
+
+namespace tpserve {
+namespace {
+
+absl::Status CheckRange(const char* flag, int64_t value, int64_t low, int64_t high) {
+  if (value < low || value > high) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " must be in [", low, ", ", high, "], got ", value));
+  }
+  return absl::OkStatus();
+}
+
+// Integer flags, parsed as int64 and range-checked into the int fields by Validate.
+struct IntFlags {
+  int64_t tp, port, kv_blocks, kv_memory_mb, kv_block_size, max_context, max_batch_tokens,
+      max_sequences, max_queue, step_timeout_ms, start_timeout_s, drain_grace_ms;
+};
+
+void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
+  args.AddString("model", &c.model_dir, "Hugging Face model directory (required)");
+  args.AddString("model-name", &c.model_name, "name reported by GetModelInfo");
+  args.AddInt("tp", &i.tp, "tensor-parallel size: worker ranks");
+  args.AddString("device", &c.device, "cpu or cuda");
+  args.AddString("host", &c.host, "address to serve on");
+  args.AddInt("port", &i.port, "port to serve on (required; 0 picks a free one)");
+  args.AddBool("external-workers", &c.external_workers, "wait for --tp workers to attach");
+  args.AddBool("exit-on-pool-failure", &c.exit_on_pool_failure,
+               "exit non-zero when the worker pool fails instead of rebuilding it");
+  args.AddString("worker-binary", &c.worker_binary, "path of tpserve_worker");
+  args.AddString("control-address", &c.control_address,
+                 "where workers dial in: unix:PATH or HOST:PORT");
+  args.AddInt("kv-blocks", &i.kv_blocks, "KV cache blocks per rank");
+  args.AddInt("kv-memory-mb", &i.kv_memory_mb, "KV cache memory per rank, MiB");
+  args.AddInt("kv-block-size", &i.kv_block_size, "tokens per KV block");
+  args.AddInt("max-context", &i.max_context, "tokens per request (default: the model's)");
+  args.AddInt("max-batch-tokens", &i.max_batch_tokens, "tokens per engine step");
+  args.AddInt("max-sequences", &i.max_sequences, "sequences per engine step");
+  args.AddInt("max-queue", &i.max_queue, "waiting requests before RESOURCE_EXHAUSTED");
+  args.AddInt("step-timeout-ms", &i.step_timeout_ms, "deadline of one step on every rank");
+  args.AddInt("start-timeout-s", &i.start_timeout_s, "deadline for the pool to be ready");
+  args.AddInt("drain-grace-ms", &i.drain_grace_ms, "time in-flight requests get on SIGTERM");
+  args.AddBool("help", help, "print this help");
+}
+
+IntFlags Defaults(const ServerConfig& c) {
+  return {c.tp,        c.port,           c.kv_blocks,     c.kv_memory_mb,
+          c.kv_block_size, c.max_context, c.max_batch_tokens, c.max_sequences,
+          c.max_queue, c.step_timeout_ms, c.start_timeout_s, c.drain_grace_ms};
+}
+
+absl::Status Narrow(const IntFlags& i, ServerConfig& c) {
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  const std::vector<std::pair<const char*, std::pair<int64_t, int*>>> fields = {
+      {"tp", {i.tp, &c.tp}},
+      {"port", {i.port, &c.port}},
+      {"kv-blocks", {i.kv_blocks, &c.kv_blocks}},
+      {"kv-block-size", {i.kv_block_size, &c.kv_block_size}},
+      {"max-context", {i.max_context, &c.max_context}},
+      {"max-batch-tokens", {i.max_batch_tokens, &c.max_batch_tokens}},
+      {"max-sequences", {i.max_sequences, &c.max_sequences}},
+      {"max-queue", {i.max_queue, &c.max_queue}},
+      {"step-timeout-ms", {i.step_timeout_ms, &c.step_timeout_ms}},
+      {"start-timeout-s", {i.start_timeout_s, &c.start_timeout_s}},
+      {"drain-grace-ms", {i.drain_grace_ms, &c.drain_grace_ms}},
+  };
+  for (const auto& [flag, value] : fields) {
+    if (absl::Status s = CheckRange(flag, value.first, -kMax, kMax); !s.ok()) return s;
+    *value.second = static_cast<int>(value.first);
+  }
+  c.kv_memory_mb = i.kv_memory_mb;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ServerConfig::Validate() const {
+  if (model_dir.empty()) return absl::InvalidArgumentError("--model is required");
+  if (device != "cpu" && device != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device must be cpu or cuda, got \"", device, "\""));
+  }
+  if (kv_blocks > 0 && kv_memory_mb > 0) {
+    return absl::InvalidArgumentError("give --kv-blocks or --kv-memory-mb, not both");
+  }
+  const struct {
+    const char* flag;
+    int64_t value, low, high;
+  } ranges[] = {
+      {"tp", tp, 1, 1024},
+      {"port", port, 0, 65535},
+      {"kv-blocks", kv_blocks, 0, 1 << 30},
+      {"kv-memory-mb", kv_memory_mb, 0, int64_t{1} << 30},
+      {"kv-block-size", kv_block_size, 1, 1024},
+      {"max-context", max_context, 0, 1 << 30},
+      {"max-batch-tokens", max_batch_tokens, 1, 1 << 30},
+      {"max-sequences", max_sequences, 1, 1 << 20},
+      {"max-queue", max_queue, 1, 1 << 24},
+      {"step-timeout-ms", step_timeout_ms, 1, 3600000},
+      {"start-timeout-s", start_timeout_s, 1, 86400},
+      {"drain-grace-ms", drain_grace_ms, 0, 3600000},
+  };
+  for (const auto& r : ranges) {
+    if (absl::Status s = CheckRange(r.flag, r.value, r.low, r.high); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ServerConfig> ParseServerFlags(int argc, char** argv) {
+  ServerConfig config;
+  IntFlags ints = Defaults(config);
+  bool help = false;
+  ArgParser args("tpserve");
+  Register(args, config, ints, &help);
+  absl::Status status = args.Parse(argc, argv);
+  if (status.ok() && help) status = absl::InvalidArgumentError("help requested");
+  if (status.ok() && !args.positional().empty()) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument \"", args.positional()[0], "\""));
+  }
+  if (status.ok()) status = Narrow(ints, config);
+  if (status.ok()) status = config.Validate();
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(status.message(), "\n", args.Usage()));
+  }
+  return config;
+}
+
+}  // namespace tpserve

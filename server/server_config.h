@@ -1,0 +1,45 @@
+// ServerConfig: everything the tpserve binary is configured with, read once from its
+// flags in main() and validated before anything starts.
+#ifndef TPSERVE_SERVER_SERVER_CONFIG_H_
+#define TPSERVE_SERVER_SERVER_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace tpserve {
+
+struct ServerConfig {
+  std::string model_dir;              // Hugging Face directory (config.json, weights)
+  std::string model_name;             // empty: the directory's base name
+  int tp = 1;
+  std::string device = "cpu";         // "cpu" or "cuda"
+  std::string host = "0.0.0.0";
+  int port = -1;                      // required; 0 picks a free port
+  bool external_workers = false;      // wait for tp workers to attach instead of spawning
+  bool exit_on_pool_failure = false;  // exit non-zero instead of rebuilding the pool
+  std::string worker_binary;          // empty: ../worker/tpserve_worker beside this binary
+  std::string control_address;        // empty: a Unix socket in a fresh temporary folder
+  int kv_blocks = 0;                  // exactly this many KV blocks per rank, or
+  int64_t kv_memory_mb = 0;           // this much KV memory per rank (0: the pool's default)
+  int kv_block_size = 16;
+  int max_context = 0;                // 0: the model's max_position_embeddings
+  int max_batch_tokens = 2048;
+  int max_sequences = 64;
+  int max_queue = 256;
+  int step_timeout_ms = 30000;
+  int start_timeout_s = 300;
+  int drain_grace_ms = 30000;         // in-flight requests get this long after SIGTERM
+
+  absl::Status Validate() const;
+};
+
+// Parses tpserve's command line. InvalidArgument names the flag; the usage text is
+// appended to the message.
+absl::StatusOr<ServerConfig> ParseServerFlags(int argc, char** argv);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_SERVER_SERVER_CONFIG_H_

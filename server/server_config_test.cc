@@ -1,0 +1,68 @@
+#include "server/server_config.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace tpserve {
+namespace {
+
+absl::StatusOr<ServerConfig> Parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "tpserve");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  return ParseServerFlags(static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(ServerConfigTest, ParsesEveryFlag) {
+  absl::StatusOr<ServerConfig> c =
+      Parse({"--model", "/m", "--tp=2", "--device", "cuda", "--port", "0", "--host",
+             "127.0.0.1", "--external-workers", "--exit-on-pool-failure", "--kv-blocks",
+             "64", "--max-batch-tokens", "512", "--max-sequences", "8", "--max-queue", "9",
+             "--step-timeout-ms", "1000", "--worker-binary", "/w"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_dir, "/m");
+  EXPECT_EQ(c->tp, 2);
+  EXPECT_EQ(c->device, "cuda");
+  EXPECT_EQ(c->port, 0);
+  EXPECT_EQ(c->host, "127.0.0.1");
+  EXPECT_TRUE(c->external_workers);
+  EXPECT_TRUE(c->exit_on_pool_failure);
+  EXPECT_EQ(c->kv_blocks, 64);
+  EXPECT_EQ(c->max_batch_tokens, 512);
+  EXPECT_EQ(c->max_sequences, 8);
+  EXPECT_EQ(c->max_queue, 9);
+  EXPECT_EQ(c->step_timeout_ms, 1000);
+  EXPECT_EQ(c->worker_binary, "/w");
+}
+
+TEST(ServerConfigTest, BadFlagsNameTheFlag) {
+  const struct {
+    std::vector<std::string> args;
+    std::string message;
+  } cases[] = {
+      {{"--port", "1"}, "--model is required"},
+      {{"--model", "/m"}, "--port must be in [0, 65535], got -1"},
+      {{"--model", "/m", "--port", "1", "--device", "tpu"}, "--device must be cpu or cuda"},
+      {{"--model", "/m", "--port", "1", "--tp", "0"}, "--tp must be in [1, 1024], got 0"},
+      {{"--model", "/m", "--port", "1", "--kv-blocks", "4", "--kv-memory-mb", "4"},
+       "give --kv-blocks or --kv-memory-mb, not both"},
+      {{"--model", "/m", "--port", "1", "--max-queue", "99999999999"},
+       "--max-queue must be in"},
+      {{"--model", "/m", "--port", "1", "--tp", "x"}, "--tp needs an integer"},
+      {{"--model", "/m", "--port", "1", "stray"}, "unexpected argument \"stray\""},
+      {{"--bogus"}, "unknown flag --bogus"},
+  };
+  for (const auto& c : cases) {
+    const absl::StatusOr<ServerConfig> config = Parse(c.args);
+    ASSERT_FALSE(config.ok()) << c.message;
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(config.status().message().find(c.message), std::string::npos)
+        << config.status();
+    EXPECT_NE(config.status().message().find("usage: tpserve"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace tpserve
