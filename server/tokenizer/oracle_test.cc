@@ -1,8 +1,10 @@
 // Compares encode/decode with what Hugging Face tokenizers produced for the
 // committed corpus (tests/tokenizer/data/*/expected.jsonl) and for random id
 // sequences (decode.jsonl): ids and strings must be identical.
+#include <atomic>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -71,6 +73,23 @@ TEST_P(OracleTest, DecodeMatchesRandomIdSequences) {
         << Show(ids);
     if (HasFailure()) break;
   }
+}
+
+TEST_P(OracleTest, ConcurrentEncodesAgree) {
+  const auto rows = ReadJsonLines(kDataDir + GetParam() + "/expected.jsonl");
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t i = t; i < rows.size() * 2; i += 3) {
+        const auto& row = rows[i % rows.size()];
+        auto ids = tokenizer_->Encode(row["text"].get<std::string>(), false);
+        if (!ids.ok() || *ids != row["ids"].get<std::vector<int32_t>>()) ++mismatches;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(RealTokenizers, OracleTest,
