@@ -26,55 +26,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/request.h"
 #include "server/step_executor.h"
 #include "server/tokenizer/tokenizer.h"
 
 namespace tpserve {
-
-enum class FinishReason { kLength, kStop, kEos, kCancelled };
-
-struct TokenLogprob {
-  int32_t token_id = 0;
-  float logprob = 0;
-  std::string text;  // the token decoded alone
-};
-
-struct PositionLogprobs {
-  TokenLogprob chosen;
-  std::vector<TokenLogprob> top;
-};
-
-// Everything Generate needs after the edge has tokenized and validated the request.
-struct EngineRequest {
-  std::vector<int32_t> prompt_ids;
-  int max_tokens = 0;  // > 0; the edge resolves "unset" to the remaining context
-  // Sampling, with defaults filled in (seed always set: the edge draws one if unset).
-  float temperature = 1.0f;
-  int top_k = 0;
-  float top_p = 1.0f;
-  float min_p = 0.0f;
-  float repetition_penalty = 1.0f;
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-  uint64_t seed = 0;
-  int logprobs = -1;         // -1: none; n ≥ 0: chosen token + top-n
-  int prompt_logprobs = -1;  // -1: none
-  std::vector<std::string> stop;
-  std::vector<int32_t> stop_token_ids;
-  bool ignore_eos = false;
-  bool skip_special_tokens = true;
-  absl::Time deadline = absl::InfiniteFuture();
-};
-
-struct EngineChunk {
-  std::vector<int32_t> token_ids;             // new tokens in this chunk
-  std::string text;                           // text delta (valid UTF-8)
-  std::vector<PositionLogprobs> logprobs;     // per new token, when asked
-  std::vector<PositionLogprobs> prompt_logprobs;  // first chunk only, when asked
-  std::optional<FinishReason> finish_reason;  // last chunk only
-  int prompt_tokens = 0;                      // last chunk only
-  int completion_tokens = 0;                  // last chunk only
-};
 
 struct EngineOptions {
   int max_batch_tokens = 2048;   // tokens computed per step, all sequences

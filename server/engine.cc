@@ -1,0 +1,97 @@
+#include "server/engine.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/engine_impl.h"
+#include "server/tokenizer/status_macros.h"
+
+namespace tpserve {
+
+absl::Status EngineOptions::Validate() const {
+  TPSERVE_RETURN_IF_ERROR(
+      (SchedulerConfig{max_batch_tokens, max_sequences}.Validate()));
+  if (max_queue < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("max_queue must be ≥ 1, got ", max_queue));
+  }
+  if (max_context < 0 || kv_watermark_blocks < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_context (", max_context, ") and kv_watermark_blocks (",
+                     kv_watermark_blocks, ") must be ≥ 0"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options,
+                                                       StepExecutor* executor,
+                                                       const Tokenizer* tokenizer) {
+  TPSERVE_RETURN_IF_ERROR(options.Validate());
+  if (executor == nullptr) return absl::InvalidArgumentError("executor must not be null");
+  BlockManagerConfig config;
+  config.num_blocks = executor->num_kv_blocks();
+  config.block_size = executor->kv_block_size();
+  config.watermark_blocks = options.kv_watermark_blocks;
+  TPSERVE_ASSIGN_OR_RETURN(BlockManager blocks, BlockManager::Create(config));
+  return std::unique_ptr<Engine>(new Engine(
+      std::make_unique<Impl>(options, executor, tokenizer, std::move(blocks))));
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Engine::~Engine() { Stop(); }
+
+void Engine::Start() {
+  absl::MutexLock stop_lock(&impl_->stop_mu);
+  {
+    absl::MutexLock lock(&impl_->mu);
+    if (impl_->stopping || impl_->thread.joinable()) return;
+  }
+  impl_->thread = std::thread([impl = impl_.get()] { impl->Loop(); });
+}
+
+void Engine::Stop() {
+  absl::MutexLock stop_lock(&impl_->stop_mu);
+  {
+    absl::MutexLock lock(&impl_->mu);
+    impl_->stopping = true;
+    impl_->is_healthy = false;
+  }
+  if (impl_->thread.joinable()) impl_->thread.join();
+  // The thread failed everything on its way out; this covers a never-started engine.
+  impl_->FailAll(absl::UnavailableError("engine stopped"));
+}
+
+absl::StatusOr<uint64_t> Engine::Submit(EngineRequest request, ChunkCallback on_chunk,
+                                        DoneCallback on_done) {
+  TPSERVE_RETURN_IF_ERROR(impl_->Validate(request));
+  absl::MutexLock lock(&impl_->mu);
+  if (!impl_->is_healthy) return absl::UnavailableError("engine is not serving");
+  const size_t queued = impl_->submitted.size() + impl_->stats.waiting;
+  if (queued >= static_cast<size_t>(impl_->options.max_queue)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("request queue full (", impl_->options.max_queue, " waiting)"));
+  }
+  const uint64_t id = impl_->next_id++;
+  auto seq = std::make_unique<Sequence>(id, std::move(request), impl_->tokenizer,
+                                        impl_->options.eos_token_ids);
+  impl_->submitted.emplace_back(
+      id, Impl::Request{std::move(seq), std::move(on_chunk), std::move(on_done)});
+  return id;
+}
+
+void Engine::Abort(uint64_t request_id) {
+  absl::MutexLock lock(&impl_->mu);
+  impl_->aborts.push_back(request_id);
+}
+
+bool Engine::healthy() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->is_healthy;
+}
+
+EngineStats Engine::stats() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->stats;
+}
+
+}  // namespace tpserve

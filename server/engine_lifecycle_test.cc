@@ -1,0 +1,155 @@
+// Engine tests for how requests end other than by finishing: abort, deadline, executor
+// failure, a full queue, bad requests, Stop — and for stats.
+#include <memory>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "server/engine.h"
+#include "server/engine_test_util.h"
+#include "server/fake_step_executor.h"
+
+namespace tpserve {
+namespace {
+
+TEST(EngineLifecycleTest, AbortFromACallbackCancelsAndFreesBlocks) {
+  FakeExecutorConfig fake_config{/*num_blocks=*/256, /*block_size=*/4};
+  fake_config.step_delay = absl::Milliseconds(1);
+  TestEngine t(fake_config, Options(64, 8));
+  Collector aborted, other;
+  Engine* engine = t.engine.get();
+  uint64_t aborted_id = 0;
+  int seen = 0;
+  auto id = engine->Submit(
+      Request(4, 500, 1),
+      [&, on_chunk = aborted.OnChunk()](EngineChunk chunk) {
+        on_chunk(std::move(chunk));
+        if (++seen == 3) engine->Abort(aborted_id);
+      },
+      aborted.OnDone());
+  ASSERT_TRUE(id.ok());
+  aborted_id = *id;
+  ASSERT_TRUE(engine->Submit(Request(4, 40, 2), other.OnChunk(), other.OnDone()).ok());
+  ASSERT_TRUE(aborted.WaitDone());
+  EXPECT_EQ(aborted.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_LT(aborted.Tokens().size(), 10u);
+  ASSERT_TRUE(other.WaitDone());
+  EXPECT_TRUE(other.status().ok());
+  EXPECT_FALSE(t.fake.holds(aborted_id));  // dropped by a later plan
+  EXPECT_EQ(engine->stats().kv_blocks_in_use, 0);
+  EXPECT_EQ(aborted.done_calls(), 1);
+  EXPECT_TRUE(t.fake.errors().empty()) << t.fake.errors()[0];
+}
+
+TEST(EngineLifecycleTest, DeadlinesEndRequests) {
+  FakeExecutorConfig fake_config{/*num_blocks=*/256, /*block_size=*/4};
+  fake_config.step_delay = absl::Milliseconds(2);
+  TestEngine t(fake_config, Options(64, 8));
+  EngineRequest past = Request(4, 10, 1);
+  past.deadline = absl::Now() - absl::Seconds(1);
+  EngineRequest soon = Request(4, 500, 2);
+  soon.deadline = absl::Now() + absl::Milliseconds(50);
+  auto results = t.RunAll({past, soon});
+  EXPECT_EQ(results[0]->status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(results[1]->status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_FALSE(results[1]->Tokens().empty());
+  EXPECT_EQ(t.engine->stats().kv_blocks_in_use, 0);
+  EXPECT_TRUE(t.engine->healthy());
+}
+
+TEST(EngineLifecycleTest, ExecutorFailureEndsEveryRequestUnavailable) {
+  FakeExecutorConfig fake_config{/*num_blocks=*/256, /*block_size=*/4};
+  fake_config.fail_at_step = 3;
+  TestEngine t(fake_config, Options(16, 4));
+  std::vector<EngineRequest> requests;
+  for (int i = 0; i < 8; ++i) requests.push_back(Request(10, 20, i));
+  auto results = t.RunAll(requests);
+  for (const auto& result : results) {
+    EXPECT_EQ(result->status().code(), absl::StatusCode::kUnavailable) << result->status();
+    EXPECT_EQ(result->done_calls(), 1);
+  }
+  EXPECT_FALSE(t.engine->healthy());
+  Collector late;
+  EXPECT_EQ(t.engine->Submit(Request(4, 4, 9), late.OnChunk(), late.OnDone()).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(EngineLifecycleTest, FullQueueIsResourceExhaustedAndStopEndsTheRest) {
+  FakeStepExecutor fake(FakeExecutorConfig{});
+  EngineOptions options;
+  options.max_queue = 2;
+  auto engine = Engine::Create(options, &fake, nullptr);
+  ASSERT_TRUE(engine.ok());  // not started: requests stay queued
+  Collector a, b, c;
+  EXPECT_TRUE((*engine)->Submit(Request(4, 4, 1), a.OnChunk(), a.OnDone()).ok());
+  EXPECT_TRUE((*engine)->Submit(Request(4, 4, 2), b.OnChunk(), b.OnDone()).ok());
+  EXPECT_EQ((*engine)->Submit(Request(4, 4, 3), c.OnChunk(), c.OnDone()).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  (*engine)->Stop();
+  (*engine)->Stop();
+  for (Collector* collector : {&a, &b}) {
+    ASSERT_TRUE(collector->WaitDone(absl::ZeroDuration()));
+    EXPECT_EQ(collector->status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(collector->done_calls(), 1);
+  }
+  EXPECT_EQ(c.done_calls(), 0);
+}
+
+TEST(EngineLifecycleTest, StopEndsRequestsInFlight) {
+  FakeExecutorConfig fake_config{/*num_blocks=*/256, /*block_size=*/4};
+  fake_config.step_delay = absl::Milliseconds(1);
+  TestEngine t(fake_config, Options(64, 8));
+  Collector running;
+  ASSERT_TRUE(t.engine->Submit(Request(4, 900, 1), running.OnChunk(), running.OnDone()).ok());
+  absl::SleepFor(absl::Milliseconds(20));
+  t.engine->Stop();
+  ASSERT_TRUE(running.WaitDone(absl::ZeroDuration()));
+  EXPECT_EQ(running.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(t.engine->healthy());
+}
+
+TEST(EngineLifecycleTest, SubmitRejectsRequestsThatCanNeverRun) {
+  FakeStepExecutor fake(FakeExecutorConfig{/*num_blocks=*/4, /*block_size=*/4});
+  EngineOptions options;
+  options.max_context = 12;
+  auto engine = Engine::Create(options, &fake, nullptr);
+  ASSERT_TRUE(engine.ok());
+  auto submit = [&](EngineRequest request) {
+    return (*engine)->Submit(std::move(request), [](EngineChunk) {}, [](absl::Status) {});
+  };
+  EXPECT_EQ(submit(Request(0, 4, 1)).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(submit(Request(4, 0, 1)).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(submit(Request(8, 5, 1)).status().code(), absl::StatusCode::kInvalidArgument);
+  options.max_context = 0;
+  auto unbounded = Engine::Create(options, &fake, nullptr);
+  ASSERT_TRUE(unbounded.ok());
+  Collector c;  // 20 tokens > 4 blocks of 4
+  EXPECT_EQ((*unbounded)->Submit(Request(10, 10, 1), c.OnChunk(), c.OnDone()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(EngineLifecycleTest, CreateValidatesOptions) {
+  FakeStepExecutor fake(FakeExecutorConfig{});
+  EngineOptions options;
+  options.max_batch_tokens = 0;
+  EXPECT_EQ(Engine::Create(options, &fake, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Engine::Create(EngineOptions(), nullptr, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(EngineLifecycleTest, StatsCountStepsBlocksAndComputeTime) {
+  TestEngine t(FakeExecutorConfig{/*num_blocks=*/64, /*block_size=*/4}, Options(64, 8));
+  auto results = t.RunAll({Request(6, 5, 1), Request(3, 7, 2)});
+  const EngineStats stats = t.engine->stats();
+  EXPECT_EQ(stats.kv_blocks_total, 64);
+  EXPECT_EQ(stats.kv_blocks_in_use, 0);
+  EXPECT_EQ(stats.running, 0);
+  EXPECT_EQ(stats.waiting, 0);
+  EXPECT_GE(stats.steps, 7u);
+  EXPECT_EQ(stats.worker_compute_us, 7 * static_cast<int64_t>(stats.steps));
+  EXPECT_GE(stats.step_wall_us, 0);
+}
+
+}  // namespace
+}  // namespace tpserve

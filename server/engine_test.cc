@@ -1,0 +1,147 @@
+// Engine tests over FakeStepExecutor (no tokenizer: token ids only). The fake samples
+// a hash of each sequence's history, so every request's tokens are known in advance
+// whatever the batching, chunking or preemption.
+#include "server/engine.h"
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "server/engine_test_util.h"
+#include "server/fake_step_executor.h"
+
+namespace tpserve {
+namespace {
+
+constexpr int kVocab = 1000;
+
+std::vector<int32_t> SoloOutput(std::vector<int32_t> prompt, int max_tokens) {
+  return FakeStepExecutor::HashContinuation(std::move(prompt), max_tokens, kVocab);
+}
+
+void ExpectSoloOutputs(const std::vector<EngineRequest>& requests,
+                       const std::vector<std::unique_ptr<Collector>>& results) {
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_TRUE(results[i]->status().ok()) << results[i]->status();
+    EXPECT_EQ(results[i]->Tokens(), SoloOutput(requests[i].prompt_ids, requests[i].max_tokens))
+        << "request " << i;
+    EXPECT_EQ(results[i]->done_calls(), 1);
+  }
+}
+
+std::vector<EngineRequest> MixedRequests(int n) {
+  std::vector<EngineRequest> requests;
+  for (int i = 0; i < n; ++i) requests.push_back(Request(1 + (i * 7) % 40, 1 + (i * 5) % 30, i));
+  return requests;
+}
+
+TEST(EngineTest, ConcurrentRequestsMatchRequestsAlone) {
+  const std::vector<EngineRequest> requests = MixedRequests(32);
+  FakeExecutorConfig fake_config{/*num_blocks=*/48, /*block_size=*/4, kVocab};
+  std::vector<std::unique_ptr<Collector>> alone;
+  {
+    TestEngine solo(fake_config, Options(32, 16));
+    for (const EngineRequest& request : requests) {
+      auto one = solo.RunAll({request});
+      alone.push_back(std::move(one[0]));
+    }
+  }
+  ExpectSoloOutputs(requests, alone);
+  TestEngine batched(fake_config, Options(32, 16));
+  auto together = batched.RunAll(requests);
+  ExpectSoloOutputs(requests, together);
+  EXPECT_TRUE(batched.fake.errors().empty()) << batched.fake.errors()[0];
+  EXPECT_GT(batched.fake.num_partial_prefills(), 0);
+  EXPECT_EQ(batched.engine->stats().kv_blocks_in_use, 0);
+}
+
+TEST(EngineTest, PreemptionUnderATinyKvPool) {
+  std::vector<EngineRequest> requests;
+  for (int i = 0; i < 16; ++i) requests.push_back(Request(8, 16, i));
+  TestEngine t(FakeExecutorConfig{/*num_blocks=*/12, /*block_size=*/4, kVocab}, Options(64, 16));
+  auto results = t.RunAll(requests);
+  ExpectSoloOutputs(requests, results);
+  EXPECT_TRUE(t.fake.errors().empty()) << t.fake.errors()[0];
+  EXPECT_GT(t.fake.num_recomputes(), 0);
+  EXPECT_EQ(t.engine->stats().kv_blocks_in_use, 0);
+}
+
+TEST(EngineTest, LongPromptIsChunkedAndDecodesContinue) {
+  std::vector<EngineRequest> requests = {Request(4, 30, 1), Request(4, 30, 2),
+                                         Request(100, 5, 3)};
+  TestEngine t(FakeExecutorConfig{/*num_blocks=*/64, /*block_size=*/4, kVocab}, Options(8, 8));
+  auto results = t.RunAll(requests);
+  ExpectSoloOutputs(requests, results);
+  EXPECT_TRUE(t.fake.errors().empty()) << t.fake.errors()[0];
+  EXPECT_GE(t.fake.num_partial_prefills(), 100 / 8);
+}
+
+TEST(EngineTest, LastChunkCarriesLengthAndUsage) {
+  TestEngine t(FakeExecutorConfig{}, Options(64, 8));
+  auto results = t.RunAll({Request(5, 4, 1)});
+  const std::vector<EngineChunk> chunks = results[0]->chunks();
+  ASSERT_EQ(chunks.size(), 4u);
+  for (size_t i = 0; i + 1 < chunks.size(); ++i) EXPECT_FALSE(chunks[i].finish_reason);
+  EXPECT_EQ(chunks.back().finish_reason, FinishReason::kLength);
+  EXPECT_EQ(chunks.back().prompt_tokens, 5);
+  EXPECT_EQ(chunks.back().completion_tokens, 4);
+}
+
+// Generates 10, 11, 12, then kEos, then 20, 21, ... after any prompt of kPromptLen.
+constexpr int kPromptLen = 3;
+constexpr int32_t kEos = 999;
+int32_t ScriptedToken(absl::Span<const int32_t> history) {
+  const int i = static_cast<int>(history.size()) - kPromptLen;
+  return i < 3 ? 10 + i : (i == 3 ? kEos : 20 + i);
+}
+
+TEST(EngineTest, EosEndsUnlessIgnored) {
+  FakeExecutorConfig fake_config;
+  fake_config.next_token = ScriptedToken;
+  EngineOptions options = Options(64, 8);
+  options.eos_token_ids = {kEos};
+  TestEngine t(fake_config, options);
+  EngineRequest plain = Request(kPromptLen, 8, 1);
+  EngineRequest ignoring = plain;
+  ignoring.ignore_eos = true;
+  EngineRequest stop_id = plain;
+  stop_id.stop_token_ids = {11};
+  auto results = t.RunAll({plain, ignoring, stop_id});
+  EXPECT_EQ(results[0]->Tokens(), (std::vector<int32_t>{10, 11, 12, kEos}));
+  EXPECT_EQ(results[0]->chunks().back().finish_reason, FinishReason::kEos);
+  EXPECT_EQ(results[0]->chunks().back().completion_tokens, 4);
+  EXPECT_EQ(results[1]->Tokens().size(), 8u);
+  EXPECT_EQ(results[1]->chunks().back().finish_reason, FinishReason::kLength);
+  EXPECT_EQ(results[2]->Tokens(), (std::vector<int32_t>{10, 11}));
+  EXPECT_EQ(results[2]->chunks().back().finish_reason, FinishReason::kStop);
+}
+
+TEST(EngineTest, LogprobsPerTokenAndPromptLogprobsOnce) {
+  FakeExecutorConfig fake_config{/*num_blocks=*/64, /*block_size=*/4, kVocab};
+  TestEngine t(fake_config, Options(8, 8));
+  EngineRequest request = Request(20, 6, 1);
+  request.logprobs = 2;
+  request.prompt_logprobs = 0;
+  auto results = t.RunAll({request});
+  const std::vector<EngineChunk> chunks = results[0]->chunks();
+  ASSERT_FALSE(chunks.empty());
+  ASSERT_EQ(chunks[0].prompt_logprobs.size(), 19u);
+  for (size_t i = 0; i < 19; ++i) {
+    EXPECT_EQ(chunks[0].prompt_logprobs[i].chosen.token_id, request.prompt_ids[i + 1]);
+  }
+  for (const EngineChunk& chunk : chunks) {
+    ASSERT_EQ(chunk.logprobs.size(), chunk.token_ids.size());
+    for (size_t i = 0; i < chunk.token_ids.size(); ++i) {
+      EXPECT_EQ(chunk.logprobs[i].chosen.token_id, chunk.token_ids[i]);
+      EXPECT_EQ(chunk.logprobs[i].top.size(), 2u);
+    }
+    if (&chunk != &chunks[0]) {
+      EXPECT_TRUE(chunk.prompt_logprobs.empty());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tpserve

@@ -1,0 +1,67 @@
+// What the engine takes in and streams out for one request: EngineRequest (tokenized
+// and validated by the edge), EngineChunk (one streamed piece of the answer).
+//
+// Token ids and text: a chunk's token_ids include every generated token, also an EOS
+// or stop token id that ended the request (it counts in completion_tokens), but the
+// text never contains the EOS/stop token's text, a matched stop string, or anything
+// after it. The text deltas concatenate exactly to the final text.
+#ifndef TPSERVE_SERVER_REQUEST_H_
+#define TPSERVE_SERVER_REQUEST_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace tpserve {
+
+enum class FinishReason { kLength, kStop, kEos, kCancelled };
+
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0;
+  std::string text;  // the token decoded alone
+};
+
+struct PositionLogprobs {
+  TokenLogprob chosen;
+  std::vector<TokenLogprob> top;
+};
+
+// Everything Generate needs after the edge has tokenized and validated the request.
+struct EngineRequest {
+  std::vector<int32_t> prompt_ids;
+  int max_tokens = 0;  // > 0; the edge resolves "unset" to the remaining context
+  // Sampling, with defaults filled in (seed always set: the edge draws one if unset).
+  float temperature = 1.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  uint64_t seed = 0;
+  int logprobs = -1;         // -1: none; n ≥ 0: chosen token + top-n
+  int prompt_logprobs = -1;  // -1: none
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  bool skip_special_tokens = true;
+  absl::Time deadline = absl::InfiniteFuture();
+};
+
+struct EngineChunk {
+  std::vector<int32_t> token_ids;             // new tokens in this chunk
+  std::string text;                           // text delta (valid UTF-8)
+  std::vector<PositionLogprobs> logprobs;     // per new token, when asked
+  std::vector<PositionLogprobs> prompt_logprobs;  // first chunk only, when asked
+  std::optional<FinishReason> finish_reason;  // last chunk only
+  int prompt_tokens = 0;                      // last chunk only
+  int completion_tokens = 0;                  // last chunk only
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_SERVER_REQUEST_H_

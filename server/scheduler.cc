@@ -1,0 +1,152 @@
+#include "server/scheduler.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+
+namespace tpserve {
+
+absl::Status SchedulerConfig::Validate() const {
+  if (max_batch_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_batch_tokens must be ≥ 1, got ", max_batch_tokens));
+  }
+  if (max_sequences < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_sequences must be ≥ 1, got ", max_sequences));
+  }
+  return absl::OkStatus();
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, BlockManager* blocks)
+    : config_(config), blocks_(*blocks) {}
+
+void Scheduler::Add(Sequence* seq) {
+  seq->set_status(SequenceStatus::kWaiting);
+  waiting_.push_back(seq);
+}
+
+void Scheduler::Remove(Sequence* seq) {
+  running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
+  if (blocks_.Contains(seq->id())) TPSERVE_CHECK(blocks_.Free(seq->id()).ok());
+  if (seq->known_to_workers()) drops_.push_back(seq->id());
+  seq->MarkSent(false);
+  seq->set_status(SequenceStatus::kFinished);
+}
+
+ScheduledStep Scheduler::Schedule() {
+  ScheduledStep step;
+  int64_t budget = config_.max_batch_tokens;
+  const bool preempted = !ScheduleRunning(budget, step);
+  if (!preempted) AdmitWaiting(budget, step);
+  if (step.batch.empty()) return ScheduledStep();
+  step.plan.set_step(next_step_++);
+  for (uint64_t id : drops_) step.plan.add_drop_seq_ids(id);
+  drops_.clear();
+  return step;
+}
+
+void Scheduler::CompleteStep(const ScheduledStep& step) {
+  for (const ScheduledSequence& s : step.batch) {
+    s.seq->set_num_computed_tokens(s.first_position + s.num_new_tokens);
+  }
+}
+
+bool Scheduler::ScheduleRunning(int64_t& budget, ScheduledStep& step) {
+  const size_t num_running_before = running_.size();
+  int64_t decodes_behind = NumDecodes();  // budget reserved for decodes not yet seen
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Sequence* seq = running_[i];
+    const int64_t uncomputed = seq->num_uncomputed_tokens();
+    if (uncomputed == 1) --decodes_behind;
+    int64_t count = std::min(uncomputed, budget - decodes_behind);
+    if (count <= 0) continue;
+    if (!MakeRoom(i)) break;
+    count = std::min(count, TokensThatFit(*seq));
+    const int64_t first = seq->num_computed_tokens();
+    auto new_blocks = blocks_.AppendSlots(seq->id(), first + count);
+    TPSERVE_CHECK(new_blocks.ok());
+    worker::v1::SequenceDelta* delta = step.plan.add_running();
+    delta->set_seq_id(seq->id());
+    for (int32_t token : seq->TokenRange(seq->num_tokens_sent(), seq->num_tokens())) {
+      delta->add_new_token_ids(token);
+    }
+    for (int32_t block : *new_blocks) delta->add_new_block_ids(block);
+    delta->set_num_new_tokens(static_cast<int32_t>(count));
+    seq->MarkSent(true);
+    step.batch.push_back({seq, first, count});
+    budget -= count;
+  }
+  return running_.size() == num_running_before;
+}
+
+void Scheduler::AdmitWaiting(int64_t& budget, ScheduledStep& step) {
+  std::vector<ScheduledSequence> admitted;
+  while (!waiting_.empty() && num_running() < config_.max_sequences && budget > 0) {
+    Sequence* seq = waiting_.front();
+    const int64_t count = AdmissibleTokens(std::min(seq->num_tokens(), budget));
+    if (count == 0) break;
+    TPSERVE_CHECK(blocks_.Allocate(seq->id(), count).ok());
+    worker::v1::NewSequence* added = step.plan.add_new_sequences();
+    added->set_seq_id(seq->id());
+    for (int32_t token : seq->TokenRange(0, seq->num_tokens())) added->add_token_ids(token);
+    *added->mutable_sampling() = seq->SamplingParams();
+    absl::StatusOr<absl::Span<const int32_t>> table = blocks_.block_table(seq->id());
+    TPSERVE_CHECK(table.ok());
+    for (int32_t block : *table) added->add_block_table(block);
+    added->set_num_cached_tokens(0);
+    added->set_num_prompt_tokens(static_cast<int32_t>(seq->num_prompt_tokens()));
+    added->set_num_new_tokens(static_cast<int32_t>(count));
+    seq->MarkSent(true);
+    seq->set_status(SequenceStatus::kRunning);
+    waiting_.pop_front();
+    running_.push_back(seq);
+    admitted.push_back({seq, 0, count});
+    budget -= count;
+  }
+  step.batch.insert(step.batch.begin(), admitted.begin(), admitted.end());
+}
+
+bool Scheduler::MakeRoom(size_t index) {
+  Sequence* seq = running_[index];
+  while (TokensThatFit(*seq) < 1) {
+    Sequence* victim = running_.back();
+    Preempt(victim);
+    if (victim == seq) return false;
+  }
+  return true;
+}
+
+void Scheduler::Preempt(Sequence* seq) {
+  TPSERVE_CHECK(!running_.empty() && running_.back() == seq);
+  running_.pop_back();
+  TPSERVE_CHECK(blocks_.Free(seq->id()).ok());
+  if (seq->known_to_workers()) drops_.push_back(seq->id());
+  seq->MarkSent(false);
+  seq->set_num_computed_tokens(0);
+  seq->set_status(SequenceStatus::kPreempted);
+  waiting_.push_front(seq);
+}
+
+int64_t Scheduler::TokensThatFit(const Sequence& seq) const {
+  auto table = blocks_.block_table(seq.id());
+  TPSERVE_CHECK(table.ok());
+  const int64_t blocks = static_cast<int64_t>(table->size()) + blocks_.num_free_blocks();
+  return blocks * blocks_.block_size() - seq.num_computed_tokens();
+}
+
+int64_t Scheduler::AdmissibleTokens(int64_t limit) const {
+  for (int64_t n = limit; n > 0; n = (blocks_.BlocksFor(n) - 1) * blocks_.block_size()) {
+    if (blocks_.CanAllocate(n)) return n;
+  }
+  return 0;
+}
+
+int64_t Scheduler::NumDecodes() const {
+  return std::count_if(running_.begin(), running_.end(),
+                       [](const Sequence* seq) { return seq->num_uncomputed_tokens() == 1; });
+}
+
+}  // namespace tpserve

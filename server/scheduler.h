@@ -1,0 +1,101 @@
+// Scheduler: decides, step by step, which sequences run and builds the StepPlan.
+//
+// Each step reads top to bottom:
+//  1. Decode part: running sequences, oldest first, each get their next tokens — one
+//     for a decode, a chunk for a prompt still being prefilled (chunks only use the
+//     budget left after every decode behind them is reserved, so a long prompt never
+//     blocks decodes). A sequence that needs a new KV block and finds none preempts
+//     the newest running sequence (or itself, if it is the newest): its blocks are
+//     freed, it goes back to the front of the waiting queue and is later recomputed
+//     from prompt + generated tokens, sent again in full as a NewSequence.
+//  2. Prefill part (skipped in a step that preempted): waiting sequences, in FIFO
+//     order, are admitted while max_sequences, max_batch_tokens and the KV watermark
+//     allow; a prompt that does not fit in the budget is prefilled in chunks.
+// The plan carries the ids to drop (sequences removed or preempted since the last
+// plan that the workers hold), new sequences in full and running ones as deltas.
+//
+// Thread-compatible: the engine thread is its only user. Sequences are owned by the
+// caller and must stay alive until Remove()d.
+#ifndef TPSERVE_SERVER_SCHEDULER_H_
+#define TPSERVE_SERVER_SCHEDULER_H_
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/block_manager.h"
+#include "server/sequence.h"
+#include "tpserve/v1/worker.pb.h"
+
+namespace tpserve {
+
+struct SchedulerConfig {
+  int max_batch_tokens = 2048;  // tokens computed per step, all sequences, ≥ 1
+  int max_sequences = 64;       // running sequences, ≥ 1
+
+  absl::Status Validate() const;
+};
+
+// One sequence's part in a step: tokens [first_position, first_position + num_new_tokens).
+struct ScheduledSequence {
+  Sequence* seq = nullptr;
+  int64_t first_position = 0;
+  int64_t num_new_tokens = 0;
+
+  // Whether the step reaches the end of the known tokens, so a token is sampled.
+  bool samples() const { return first_position + num_new_tokens == seq->num_tokens(); }
+};
+
+struct ScheduledStep {
+  worker::v1::StepPlan plan;
+  // In the plan's batch order: new sequences, then running ones. Empty: nothing to run
+  // (then the plan is not to be sent, and no step number was used).
+  std::vector<ScheduledSequence> batch;
+};
+
+class Scheduler {
+ public:
+  // `blocks` outlives the scheduler.
+  Scheduler(const SchedulerConfig& config, BlockManager* blocks);
+
+  // Queues a new sequence at the back of the waiting queue.
+  void Add(Sequence* seq);
+  // Forgets a finished or aborted sequence: frees its blocks now; the next plan drops it.
+  void Remove(Sequence* seq);
+
+  ScheduledStep Schedule();
+  // Records that `step` ran: its sequences' tokens are computed.
+  void CompleteStep(const ScheduledStep& step);
+
+  bool HasWork() const { return !running_.empty() || !waiting_.empty(); }
+  int num_running() const { return static_cast<int>(running_.size()); }
+  int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  uint64_t next_step() const { return next_step_; }
+
+ private:
+  // The decode part: returns false when it preempted.
+  bool ScheduleRunning(int64_t& budget, ScheduledStep& step);
+  // The prefill part.
+  void AdmitWaiting(int64_t& budget, ScheduledStep& step);
+  // Preempts running sequences, newest first, until `index` can grow by one token;
+  // false when `index` itself was preempted.
+  bool MakeRoom(size_t index);
+  void Preempt(Sequence* seq);
+  // Tokens seq can grow by with its blocks and the free ones.
+  int64_t TokensThatFit(const Sequence& seq) const;
+  // The largest prefix of a waiting sequence that Allocate accepts now, ≤ limit.
+  int64_t AdmissibleTokens(int64_t limit) const;
+  int64_t NumDecodes() const;
+
+  const SchedulerConfig config_;
+  BlockManager& blocks_;
+  std::deque<Sequence*> waiting_;
+  std::vector<Sequence*> running_;  // oldest first
+  std::vector<uint64_t> drops_;     // for the next plan
+  uint64_t next_step_ = 1;
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_SERVER_SCHEDULER_H_

@@ -1,0 +1,194 @@
+#include "server/scheduler.h"
+
+#include <memory>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "server/fake_step_executor.h"
+
+namespace tpserve {
+namespace {
+
+constexpr int kVocab = 1000;
+
+// What the fake model generates for `prompt` alone.
+std::vector<int32_t> SoloOutput(std::vector<int32_t> prompt, int max_tokens) {
+  return FakeStepExecutor::HashContinuation(std::move(prompt), max_tokens, kVocab);
+}
+
+// Scheduler + block manager + fake workers, driven step by step as the engine would.
+class Harness {
+ public:
+  Harness(int num_blocks, int block_size, int watermark, SchedulerConfig config)
+      : blocks_(*BlockManager::Create({num_blocks, block_size, watermark})),
+        scheduler_(config, &blocks_),
+        fake_(FakeExecutorConfig{num_blocks, block_size, kVocab, config.max_batch_tokens,
+                                 config.max_sequences}) {}
+
+  Sequence* Add(std::vector<int32_t> prompt, int max_tokens) {
+    EngineRequest request;
+    request.prompt_ids = std::move(prompt);
+    request.max_tokens = max_tokens;
+    seqs_.push_back(std::make_unique<Sequence>(seqs_.size() + 1, request, nullptr,
+                                               std::vector<int32_t>{}));
+    scheduler_.Add(seqs_.back().get());
+    return seqs_.back().get();
+  }
+
+  // Runs one step; returns its plan (empty step number 0 when nothing ran).
+  worker::v1::StepPlan Step() {
+    ScheduledStep step = scheduler_.Schedule();
+    if (step.batch.empty()) return {};
+    auto result = fake_.RunStep(step.plan);
+    EXPECT_TRUE(result.ok()) << result.status();
+    if (!result.ok()) return {};
+    scheduler_.CompleteStep(step);
+    for (const auto& output : result->sequences()) {
+      if (!output.has_token_id()) continue;
+      Sequence* seq = seqs_[output.seq_id() - 1].get();
+      auto finish = seq->AppendToken(output.token_id(), output.logprobs());
+      EXPECT_TRUE(finish.ok());
+      if (finish.ok() && finish->has_value()) {
+        EXPECT_TRUE(seq->Finish(**finish).ok());
+        scheduler_.Remove(seq);
+      }
+    }
+    return step.plan;
+  }
+
+  void RunToEnd(int max_steps = 10000) {
+    for (int i = 0; i < max_steps && scheduler_.HasWork(); ++i) {
+      if (Step().step() == 0) break;
+    }
+    EXPECT_FALSE(scheduler_.HasWork());
+    EXPECT_EQ(blocks_.num_used_blocks(), 0);
+  }
+
+  void ExpectSoloOutputs() {
+    for (const auto& seq : seqs_) {
+      EXPECT_EQ(seq->output_ids(),
+                SoloOutput(seq->request().prompt_ids, seq->request().max_tokens))
+          << "seq " << seq->id();
+    }
+    EXPECT_TRUE(fake_.errors().empty()) << fake_.errors()[0];
+  }
+
+  BlockManager blocks_;
+  Scheduler scheduler_;
+  FakeStepExecutor fake_;
+  std::vector<std::unique_ptr<Sequence>> seqs_;
+};
+
+std::vector<int32_t> Prompt(int length, int salt) {
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < length; ++i) prompt.push_back((i * 31 + salt * 7) % kVocab);
+  return prompt;
+}
+
+TEST(SchedulerTest, NewSequencesInFullThenDeltas) {
+  Harness h(16, 4, 0, {64, 8});
+  h.Add(Prompt(5, 1), 3);
+  worker::v1::StepPlan first = h.Step();
+  EXPECT_EQ(first.step(), 1u);
+  ASSERT_EQ(first.new_sequences_size(), 1);
+  EXPECT_EQ(first.new_sequences(0).token_ids_size(), 5);
+  EXPECT_EQ(first.new_sequences(0).num_new_tokens(), 5);
+  EXPECT_EQ(first.new_sequences(0).block_table_size(), 2);
+  worker::v1::StepPlan second = h.Step();
+  EXPECT_EQ(second.step(), 2u);
+  ASSERT_EQ(second.running_size(), 1);
+  EXPECT_EQ(second.running(0).new_token_ids_size(), 1);
+  EXPECT_EQ(second.running(0).num_new_tokens(), 1);
+  h.RunToEnd();
+  h.ExpectSoloOutputs();
+}
+
+TEST(SchedulerTest, FinishedSequenceIsDroppedInTheNextPlan) {
+  Harness h(16, 4, 0, {64, 8});
+  h.Add(Prompt(3, 1), 1);
+  h.Add(Prompt(3, 2), 4);
+  h.Step();  // the first finishes at its first token
+  worker::v1::StepPlan next = h.Step();
+  ASSERT_EQ(next.drop_seq_ids_size(), 1);
+  EXPECT_EQ(next.drop_seq_ids(0), 1u);
+  h.RunToEnd();
+  h.ExpectSoloOutputs();
+}
+
+TEST(SchedulerTest, ChunkedPrefillNeverBlocksDecodes) {
+  Harness h(64, 4, 0, {8, 8});
+  Sequence* decoder = h.Add(Prompt(4, 1), 20);
+  h.Step();
+  h.Add(Prompt(40, 2), 2);
+  for (int i = 0; i < 5; ++i) {
+    worker::v1::StepPlan plan = h.Step();
+    ASSERT_GE(plan.running_size(), 1);
+    EXPECT_EQ(plan.running(0).seq_id(), decoder->id());
+    EXPECT_EQ(plan.running(0).num_new_tokens(), 1);
+  }
+  EXPECT_GT(h.fake_.num_partial_prefills(), 0);
+  h.RunToEnd();
+  h.ExpectSoloOutputs();
+}
+
+TEST(SchedulerTest, AdmitsInFifoOrderUpToMaxSequences) {
+  Harness h(64, 4, 0, {64, 2});
+  for (int i = 0; i < 4; ++i) h.Add(Prompt(3, i), 2);
+  worker::v1::StepPlan first = h.Step();
+  ASSERT_EQ(first.new_sequences_size(), 2);
+  EXPECT_EQ(first.new_sequences(0).seq_id(), 1u);
+  EXPECT_EQ(first.new_sequences(1).seq_id(), 2u);
+  EXPECT_EQ(h.scheduler_.num_waiting(), 2);
+  h.RunToEnd();
+  h.ExpectSoloOutputs();
+}
+
+TEST(SchedulerTest, AdmissionKeepsTheWatermarkFree) {
+  Harness h(4, 4, 2, {64, 8});
+  h.Add(Prompt(4, 1), 2);
+  h.Add(Prompt(4, 2), 2);
+  worker::v1::StepPlan first = h.Step();
+  EXPECT_EQ(first.new_sequences_size(), 2);  // 1 block each, 2 left as watermark
+  EXPECT_EQ(h.blocks_.num_free_blocks(), 2);
+  h.RunToEnd();
+  h.ExpectSoloOutputs();
+}
+
+TEST(SchedulerTest, PreemptsTheNewestAndRecomputesIt) {
+  Harness h(6, 4, 0, {64, 8});
+  h.Add(Prompt(4, 1), 12);
+  h.Add(Prompt(4, 2), 12);
+  bool dropped_newest = false;
+  for (int i = 0; i < 200 && h.scheduler_.HasWork(); ++i) {
+    worker::v1::StepPlan plan = h.Step();
+    for (uint64_t id : plan.drop_seq_ids()) dropped_newest |= id == 2 && plan.running_size() > 0;
+  }
+  EXPECT_TRUE(dropped_newest);
+  EXPECT_GT(h.fake_.num_recomputes(), 0);
+  h.RunToEnd();
+  h.ExpectSoloOutputs();
+}
+
+TEST(SchedulerTest, RandomWorkloadsMatchSoloRuns) {
+  std::mt19937 rng(1234);
+  for (int trial = 0; trial < 30; ++trial) {
+    const int block_size = 1 + rng() % 5;
+    const int batch = 1 + rng() % 24;
+    const int max_len = 24;
+    const int num_blocks = (max_len + block_size - 1) / block_size + rng() % 8;
+    Harness h(num_blocks, block_size, rng() % 2, {batch, 1 + static_cast<int>(rng() % 6)});
+    for (int i = 0; i < 12; ++i) {
+      const int prompt = 1 + rng() % 16;
+      h.Add(Prompt(prompt, trial * 100 + i), 1 + rng() % (max_len - prompt));
+    }
+    h.RunToEnd();
+    h.ExpectSoloOutputs();
+    if (testing::Test::HasFailure()) return;
+  }
+}
+
+}  // namespace
+}  // namespace tpserve
