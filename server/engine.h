@@ -66,13 +66,16 @@ class Engine {
                                                         const Tokenizer* tokenizer);
   ~Engine();  // Stop()
 
-  // Starts the engine thread.
+  // Starts the engine thread. Requests submitted before Start wait in the queue.
   void Start();
-  // Ends every request with UNAVAILABLE and joins the engine thread. Idempotent.
+  // Ends every request with UNAVAILABLE and joins the engine thread. Idempotent; not
+  // from a callback.
   void Stop();
 
-  // Queues a request. RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE when the
-  // engine is stopped or its executor failed. Returns the request id.
+  // Queues a request. INVALID_ARGUMENT for an empty prompt, max_tokens < 1, or prompt +
+  // max_tokens beyond max_context or beyond the whole KV cache (it could never finish);
+  // RESOURCE_EXHAUSTED when the queue is full; UNAVAILABLE when the engine is stopped or
+  // its executor failed. Returns the request id. Token ids and text follow request.h.
   absl::StatusOr<uint64_t> Submit(EngineRequest request, ChunkCallback on_chunk,
                                   DoneCallback on_done);
   // Ends a request with CANCELLED (if it has not ended) and frees its blocks within one
