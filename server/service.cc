@@ -1,0 +1,185 @@
+#include "server/service.h"
+
+#include <chrono>
+#include <utility>
+
+#include "server/chunk_queue.h"
+#include "server/generate_convert.h"
+#include "server/grpc_status.h"
+#include "server/tokenizer/status_macros.h"
+
+namespace tpserve {
+namespace {
+
+// The call's deadline; gRPC reports "none" as the largest time point.
+absl::Time CallDeadline(const grpc::ServerContext& context) {
+  const auto deadline = context.deadline();
+  if (deadline >= std::chrono::system_clock::now() + std::chrono::hours(24 * 365)) {
+    return absl::InfiniteFuture();
+  }
+  return absl::FromChrono(deadline);
+}
+
+// Streams the request's chunks into `sink` until the engine ends it; aborts it in the
+// engine when the call is cancelled, passes its deadline or the client goes away.
+absl::Status Relay(grpc::ServerContext* context, Engine& engine, uint64_t id,
+                   ChunkQueue& queue, const std::function<bool(const EngineChunk&)>& sink) {
+  EngineChunk chunk;
+  absl::Status done;
+  for (;;) {
+    switch (queue.Pop(kCancelPollInterval, &chunk, &done)) {
+      case ChunkQueue::Next::kDone:
+        return done;
+      case ChunkQueue::Next::kChunk:
+        if (sink(chunk)) continue;
+        engine.Abort(id);
+        return absl::CancelledError("the client stopped reading the stream");
+      case ChunkQueue::Next::kTimeout:
+        if (!context->IsCancelled()) continue;
+        engine.Abort(id);
+        return absl::CancelledError("the call was cancelled or passed its deadline");
+    }
+  }
+}
+
+}  // namespace
+
+InferenceService::InferenceService(ServedModel model, const Tokenizer* tokenizer)
+    : model_(std::move(model)),
+      tokenizer_(tokenizer),
+      limits_{model_.vocab_size, model_.max_context, tokenizer != nullptr},
+      seed_source_(std::random_device{}()) {}
+
+void InferenceService::SetEngine(std::shared_ptr<Engine> engine) {
+  absl::MutexLock lock(&mu_);
+  engine_ = std::move(engine);
+}
+
+std::shared_ptr<Engine> InferenceService::engine() const {
+  absl::MutexLock lock(&mu_);
+  return engine_;
+}
+
+uint64_t InferenceService::DrawSeed() {
+  absl::MutexLock lock(&mu_);
+  return seed_source_();
+}
+
+grpc::Status InferenceService::Generate(grpc::ServerContext* context,
+                                        const v1::GenerateRequest* request,
+                                        grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  return ToGrpcStatus(RunGenerate(context, *request, [writer](const EngineChunk& chunk) {
+    v1::GenerateResponse response;
+    AppendChunk(chunk, &response);
+    return writer->Write(response);
+  }));
+}
+
+grpc::Status InferenceService::GenerateUnary(grpc::ServerContext* context,
+                                             const v1::GenerateRequest* request,
+                                             v1::GenerateResponse* response) {
+  return ToGrpcStatus(RunGenerate(context, *request, [response](const EngineChunk& chunk) {
+    AppendChunk(chunk, response);
+    return true;
+  }));
+}
+
+absl::Status InferenceService::RunGenerate(grpc::ServerContext* context,
+                                           const v1::GenerateRequest& request,
+                                           const ChunkSink& sink) {
+  std::shared_ptr<Engine> engine = this->engine();
+  if (engine == nullptr) {
+    return absl::UnavailableError("not serving: the worker pool is starting, lost or draining");
+  }
+  TPSERVE_ASSIGN_OR_RETURN(EngineRequest engine_request,
+                           Prepare(request, CallDeadline(*context)));
+  auto queue = std::make_shared<ChunkQueue>();
+  TPSERVE_ASSIGN_OR_RETURN(
+      const uint64_t id,
+      engine->Submit(
+          std::move(engine_request),
+          [queue](EngineChunk chunk) { queue->Push(std::move(chunk)); },
+          [queue](absl::Status status) { queue->Finish(std::move(status)); }));
+  return Relay(context, *engine, id, *queue, sink);
+}
+
+absl::StatusOr<EngineRequest> InferenceService::Prepare(const v1::GenerateRequest& request,
+                                                        absl::Time deadline) {
+  TPSERVE_RETURN_IF_ERROR(ValidateGenerateRequest(request, limits_));
+  TPSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, PromptIds(request));
+  const v1::SamplingParams& s = request.sampling();
+  TPSERVE_RETURN_IF_ERROR(ValidatePromptLength(
+      static_cast<int>(ids.size()),
+      s.has_max_tokens() ? std::optional<int>(s.max_tokens()) : std::nullopt,
+      model_.max_context));
+  return ToEngineRequest(request, std::move(ids), model_.max_context, DrawSeed(), deadline);
+}
+
+absl::StatusOr<std::vector<int32_t>> InferenceService::PromptIds(
+    const v1::GenerateRequest& request) const {
+  if (request.has_token_ids()) {
+    return std::vector<int32_t>(request.token_ids().ids().begin(),
+                                request.token_ids().ids().end());
+  }
+  const bool add_special = request.has_add_special_tokens() ? request.add_special_tokens() : true;
+  TPSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
+                           tokenizer_->Encode(request.text(), add_special));
+  if (ids.empty()) return absl::InvalidArgumentError("text tokenizes to no tokens");
+  TPSERVE_RETURN_IF_ERROR(ValidateTokenIds(ids, model_.vocab_size, "text (tokenized)"));
+  return ids;
+}
+
+grpc::Status InferenceService::Tokenize(grpc::ServerContext*, const v1::TokenizeRequest* request,
+                                        v1::TokenizeResponse* response) {
+  return ToGrpcStatus(DoTokenize(*request, response));
+}
+
+absl::Status InferenceService::DoTokenize(const v1::TokenizeRequest& request,
+                                          v1::TokenizeResponse* response) {
+  TPSERVE_RETURN_IF_ERROR(RequireTokenizer(limits_, "Tokenize"));
+  TPSERVE_RETURN_IF_ERROR(ValidateUtf8Field(request.text(), "text"));
+  const bool add_special = request.has_add_special_tokens() ? request.add_special_tokens() : true;
+  TPSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
+                           tokenizer_->Encode(request.text(), add_special));
+  response->mutable_token_ids()->Add(ids.begin(), ids.end());
+  return absl::OkStatus();
+}
+
+grpc::Status InferenceService::Detokenize(grpc::ServerContext*,
+                                          const v1::DetokenizeRequest* request,
+                                          v1::DetokenizeResponse* response) {
+  return ToGrpcStatus(DoDetokenize(*request, response));
+}
+
+absl::Status InferenceService::DoDetokenize(const v1::DetokenizeRequest& request,
+                                            v1::DetokenizeResponse* response) {
+  TPSERVE_RETURN_IF_ERROR(RequireTokenizer(limits_, "Detokenize"));
+  TPSERVE_RETURN_IF_ERROR(ValidateTokenIds(request.token_ids(), model_.vocab_size, "token_ids"));
+  const bool skip = request.has_skip_special_tokens() ? request.skip_special_tokens() : true;
+  TPSERVE_ASSIGN_OR_RETURN(*response->mutable_text(),
+                           tokenizer_->Decode(request.token_ids(), skip));
+  return absl::OkStatus();
+}
+
+grpc::Status InferenceService::GetModelInfo(grpc::ServerContext*, const v1::GetModelInfoRequest*,
+                                            v1::ModelInfo* info) {
+  info->set_architecture(model_.architecture);
+  info->set_model_path(model_.model_path);
+  info->set_model_name(model_.model_name);
+  info->set_vocab_size(model_.vocab_size);
+  info->set_max_context(model_.max_context);
+  info->set_tp(model_.tp);
+  info->set_dtype(model_.dtype);
+  info->set_device(model_.device);
+  info->set_kv_block_size(model_.kv_block_size);
+  info->set_max_batch_tokens(model_.max_batch_tokens);
+  info->set_max_sequences(model_.max_sequences);
+  if (std::shared_ptr<Engine> engine = this->engine()) {
+    const EngineStats stats = engine->stats();
+    info->set_kv_blocks_total(stats.kv_blocks_total);
+    info->set_kv_blocks_in_use(stats.kv_blocks_in_use);
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace tpserve

@@ -1,0 +1,236 @@
+// InferenceService over a real Engine and a FakeStepExecutor, through a real gRPC
+// channel on a free local port.
+#include "server/service.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "server/fake_step_executor.h"
+
+namespace tpserve {
+namespace {
+
+constexpr int kVocab = 1000;
+constexpr int kContext = 64;
+
+ServedModel Model(int vocab_size) {
+  ServedModel m;
+  m.architecture = "LlamaForCausalLM";
+  m.model_path = "/models/tiny";
+  m.model_name = "tiny";
+  m.vocab_size = vocab_size;
+  m.max_context = kContext;
+  m.tp = 2;
+  m.dtype = "float32";
+  m.device = "cpu";
+  m.kv_block_size = 4;
+  m.max_batch_tokens = 256;
+  m.max_sequences = 8;
+  return m;
+}
+
+std::vector<int32_t> Expected(std::vector<int32_t> history, int n) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back(FakeStepExecutor::HashNextToken(history, kVocab));
+    history.push_back(out.back());
+  }
+  return out;
+}
+
+v1::GenerateRequest IdsRequest(std::vector<int32_t> ids, int max_tokens) {
+  v1::GenerateRequest r;
+  r.mutable_token_ids()->mutable_ids()->Add(ids.begin(), ids.end());
+  r.mutable_sampling()->set_max_tokens(max_tokens);
+  r.mutable_sampling()->set_temperature(0);
+  return r;
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void Start(FakeExecutorConfig fake = {}, const Tokenizer* tokenizer = nullptr) {
+    fake.vocab_size = vocab_size_;
+    executor_ = std::make_unique<FakeStepExecutor>(fake);
+    EngineOptions options;
+    options.max_context = kContext;
+    options.eos_token_ids = {};
+    absl::StatusOr<std::unique_ptr<Engine>> engine =
+        Engine::Create(options, executor_.get(), tokenizer);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    engine_ = std::move(*engine);
+    engine_->Start();
+    service_ = std::make_unique<InferenceService>(Model(vocab_size_), tokenizer);
+    service_->SetEngine(engine_);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    stub_ = v1::Inference::NewStub(grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  }
+
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+    if (engine_) engine_->Stop();
+  }
+
+  grpc::Status Stream(const v1::GenerateRequest& request,
+                      std::vector<v1::GenerateResponse>* chunks) {
+    grpc::ClientContext context;
+    auto reader = stub_->Generate(&context, request);
+    v1::GenerateResponse chunk;
+    while (reader->Read(&chunk)) chunks->push_back(chunk);
+    return reader->Finish();
+  }
+
+  int vocab_size_ = kVocab;
+  std::unique_ptr<FakeStepExecutor> executor_;
+  std::shared_ptr<Engine> engine_;
+  std::unique_ptr<InferenceService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::Inference::Stub> stub_;
+};
+
+TEST_F(ServiceTest, GenerateStreamsEveryTokenAndEndsWithUsage) {
+  Start();
+  std::vector<v1::GenerateResponse> chunks;
+  const grpc::Status status = Stream(IdsRequest({5, 6, 7}, 6), &chunks);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_FALSE(chunks.empty());
+  std::vector<int32_t> ids;
+  for (const auto& c : chunks) ids.insert(ids.end(), c.token_ids().begin(), c.token_ids().end());
+  EXPECT_EQ(ids, Expected({5, 6, 7}, 6));
+  EXPECT_EQ(chunks.back().finish_reason(), v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(chunks.back().usage().prompt_tokens(), 3);
+  EXPECT_EQ(chunks.back().usage().completion_tokens(), 6);
+  for (size_t i = 0; i + 1 < chunks.size(); ++i) {
+    EXPECT_EQ(chunks[i].finish_reason(), v1::FINISH_REASON_UNSPECIFIED);
+  }
+}
+
+TEST_F(ServiceTest, UnaryCollectsTheWholeAnswerAndUnsetMaxTokensFillsTheContext) {
+  Start();
+  grpc::ClientContext context;
+  v1::GenerateRequest request = IdsRequest({1, 2}, 5);
+  request.mutable_sampling()->set_logprobs(2);
+  v1::GenerateResponse response;
+  ASSERT_TRUE(stub_->GenerateUnary(&context, request, &response).ok());
+  EXPECT_EQ(std::vector<int32_t>(response.token_ids().begin(), response.token_ids().end()),
+            Expected({1, 2}, 5));
+  EXPECT_EQ(response.logprobs_size(), 5);
+  EXPECT_EQ(response.usage().completion_tokens(), 5);
+
+  request.mutable_sampling()->clear_max_tokens();
+  grpc::ClientContext context2;
+  ASSERT_TRUE(stub_->GenerateUnary(&context2, request, &response).ok());
+  EXPECT_EQ(response.usage().completion_tokens(), kContext - 2);
+}
+
+TEST_F(ServiceTest, BadRequestsAreInvalidArgumentAndTheServerKeepsServing) {
+  Start();
+  v1::GenerateRequest bad = IdsRequest({1, 2}, 4);
+  bad.mutable_sampling()->set_top_p(2);
+  std::vector<v1::GenerateResponse> chunks;
+  grpc::Status status = Stream(bad, &chunks);
+  EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("sampling.top_p"), std::string::npos);
+  status = Stream(IdsRequest({1, kVocab}, 4), &chunks);
+  EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("token_ids.ids[1]"), std::string::npos);
+  status = Stream(IdsRequest({1, 2}, kContext), &chunks);
+  EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("max_context (64)"), std::string::npos);
+  v1::GenerateRequest text;
+  text.set_text("hello");
+  status = Stream(text, &chunks);
+  EXPECT_EQ(status.error_code(), grpc::FAILED_PRECONDITION);
+  EXPECT_TRUE(chunks.empty());
+  EXPECT_TRUE(Stream(IdsRequest({1, 2}, 2), &chunks).ok());
+}
+
+TEST_F(ServiceTest, CancellingTheCallAbortsTheRequestInTheEngine) {
+  FakeExecutorConfig slow;
+  slow.step_delay = absl::Milliseconds(20);
+  Start(slow);
+  grpc::ClientContext context;
+  auto reader = stub_->Generate(&context, IdsRequest({3}, 60));
+  v1::GenerateResponse chunk;
+  ASSERT_TRUE(reader->Read(&chunk));
+  context.TryCancel();
+  while (reader->Read(&chunk)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::CANCELLED);
+  for (int i = 0; i < 200 && engine_->stats().running + engine_->stats().waiting > 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(engine_->stats().running, 0);
+  EXPECT_EQ(engine_->stats().kv_blocks_in_use, 0);
+}
+
+TEST_F(ServiceTest, DeadlineIsDeadlineExceeded) {
+  FakeExecutorConfig slow;
+  slow.step_delay = absl::Milliseconds(20);
+  Start(slow);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  v1::GenerateResponse response;
+  const grpc::Status status = stub_->GenerateUnary(&context, IdsRequest({3}, 60), &response);
+  EXPECT_EQ(status.error_code(), grpc::DEADLINE_EXCEEDED);
+}
+
+TEST_F(ServiceTest, ExecutorFailureIsUnavailable) {
+  FakeExecutorConfig failing;
+  failing.fail_at_step = 3;
+  Start(failing);
+  std::vector<v1::GenerateResponse> chunks;
+  EXPECT_EQ(Stream(IdsRequest({3}, 10), &chunks).error_code(), grpc::UNAVAILABLE);
+  service_->SetEngine(nullptr);
+  EXPECT_EQ(Stream(IdsRequest({3}, 10), &chunks).error_code(), grpc::UNAVAILABLE);
+}
+
+TEST_F(ServiceTest, ModelInfo) {
+  Start();
+  grpc::ClientContext context;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub_->GetModelInfo(&context, {}, &info).ok());
+  EXPECT_EQ(info.architecture(), "LlamaForCausalLM");
+  EXPECT_EQ(info.model_name(), "tiny");
+  EXPECT_EQ(info.vocab_size(), kVocab);
+  EXPECT_EQ(info.max_context(), kContext);
+  EXPECT_EQ(info.tp(), 2);
+  EXPECT_EQ(info.kv_blocks_total(), FakeExecutorConfig{}.num_blocks);
+  EXPECT_EQ(info.kv_blocks_in_use(), 0);
+}
+
+TEST_F(ServiceTest, TokenizeAndDetokenize) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
+      Tokenizer::FromPath("tests/tokenizer/data/gpt2");
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  vocab_size_ = (*tokenizer)->vocab_size();
+  Start({}, tokenizer->get());
+  grpc::ClientContext c1;
+  v1::TokenizeRequest tokenize;
+  tokenize.set_text("Hello world");
+  v1::TokenizeResponse ids;
+  ASSERT_TRUE(stub_->Tokenize(&c1, tokenize, &ids).ok());
+  ASSERT_FALSE(ids.token_ids().empty());
+  grpc::ClientContext c2;
+  v1::DetokenizeRequest detokenize;
+  *detokenize.mutable_token_ids() = ids.token_ids();
+  v1::DetokenizeResponse text;
+  ASSERT_TRUE(stub_->Detokenize(&c2, detokenize, &text).ok());
+  EXPECT_EQ(text.text(), "Hello world");
+  grpc::ClientContext c3;
+  detokenize.add_token_ids(vocab_size_);
+  const grpc::Status bad = stub_->Detokenize(&c3, detokenize, &text);
+  EXPECT_EQ(bad.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(bad.error_message().find("token_ids["), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tpserve
