@@ -84,4 +84,49 @@ std::vector<ChildExit> WaitAllOrKill(const std::vector<pid_t>& pids, absl::Durat
   return exits;
 }
 
+std::optional<ChildExit> PollChild(pid_t pid) {
+  int status = 0;
+  const pid_t r = waitpid(pid, &status, WNOHANG);
+  if (r == 0) return std::nullopt;
+  if (r == pid) return Decode(pid, status);
+  return ChildExit{pid, -1, 0};  // not our child (or already reaped)
+}
+
+std::string DescribeExit(const ChildExit& exit) {
+  return exit.signal != 0 ? absl::StrCat("signal ", exit.signal)
+                          : absl::StrCat("exit ", exit.exit_code);
+}
+
+std::vector<ChildExit> TerminateAndReap(const std::vector<pid_t>& pids, absl::Duration grace) {
+  std::vector<std::optional<ChildExit>> exits(pids.size());
+  // Waits until every child has exited or `deadline`; true if all have.
+  auto wait_until = [&](absl::Time deadline) {
+    while (true) {
+      bool all = true;
+      for (size_t i = 0; i < pids.size(); ++i) {
+        if (!exits[i]) exits[i] = PollChild(pids[i]);
+        all = all && exits[i].has_value();
+      }
+      if (all || absl::Now() >= deadline) return all;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  };
+  for (int sig : {SIGTERM, SIGKILL}) {
+    if (wait_until(absl::Now() + grace)) break;
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (!exits[i]) kill(pids[i], sig);
+    }
+  }
+  std::vector<ChildExit> result;
+  for (size_t i = 0; i < pids.size(); ++i) {
+    if (!exits[i]) {
+      int status = 0;
+      exits[i] = waitpid(pids[i], &status, 0) == pids[i] ? Decode(pids[i], status)
+                                                          : ChildExit{pids[i], -1, 0};
+    }
+    result.push_back(*exits[i]);
+  }
+  return result;
+}
+
 }  // namespace tpserve

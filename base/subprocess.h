@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,17 @@ struct ChildExit {
 // and, after `grace`, SIGKILL. Returns every child's exit, in `pids` order; the first
 // failure is first in time but all are reaped before returning.
 std::vector<ChildExit> WaitAllOrKill(const std::vector<pid_t>& pids, absl::Duration grace);
+
+// Stops children that were asked to leave: waits up to `grace` for each pid to exit on
+// its own, then sends SIGTERM, waits `grace` again, then SIGKILL, and reaps every one.
+// Returns every child's exit, in `pids` order. Blocks at most about 2·grace.
+std::vector<ChildExit> TerminateAndReap(const std::vector<pid_t>& pids, absl::Duration grace);
+
+// The exit of `pid` if it has ended (reaping it), else nullopt. Never blocks.
+std::optional<ChildExit> PollChild(pid_t pid);
+
+// "exit 1", "signal 9".
+std::string DescribeExit(const ChildExit& exit);
 
 }  // namespace tpserve
 

@@ -27,6 +27,23 @@ TEST(SubprocessTest, OneFailureKillsTheRest) {
   EXPECT_EQ(exits[1].exit_code, 1);
 }
 
+TEST(SubprocessTest, TerminateAndReapEscalates) {
+  auto quick = Spawn({"/bin/sh", "-c", "exit 4"});
+  auto sleeper = Spawn({"/bin/sleep", "60"});
+  // Ignores SIGTERM: only SIGKILL ends it.
+  auto stubborn = Spawn({"/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"});
+  ASSERT_TRUE(quick.ok() && sleeper.ok() && stubborn.ok());
+  const absl::Time start = absl::Now();
+  auto exits = TerminateAndReap({*quick, *sleeper, *stubborn}, absl::Milliseconds(300));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_EQ(exits[0].exit_code, 4);
+  EXPECT_EQ(exits[1].signal, SIGTERM);
+  EXPECT_EQ(exits[2].signal, SIGKILL);
+  EXPECT_EQ(DescribeExit(exits[2]), "signal 9");
+  ASSERT_TRUE(PollChild(*quick).has_value());  // reaped already: nothing to wait for
+  EXPECT_EQ(PollChild(*quick)->exit_code, -1);
+}
+
 TEST(SubprocessTest, MissingBinaryExits127) {
   auto p = Spawn({"/nonexistent/binary"});
   ASSERT_TRUE(p.ok());
