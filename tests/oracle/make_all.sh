@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Regenerate every committed golden fixture under tests/data/models/.
+# Deterministic: fixed seeds, fixed shapes. Needs the oracle venv
+# (see tests/oracle/README.md); CI never runs this, it only reads the outputs.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+PY="${PYTHON:-$ROOT/.venv-oracle/bin/python}"
+OUT="${OUT_ROOT:-$ROOT/tests/data/models}"
+MK=("$PY" "$HERE/make_fixture.py" --out-root "$OUT")
+
+# 1. Llama, GQA (8 q heads / 2 kv heads), untied.
+"${MK[@]}" --name llama_gqa --arch llama --seed 101 \
+  --hidden 64 --heads 8 --kv-heads 2 --intermediate 128 --vocab 320 --layers 2 \
+  --description "Llama, GQA 8/2, untied lm_head, default rope"
+
+# 2. Qwen2: q/k/v biases, tied embeddings.
+"${MK[@]}" --name qwen2_bias_tied --arch qwen2 --seed 202 \
+  --hidden 64 --heads 4 --kv-heads 2 --intermediate 96 --vocab 384 --layers 2 \
+  --rope-theta 1000000 --tie \
+  --description "Qwen2, qkv biases, tie_word_embeddings=true (no lm_head.weight in the checkpoint), rope_theta 1e6"
+
+# 3. Qwen3: q/k RMSNorm, head_dim != hidden/heads.
+"${MK[@]}" --name qwen3_qknorm --arch qwen3 --seed 303 \
+  --hidden 48 --heads 4 --kv-heads 2 --head-dim 16 --intermediate 96 --vocab 352 --layers 2 \
+  --rope-theta 1000000 \
+  --description "Qwen3, q_norm/k_norm, head_dim 16 with hidden 48 and 4 heads (q_proj 48->64, o_proj 64->48)"
+
+# 4a. Llama 3.1-style rope scaling; all three frequency bands occur (checked by
+#     make_fixture.py). config.json written with the legacy keys
+#     rope_theta + rope_scaling, as published Llama 3.x checkpoints have them.
+"${MK[@]}" --name llama3_rope --arch llama --seed 404 \
+  --hidden 64 --heads 4 --kv-heads 2 --head-dim 32 --intermediate 128 --vocab 300 --layers 2 \
+  --rope-theta 500000 \
+  --rope-scaling '{"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,"original_max_position_embeddings":64}' \
+  --legacy-rope-config \
+  --description "Llama, rope_scaling llama3 (factor 8, low 1, high 4, original_max 64), rope_theta 5e5, head_dim 32 (q_proj 64->128); kept/interpolated/scaled bands all present; legacy rope_theta/rope_scaling config keys"
+
+# 4b. Linear rope scaling, factor 2 (config in transformers-5 rope_parameters form).
+"${MK[@]}" --name llama_linear_rope --arch llama --seed 405 \
+  --hidden 64 --heads 4 --kv-heads 4 --intermediate 128 --vocab 288 --layers 2 \
+  --rope-scaling '{"rope_type":"linear","factor":2.0}' \
+  --description "Llama, MHA, rope_scaling linear factor 2 (rope_parameters form)"
+
+# 5. bf16 checkpoint, sharded (index + >= 2 shards).
+"${MK[@]}" --name llama_bf16_sharded --arch llama --seed 505 \
+  --hidden 64 --heads 8 --kv-heads 4 --intermediate 128 --vocab 320 --layers 2 \
+  --save-dtype bfloat16 --max-shard-size 60KB --min-shards 2 \
+  --description "Llama saved in bfloat16, sharded with model.safetensors.index.json; golden outputs are fp32 math on the exactly upcast bf16 weights"
+
+# 6a. Odd (prime) vocab; 12 q heads, 1 kv head (MQA) so T = 1,2,3,4 all work.
+"${MK[@]}" --name odd_vocab --arch llama --seed 606 \
+  --hidden 48 --heads 12 --kv-heads 1 --head-dim 8 --intermediate 96 --vocab 509 --layers 2 \
+  --description "Llama, vocab 509 (prime: padding needed for T=2,3,4), 12 heads / 1 kv head, head_dim 8 != 48/12"
+
+# 6b. Odd vocab, MHA with 12 kv heads (kv heads split, not replicated, at T=3,4).
+"${MK[@]}" --name odd_vocab_mha --arch qwen2 --seed 607 \
+  --hidden 48 --heads 12 --kv-heads 12 --intermediate 72 --vocab 331 --layers 1 --tie \
+  --description "Qwen2, vocab 331 (prime), 12 heads = 12 kv heads, head_dim 4, tied, 1 layer"
+
+# 7. Mistral with a small sliding window and prompts longer than it.
+"${MK[@]}" --name mistral_swa --arch mistral --seed 707 \
+  --hidden 64 --heads 8 --kv-heads 2 --intermediate 128 --vocab 320 --layers 2 \
+  --sliding-window 8 --prompt-lens 5,8,12,21 \
+  --description "Mistral, sliding_window 8 (each query sees itself and the 7 previous tokens); prompts of 12 and 21 tokens exceed it, and greedy decoding crosses it"
+
+echo "all fixtures written to $OUT"
+du -sh "$OUT"

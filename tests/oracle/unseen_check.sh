@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# "Checkpoints it has never seen": make N fresh random-shape fixtures (random
+# architecture, head counts, kv ratio, head_dim, vocab size, tying, rope
+# scaling, bf16/sharding) with transformers, run the C++ forward tool on each at
+# every valid tp size, one-shot and --incremental, and compare logits (and the
+# greedy tokens/logprobs) with compare_forward.py.
+#
+# usage: tests/oracle/unseen_check.sh [-n N] [-s SEED] [-t TOOL] [-k] [-o DIR]
+#   -n N     number of fixtures (default 5)
+#   -s SEED  first shape seed (default: from the clock, printed, so a failure
+#            can be reproduced with -s SEED)
+#   -t TOOL  forward tool (default bazel-bin/worker/forward)
+#   -o DIR   where to put the fixtures (default a fresh temp dir)
+#   -k       keep the fixtures directory
+# Needs the oracle venv (tests/oracle/README.md), or PYTHON=... pointing to a
+# python with torch, transformers, safetensors, numpy.
+set -uo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+PY="${PYTHON:-$ROOT/.venv-oracle/bin/python}"
+N=5; SEED=""; TOOL="$ROOT/bazel-bin/worker/forward"; KEEP=0; DIR=""
+while getopts "n:s:t:o:k" opt; do
+  case "$opt" in
+    n) N="$OPTARG" ;; s) SEED="$OPTARG" ;; t) TOOL="$OPTARG" ;;
+    o) DIR="$OPTARG" ;; k) KEEP=1 ;;
+    *) sed -n '2,17p' "$0"; exit 2 ;;
+  esac
+done
+[[ -n "$SEED" ]] || SEED=$(( $(date +%s) % 1000000 ))
+case "$TOOL" in /*) ;; *) TOOL="$PWD/$TOOL" ;; esac
+if [[ ! -x "$TOOL" ]]; then echo "forward tool not found: $TOOL (build it: bazel build //worker:forward)"; exit 2; fi
+if [[ ! -x "$PY" ]]; then echo "python not found: $PY (make the oracle venv, see tests/oracle/README.md)"; exit 2; fi
+export PATH="$(dirname "$PY"):$PATH"   # lets a python stand-in tool find the venv
+if [[ -z "$DIR" ]]; then DIR="$(mktemp -d /tmp/tpserve_unseen.XXXXXX)"; else mkdir -p "$DIR"; KEEP=1; fi
+[[ $KEEP == 1 ]] || trap 'rm -rf "$DIR"' EXIT
+echo "unseen check: $N fixtures, seeds $SEED..$((SEED + N - 1)), tool $TOOL, dir $DIR"
+
+passed=0; failed=0; failed_runs=()
+for ((i = 0; i < N; i++)); do
+  s=$((SEED + i)); name="unseen_$s"
+  if ! "$PY" "$HERE/make_fixture.py" --random-shapes "$s" --name "$name" --out-root "$DIR" \
+       > "$DIR/$name.make.log" 2>&1; then
+    echo "FAIL making fixture $name:"; tail -5 "$DIR/$name.make.log"
+    failed=$((failed + 1)); failed_runs+=("$name:make"); continue
+  fi
+  grep "^$name:" "$DIR/$name.make.log"
+  tps=$("$PY" -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.argv[1]))["tp_sizes"])))' \
+        "$DIR/$name/golden.json")
+  for tp in $tps; do
+    for mode in oneshot incremental; do
+      extra=(); [[ $mode == incremental ]] && extra=(--incremental)
+      if "$PY" "$HERE/compare_forward.py" "$DIR/$name" --tool "$TOOL" --tp "$tp" "${extra[@]}" \
+           > "$DIR/$name.tp$tp.$mode.log" 2>&1; then
+        passed=$((passed + 1))
+        tail -1 "$DIR/$name.tp$tp.$mode.log"
+      else
+        failed=$((failed + 1)); failed_runs+=("$name:tp$tp:$mode")
+        cat "$DIR/$name.tp$tp.$mode.log"
+      fi
+    done
+  done
+done
+echo "seeds $SEED..$((SEED + N - 1))${failed_runs[*]:+; failed: ${failed_runs[*]}}"
+echo "$passed passed, $failed failed"
+[[ $failed == 0 ]]
