@@ -9,12 +9,21 @@
 // later RunStep returns UNAVAILABLE. The pool is then replaced (a new Start with a new
 // generation) or the frontend exits.
 //
-// Threading: RunStep from one thread (the engine's); healthy() and Shutdown() from any.
+// Start() fails with the first rank's own error (a bad model dir: the worker's
+// NOT_FOUND naming the file), UNAVAILABLE if a worker process exits or drops its
+// stream first, DEADLINE_EXCEEDED after start_timeout; everything it started is torn
+// down by then. RunStep() with a step number that does not follow the last one is
+// INVALID_ARGUMENT and sends nothing (the pool stays healthy).
+//
+// Threading: RunStep from one thread (the engine's); the rest from any. A supervisor
+// thread watches the ranks and tears the pool down as soon as one fails, even while no
+// step is running.
 #ifndef TPSERVE_SERVER_WORKER_POOL_H_
 #define TPSERVE_SERVER_WORKER_POOL_H_
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -37,8 +46,15 @@ struct WorkerPoolOptions {
   int kv_num_blocks = 0;                 // 0: size from kv_memory_bytes
   int64_t kv_memory_bytes = int64_t{1} << 30;  // per rank, when kv_num_blocks is 0
   int max_context = 0;                         // 0: the model's max_position_embeddings
+  int max_batch_tokens = 0;                    // limits plans respect; 0: none
+  int max_sequences = 0;
   absl::Duration start_timeout = absl::Minutes(5);  // attach + load + Ready
   absl::Duration step_timeout = absl::Seconds(30);  // one step, all ranks
+  // Bounds each collective inside a step; 0: step_timeout.
+  absl::Duration comm_timeout = absl::ZeroDuration();
+  // After Shutdown is sent, how long spawned workers get before SIGTERM, and again
+  // before SIGKILL.
+  absl::Duration stop_grace = absl::Seconds(1);
 
   absl::Status Validate() const;
 };
@@ -54,6 +70,10 @@ class WorkerPool : public StepExecutor {
 
   // False once any rank has failed or Shutdown ran.
   bool healthy() const;
+  // Why the pool stopped serving (OK while healthy).
+  absl::Status failure() const;
+  // pids of the spawned worker processes (empty with external workers).
+  std::vector<int64_t> worker_pids() const;
   // Sends Shutdown to every rank, terminates spawned processes (SIGTERM, then SIGKILL
   // after a grace period) and reaps them. Idempotent.
   void Shutdown(const std::string& reason);

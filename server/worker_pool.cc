@@ -1,0 +1,210 @@
+#include "server/worker_pool.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "base/subprocess.h"
+#include "grpcpp/grpcpp.h"
+#include "server/worker_pool_impl.h"
+#include "server/worker_pool_options.h"
+#include "worker/comm/store_server.h"
+#include "worker/protocol_version.h"
+
+namespace tpserve {
+
+using worker::v1::FrontendMessage;
+using worker::v1::StepPlan;
+using worker::v1::StepResult;
+using worker::v1::WorkerMessage;
+
+namespace {
+
+constexpr absl::Duration kPollInterval = absl::Milliseconds(20);
+constexpr absl::Duration kServerShutdownGrace = absl::Seconds(1);
+
+}  // namespace
+
+
+absl::Status WorkerPool::Impl::Begin() {
+  absl::StatusOr<std::unique_ptr<StoreServer>> s = StoreServer::Start(options.store_host, 0);
+  if (!s.ok()) return s.status();
+  store = *std::move(s);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.control_address, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(INT_MAX);
+  builder.SetMaxSendMessageSize(INT_MAX);
+  server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("worker pool: cannot serve WorkerControl on ", options.control_address));
+  }
+  if (options.spawn_workers) {
+    if (access(options.worker_binary.c_str(), X_OK) != 0) {
+      return absl::NotFoundError(
+          absl::StrCat("worker pool: worker_binary ", options.worker_binary, " is not executable"));
+    }
+    const std::string dial = DialAddress(options.control_address, port);
+    for (int r = 0; r < options.tp; ++r) {
+      absl::StatusOr<pid_t> pid = Spawn({options.worker_binary, "--frontend", dial});
+      if (!pid.ok()) return pid.status();
+      pids.push_back(*pid);
+    }
+  }
+  supervisor = std::thread([this] { Supervise(); });
+  return absl::OkStatus();
+}
+
+absl::Status WorkerPool::Impl::AwaitReady() {
+  absl::MutexLock lock(&mu);
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return num_ready == options.tp || !failure.ok();
+  };
+  if (!mu.AwaitWithTimeout(absl::Condition(&done), options.start_timeout)) {
+    Fail(absl::DeadlineExceededError(absl::StrCat(
+        "worker pool: ", conns.size(), " of ", options.tp, " workers attached and ", num_ready,
+        " ready within ", absl::FormatDuration(options.start_timeout))));
+  }
+  if (!failure.ok()) return failure;
+  num_kv_blocks = *std::min_element(ready_blocks.begin(), ready_blocks.end());
+  phase = PoolPhase::kServing;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> WorkerPool::Impl::RunStep(const StepPlan& plan) {
+  std::vector<std::shared_ptr<WorkerConnection>> targets;
+  {
+    absl::MutexLock lock(&mu);
+    if (!failure.ok() || phase != PoolPhase::kServing) {
+      return absl::UnavailableError(absl::StrCat(
+          "worker pool is down: ", failure.ok() ? stop_reason : failure.message()));
+    }
+    if (plan.step() != last_step + 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("step ", plan.step(), " does not follow step ", last_step));
+    }
+    awaited_step = plan.step();
+    results.assign(options.tp, std::nullopt);
+    num_results = 0;
+    targets = conns;
+  }
+  FrontendMessage message;
+  *message.mutable_step_plan() = plan;
+  for (const auto& conn : targets) {
+    if (conn->Write(message)) continue;
+    absl::MutexLock lock(&mu);
+    Fail(absl::UnavailableError(absl::StrCat("worker rank ", conn->rank, " (pid ", conn->pid,
+                                             "): stream broken sending step ", plan.step())));
+    break;
+  }
+  absl::MutexLock lock(&mu);
+  auto answered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return num_results == options.tp || !failure.ok();
+  };
+  if (!mu.AwaitWithTimeout(absl::Condition(&answered), options.step_timeout)) {
+    std::string late;
+    for (int r = 0; r < options.tp; ++r) {
+      if (!results[r]) absl::StrAppend(&late, late.empty() ? "" : ", ", r);
+    }
+    Fail(absl::DeadlineExceededError(absl::StrCat("rank(s) ", late, " did not answer step ",
+                                                  plan.step(), " within ",
+                                                  absl::FormatDuration(options.step_timeout))));
+  }
+  if (!failure.ok()) {
+    mu.Await(absl::Condition(&torn_down));
+    return absl::UnavailableError(absl::StrCat("worker pool failed: ", failure.message()));
+  }
+  last_step = plan.step();
+  awaited_step = 0;
+  return *std::move(results[0]);
+}
+
+void WorkerPool::Impl::Fail(const absl::Status& s) {
+  if (phase == PoolPhase::kStopping || !failure.ok()) return;
+  failure = s;
+}
+
+void WorkerPool::Impl::Stop(const std::string& reason) {
+  {
+    absl::MutexLock lock(&mu);
+    if (!stop_requested) {
+      stop_requested = true;
+      stop_reason = reason;
+    }
+  }
+  absl::MutexLock lock(&stop_mu);
+  if (supervisor.joinable()) {
+    supervisor.join();
+  } else if (!torn_down_inline) {  // Begin() failed before the supervisor started
+    torn_down_inline = true;
+    Teardown(pids);
+  }
+}
+
+void WorkerPool::Impl::Supervise() {
+  std::vector<pid_t> running = pids;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu);
+      auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+        return !failure.ok() || stop_requested;
+      };
+      if (mu.AwaitWithTimeout(absl::Condition(&wake), kPollInterval)) break;
+    }
+    for (auto it = running.begin(); it != running.end();) {
+      std::optional<ChildExit> exit = PollChild(*it);
+      if (!exit) {
+        ++it;
+        continue;
+      }
+      absl::MutexLock lock(&mu);
+      Fail(absl::UnavailableError(absl::StrCat("worker process ", *it, " ended (",
+                                               DescribeExit(*exit), ")")));
+      it = running.erase(it);
+    }
+  }
+  Teardown(running);
+}
+
+void WorkerPool::Impl::Teardown(const std::vector<pid_t>& running) {
+  std::vector<std::shared_ptr<WorkerConnection>> snapshot;
+  FrontendMessage shutdown;
+  {
+    absl::MutexLock lock(&mu);
+    phase = PoolPhase::kStopping;
+    snapshot = conns;
+    shutdown.mutable_shutdown()->set_reason(failure.ok() ? stop_reason
+                                                         : std::string(failure.message()));
+  }
+  for (const auto& conn : snapshot) conn->Write(shutdown);
+  {
+    absl::MutexLock lock(&mu);
+    auto all_closed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      return num_closed == static_cast<int>(snapshot.size());
+    };
+    mu.AwaitWithTimeout(absl::Condition(&all_closed), options.stop_grace);
+  }
+  TerminateAndReap(running, options.stop_grace);
+  for (const auto& conn : snapshot) conn->Cancel();
+  if (server != nullptr) {
+    server->Shutdown(absl::ToChronoTime(absl::Now() + kServerShutdownGrace));
+    server->Wait();
+  }
+  if (store != nullptr) store->Stop();
+  if (std::optional<std::string> path = UnixSocketPath(options.control_address)) {
+    unlink(path->c_str());
+  }
+  absl::MutexLock lock(&mu);
+  torn_down = true;
+}
+
+}  // namespace tpserve
