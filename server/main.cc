@@ -1,0 +1,149 @@
+// tpserve: the frontend binary. Loads the model's config and tokenizer, serves
+// tpserve.v1.Inference, grpc.health.v1 and reflection, and keeps a worker pool and
+// engine serving through PoolSupervisor. SIGTERM/SIGINT drain: health goes
+// NOT_SERVING, no new calls are accepted, in-flight ones get --drain-grace-ms to
+// finish (then are cancelled), the pool shuts down and the process exits 0. A pool
+// that cannot start, or fails under --exit-on-pool-failure, exits 1; bad flags exit 2.
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "server/pool_supervisor.h"
+#include "server/server_config.h"
+#include "server/serving_setup.h"
+#include "server/service.h"
+
+namespace tpserve {
+namespace {
+
+// Health and the service's engine follow the supervisor until draining starts.
+class ServingState {
+ public:
+  ServingState(InferenceService* service, grpc::Server* server, std::string address)
+      : service_(service), server_(server), address_(std::move(address)) {}
+
+  void OnEngine(std::shared_ptr<Engine> engine) {
+    absl::MutexLock lock(&mu_);
+    const bool serving = engine != nullptr && !draining_;
+    if (engine != nullptr) service_->SetEngine(std::move(engine));
+    if (!serving) service_->SetEngine(nullptr);
+    server_->GetHealthCheckService()->SetServingStatus(serving);
+    if (serving && !announced_) {
+      std::printf("tpserve: serving on %s\n", address_.c_str());
+      std::fflush(stdout);
+      announced_ = true;
+    }
+  }
+
+  // Health stays NOT_SERVING from now on; in-flight calls keep their engine.
+  void BeginDrain() {
+    absl::MutexLock lock(&mu_);
+    draining_ = true;
+    server_->GetHealthCheckService()->SetServingStatus(false);
+  }
+
+  // Blocks until Shutdown() was called (by a signal or by the supervisor ending).
+  void WaitForShutdown() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&shutdown_));
+  }
+  void Shutdown() {
+    absl::MutexLock lock(&mu_);
+    shutdown_ = true;
+  }
+
+ private:
+  InferenceService* const service_;
+  grpc::Server* const server_;
+  const std::string address_;
+  absl::Mutex mu_;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool announced_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// SIGTERM and SIGINT are blocked in every thread and taken by one waiting thread.
+sigset_t BlockShutdownSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
+
+std::unique_ptr<grpc::Server> StartGrpc(const ServerConfig& config, InferenceService* service,
+                                        std::string* address) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(absl::StrCat(config.host, ":", config.port),
+                           grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server != nullptr) {
+    *address = absl::StrCat(config.host, ":", port);
+    server->GetHealthCheckService()->SetServingStatus(false);
+  }
+  return server;
+}
+
+int Serve(const ServerConfig& config, const sigset_t& signals) {
+  absl::StatusOr<ServingSetup> setup = PrepareServing(config);
+  if (!setup.ok()) {
+    std::fprintf(stderr, "tpserve: %s\n", setup.status().ToString().c_str());
+    return 1;
+  }
+  InferenceService service(setup->model, setup->tokenizer.get());
+  std::string address;
+  std::unique_ptr<grpc::Server> server = StartGrpc(config, &service, &address);
+  if (server == nullptr) {
+    std::fprintf(stderr, "tpserve: cannot listen on %s:%d\n", config.host.c_str(), config.port);
+    return 1;
+  }
+  // Shared with the signal thread, which may outlive this function.
+  auto state = std::make_shared<ServingState>(&service, server.get(), address);
+  PoolSupervisor supervisor(setup->supervisor, WorkerPoolFactory(setup->pool),
+                            setup->tokenizer.get(),
+                            [&state](std::shared_ptr<Engine> e) { state->OnEngine(std::move(e)); });
+  absl::Status result;
+  std::thread supervising([&] {
+    result = supervisor.Run();
+    state->Shutdown();
+  });
+  std::thread([signals, state] {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    state->Shutdown();
+  }).detach();
+  state->WaitForShutdown();
+  state->BeginDrain();
+  server->Shutdown(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(config.drain_grace_ms));
+  supervisor.Stop();
+  supervising.join();
+  if (!result.ok()) std::fprintf(stderr, "tpserve: %s\n", result.ToString().c_str());
+  return result.ok() ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace tpserve
+
+int main(int argc, char** argv) {
+  const sigset_t signals = tpserve::BlockShutdownSignals();
+  absl::StatusOr<tpserve::ServerConfig> config = tpserve::ParseServerFlags(argc, argv);
+  if (!config.ok()) {
+    std::fprintf(stderr, "tpserve: %s", std::string(config.status().message()).c_str());
+    return 2;
+  }
+  return tpserve::Serve(*config, signals);
+}

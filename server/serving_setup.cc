@@ -1,0 +1,156 @@
+#include "server/serving_setup.h"
+
+#include <stdlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/tokenizer/status_macros.h"
+#include "worker/loader/hf_config.h"
+
+namespace tpserve {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh private folder for the workers' control socket.
+absl::StatusOr<std::string> DefaultControlAddress() {
+  std::error_code error;
+  const fs::path base = fs::temp_directory_path(error);
+  if (error) return absl::InternalError(absl::StrCat("no temporary folder: ", error.message()));
+  std::string pattern = (base / "tpserve-XXXXXX").string();
+  std::vector<char> buffer(pattern.begin(), pattern.end());
+  buffer.push_back('\0');
+  if (mkdtemp(buffer.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat("cannot create a folder like ", pattern));
+  }
+  return absl::StrCat("unix:", buffer.data(), "/control.sock");
+}
+
+// WorkerPool as the supervisor sees it.
+class SupervisedWorkerPool final : public SupervisedPool {
+ public:
+  explicit SupervisedWorkerPool(std::unique_ptr<WorkerPool> pool) : pool_(std::move(pool)) {}
+  absl::StatusOr<worker::v1::StepResult> RunStep(const worker::v1::StepPlan& plan) override {
+    return pool_->RunStep(plan);
+  }
+  int num_kv_blocks() const override { return pool_->num_kv_blocks(); }
+  int kv_block_size() const override { return pool_->kv_block_size(); }
+  bool healthy() const override { return pool_->healthy(); }
+  void Shutdown(const std::string& reason) override { pool_->Shutdown(reason); }
+
+ private:
+  std::unique_ptr<WorkerPool> pool_;
+};
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir) {
+  if (!fs::exists(fs::path(model_dir) / "tokenizer.json")) {
+    std::fprintf(stderr,
+                 "tpserve: %s has no tokenizer.json; serving token ids only (text prompts "
+                 "get FAILED_PRECONDITION)\n",
+                 model_dir.c_str());
+    return std::unique_ptr<Tokenizer>();
+  }
+  return Tokenizer::FromPath(model_dir);
+}
+
+std::string ModelName(const ServerConfig& config) {
+  if (!config.model_name.empty()) return config.model_name;
+  fs::path path = fs::path(config.model_dir);
+  if (!path.has_filename()) path = path.parent_path();
+  return path.filename().string();
+}
+
+ServedModel Describe(const ServerConfig& config, const ModelConfig& model, int max_context) {
+  ServedModel served;
+  served.architecture = model.architecture;
+  served.model_path = config.model_dir;
+  served.model_name = ModelName(config);
+  served.vocab_size = model.vocab_size;
+  served.max_context = max_context;
+  served.tp = config.tp;
+  // The CPU backend computes in fp32; the CUDA backend in bf16 (docs/design.md).
+  served.dtype = config.device == "cpu" ? "float32" : "bfloat16";
+  served.device = config.device;
+  served.kv_block_size = config.kv_block_size;
+  served.max_batch_tokens = config.max_batch_tokens;
+  served.max_sequences = config.max_sequences;
+  return served;
+}
+
+absl::StatusOr<WorkerPoolOptions> PoolOptions(const ServerConfig& config, int max_context) {
+  WorkerPoolOptions pool;
+  pool.model_dir = config.model_dir;
+  pool.tp = config.tp;
+  pool.device = config.device;
+  pool.spawn_workers = !config.external_workers;
+  pool.worker_binary = config.worker_binary;
+  if (pool.spawn_workers && pool.worker_binary.empty()) {
+    TPSERVE_ASSIGN_OR_RETURN(pool.worker_binary, DefaultWorkerBinary());
+  }
+  pool.control_address = config.control_address;
+  if (pool.control_address.empty()) {
+    TPSERVE_ASSIGN_OR_RETURN(pool.control_address, DefaultControlAddress());
+  }
+  pool.kv_block_size = config.kv_block_size;
+  pool.kv_num_blocks = config.kv_blocks;
+  if (config.kv_memory_mb > 0) pool.kv_memory_bytes = config.kv_memory_mb << 20;
+  pool.max_context = max_context;
+  pool.max_batch_tokens = config.max_batch_tokens;
+  pool.max_sequences = config.max_sequences;
+  pool.start_timeout = absl::Seconds(config.start_timeout_s);
+  pool.step_timeout = absl::Milliseconds(config.step_timeout_ms);
+  TPSERVE_RETURN_IF_ERROR(pool.Validate());
+  return pool;
+}
+
+}  // namespace
+
+PoolFactory WorkerPoolFactory(WorkerPoolOptions options) {
+  return [options](int generation) -> absl::StatusOr<std::unique_ptr<SupervisedPool>> {
+    WorkerPoolOptions with_generation = options;
+    with_generation.generation = generation;
+    TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<WorkerPool> pool,
+                             WorkerPool::Start(with_generation));
+    return std::unique_ptr<SupervisedPool>(new SupervisedWorkerPool(std::move(pool)));
+  };
+}
+
+absl::StatusOr<std::string> DefaultWorkerBinary() {
+  std::error_code error;
+  const fs::path self = fs::read_symlink("/proc/self/exe", error);
+  if (error) return absl::InternalError(absl::StrCat("/proc/self/exe: ", error.message()));
+  const fs::path worker = self.parent_path() / ".." / "worker" / "tpserve_worker";
+  if (!fs::exists(worker)) {
+    return absl::NotFoundError(absl::StrCat("no tpserve_worker at ", worker.string(),
+                                            "; build //worker:tpserve_worker or pass "
+                                            "--worker-binary"));
+  }
+  return fs::canonical(worker).string();
+}
+
+absl::StatusOr<ServingSetup> PrepareServing(const ServerConfig& config) {
+  TPSERVE_ASSIGN_OR_RETURN(const ModelConfig model,
+                           LoadModelConfig((fs::path(config.model_dir) / "config.json").string()));
+  TPSERVE_RETURN_IF_ERROR(model.ValidateTp(config.tp));
+  const int max_context =
+      config.max_context > 0 ? config.max_context : model.max_position_embeddings;
+  ServingSetup setup;
+  TPSERVE_ASSIGN_OR_RETURN(setup.tokenizer, LoadTokenizer(config.model_dir));
+  setup.model = Describe(config, model, max_context);
+  TPSERVE_ASSIGN_OR_RETURN(setup.pool, PoolOptions(config, max_context));
+  EngineOptions& engine = setup.supervisor.engine;
+  engine.max_batch_tokens = config.max_batch_tokens;
+  engine.max_sequences = config.max_sequences;
+  engine.max_queue = config.max_queue;
+  engine.max_context = max_context;
+  engine.eos_token_ids.assign(model.eos_token_ids.begin(), model.eos_token_ids.end());
+  TPSERVE_RETURN_IF_ERROR(engine.Validate());
+  setup.supervisor.exit_on_pool_failure = config.exit_on_pool_failure;
+  return setup;
+}
+
+}  // namespace tpserve

@@ -1,0 +1,38 @@
+// PrepareServing: turns a validated ServerConfig into what the tpserve binary runs —
+// the model's description for the service, its tokenizer (null when the model
+// directory has no tokenizer.json: token ids only) and the supervisor's pool and
+// engine options. Reads config.json and tokenizer.json; errors name the file.
+// Called once, from main.
+#ifndef TPSERVE_SERVER_SERVING_SETUP_H_
+#define TPSERVE_SERVER_SERVING_SETUP_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/pool_supervisor.h"
+#include "server/server_config.h"
+#include "server/service.h"
+#include "server/tokenizer/tokenizer.h"
+#include "server/worker_pool.h"
+
+namespace tpserve {
+
+struct ServingSetup {
+  ServedModel model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  WorkerPoolOptions pool;  // generation set per start
+  PoolSupervisorOptions supervisor;
+};
+
+absl::StatusOr<ServingSetup> PrepareServing(const ServerConfig& config);
+
+// Starts WorkerPools with `options` and the generation asked for.
+PoolFactory WorkerPoolFactory(WorkerPoolOptions options);
+
+// The tpserve_worker built beside this binary: <dir of /proc/self/exe>/../worker/.
+absl::StatusOr<std::string> DefaultWorkerBinary();
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_SERVER_SERVING_SETUP_H_

@@ -1,0 +1,164 @@
+"""End-to-end test of tpserve: the real server (--tp 2, CPU, Gloo ranks) on a golden
+fixture model, driven by tpserve-cli and by a Python grpcio client: greedy ids and
+logprobs equal Hugging Face's, bad requests are INVALID_ARGUMENT naming the field while
+the server keeps serving, health is SERVING, cancel frees the KV blocks, SIGTERM exits 0.
+"""
+import json
+import os
+import time
+
+import grpc
+
+from harness import Server, cli, health_status, stubs
+
+MODEL = "tests/data/models/llama_gqa"
+LOGPROB_TOLERANCE = 2e-3
+
+
+def check_health_serving(address):
+    assert health_status(address) == "SERVING"
+    rc, out, _ = cli(address, "health")
+    assert rc == 0 and out.strip() == "SERVING", (rc, out)
+
+
+def check_cli_greedy(address, golden):
+    for case in golden["greedy"]:
+        prompt = golden["prompts"][case["prompt_index"]]
+        n = len(case["output_ids"])
+        rc, out, err = cli(address, "generate", "--token-ids", ",".join(map(str, prompt)),
+                           "--max-tokens", str(n), "--temperature", "0", "--json")
+        assert rc == 0, (rc, out, err)
+        result = json.loads(out)
+        assert result["token_ids"] == case["output_ids"], (result, case)
+        assert result["finish_reason"] == "length", result
+        assert result["usage"] == {"prompt_tokens": len(prompt), "completion_tokens": n}
+
+
+def check_grpc_stream_logprobs(stub, pb, golden):
+    for case in golden["greedy"]:
+        prompt = golden["prompts"][case["prompt_index"]]
+        request = pb.GenerateRequest(
+            token_ids=pb.TokenIds(ids=prompt),
+            sampling=pb.SamplingParams(max_tokens=len(case["output_ids"]), temperature=0,
+                                       logprobs=3))
+        ids, logprobs, chunks = [], [], list(stub.Generate(request, timeout=120))
+        for chunk in chunks:
+            ids += list(chunk.token_ids)
+            logprobs += [lp.logprob for lp in chunk.logprobs]
+            for lp in chunk.logprobs:
+                assert len(lp.top) == 3 and lp.top[0].token_id == lp.token_id, lp
+        assert ids == case["output_ids"], (ids, case)
+        worst = max(abs(a - b) for a, b in zip(logprobs, case["output_logprobs"]))
+        assert worst < LOGPROB_TOLERANCE, (logprobs, case["output_logprobs"])
+        assert chunks[-1].finish_reason == pb.FINISH_REASON_LENGTH
+
+
+def bad_requests(pb, vocab, context):
+    ids = pb.TokenIds(ids=[1, 2, 3])
+    s = pb.SamplingParams
+    return [
+        ("empty prompt", pb.GenerateRequest(token_ids=pb.TokenIds(ids=[])), "token_ids.ids"),
+        ("no prompt", pb.GenerateRequest(), "prompt"),
+        ("id beyond vocab", pb.GenerateRequest(token_ids=pb.TokenIds(ids=[1, vocab])),
+         "token_ids.ids[1]"),
+        ("max_tokens 0", pb.GenerateRequest(token_ids=ids, sampling=s(max_tokens=0)),
+         "sampling.max_tokens"),
+        ("beyond context", pb.GenerateRequest(token_ids=ids, sampling=s(max_tokens=context)),
+         "max_context"),
+        ("temperature nan", pb.GenerateRequest(token_ids=ids, sampling=s(temperature=float("nan"))),
+         "sampling.temperature"),
+        ("negative temperature", pb.GenerateRequest(token_ids=ids, sampling=s(temperature=-1)),
+         "sampling.temperature"),
+        ("top_p 0", pb.GenerateRequest(token_ids=ids, sampling=s(top_p=0)), "sampling.top_p"),
+        ("top_p 1.5", pb.GenerateRequest(token_ids=ids, sampling=s(top_p=1.5)), "sampling.top_p"),
+        ("top_k -2", pb.GenerateRequest(token_ids=ids, sampling=s(top_k=-2)), "sampling.top_k"),
+        ("min_p 2", pb.GenerateRequest(token_ids=ids, sampling=s(min_p=2)), "sampling.min_p"),
+        ("repetition 0", pb.GenerateRequest(token_ids=ids, sampling=s(repetition_penalty=0)),
+         "sampling.repetition_penalty"),
+        ("presence 3", pb.GenerateRequest(token_ids=ids, sampling=s(presence_penalty=3)),
+         "sampling.presence_penalty"),
+        ("frequency -3", pb.GenerateRequest(token_ids=ids, sampling=s(frequency_penalty=-3)),
+         "sampling.frequency_penalty"),
+        ("logprobs 21", pb.GenerateRequest(token_ids=ids, sampling=s(logprobs=21)),
+         "sampling.logprobs"),
+        ("prompt_logprobs 21", pb.GenerateRequest(token_ids=ids, sampling=s(prompt_logprobs=21)),
+         "sampling.prompt_logprobs"),
+        ("17 stop strings", pb.GenerateRequest(token_ids=ids, sampling=s(stop=["x"] * 17)),
+         "sampling.stop"),
+        ("stop id beyond vocab", pb.GenerateRequest(token_ids=ids, sampling=s(stop_token_ids=[vocab])),
+         "sampling.stop_token_ids"),
+    ]
+
+
+def check_bad_inputs(stub, pb, info):
+    for name, request, field in bad_requests(pb, info.vocab_size, info.max_context):
+        for call in (lambda r: list(stub.Generate(r, timeout=30)),
+                     lambda r: stub.GenerateUnary(r, timeout=30)):
+            try:
+                call(request)
+            except grpc.RpcError as e:
+                assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, (name, e.code(), e.details())
+                assert field in e.details(), (name, e.details())
+            else:
+                raise AssertionError("%s was accepted" % name)
+    try:
+        stub.GenerateUnary(pb.GenerateRequest(text="hello"), timeout=30)
+        raise AssertionError("a text prompt without tokenizer was accepted")
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.FAILED_PRECONDITION, e
+    ok = stub.GenerateUnary(pb.GenerateRequest(token_ids=pb.TokenIds(ids=[1, 2]),
+                                               sampling=pb.SamplingParams(max_tokens=2)),
+                            timeout=60)
+    assert len(ok.token_ids) == 2, ok
+
+
+def check_cli_error_json(address):
+    rc, out, _ = cli(address, "generate", "--token-ids", "1,2", "--top-p", "1.5", "--json")
+    assert rc != 0, out
+    error = json.loads(out)["error"]
+    assert error["code"] == "INVALID_ARGUMENT" and "sampling.top_p" in error["message"], error
+
+
+def check_info_and_cancel(stub, pb):
+    info = stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10)
+    assert info.tp == 2 and info.device == "cpu" and info.kv_blocks_total > 0, info
+    stream = stub.Generate(pb.GenerateRequest(
+        token_ids=pb.TokenIds(ids=[1, 2, 3]),
+        sampling=pb.SamplingParams(max_tokens=200, ignore_eos=True)), timeout=120)
+    next(stream)
+    stream.cancel()
+    for _ in range(100):
+        if stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10).kv_blocks_in_use == 0:
+            break
+        time.sleep(0.05)
+    assert stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10).kv_blocks_in_use == 0
+    return info
+
+
+def main():
+    golden = json.load(open(os.path.join(MODEL, "golden.json")))
+    pb, pb_grpc = stubs()
+    server = Server(MODEL)
+    try:
+        stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
+        checks = [
+            ("(d) health SERVING after start", lambda: check_health_serving(server.address)),
+            ("(a) CLI greedy == golden", lambda: check_cli_greedy(server.address, golden)),
+            ("(b) gRPC stream logprobs ~ golden", lambda: check_grpc_stream_logprobs(stub, pb, golden)),
+            ("info and cancel", lambda: check_info_and_cancel(stub, pb)),
+            ("(c) bad inputs INVALID_ARGUMENT", lambda: check_bad_inputs(
+                stub, pb, stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10))),
+            ("CLI --json error", lambda: check_cli_error_json(server.address)),
+            ("(d) still SERVING", lambda: check_health_serving(server.address)),
+        ]
+        for name, check in checks:
+            check()
+            print("PASS", name, flush=True)
+    finally:
+        code = server.stop()
+    assert code == 0, "tpserve exited %s after SIGTERM" % code
+    print("PASS SIGTERM drains and exits 0")
+
+
+if __name__ == "__main__":
+    main()

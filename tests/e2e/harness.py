@@ -1,0 +1,102 @@
+"""Shared pieces of the end-to-end tests: the tpserve process, the CLI, and Python stubs
+generated from the repo's protos at test time.
+
+The tests run from the Bazel runfiles root with Debian's python3 (grpcio, protobuf).
+The server picks its own free port (--port 0) and announces it on stdout.
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+
+SERVER = "server/tpserve"
+WORKER = "worker/tpserve_worker"
+CLI = "client/tpserve-cli"
+
+
+def generate_stubs(out_dir):
+    plugin = ["--python_out=" + out_dir, "--grpc_python_out=" + out_dir,
+              "--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin"]
+    subprocess.run(["protoc", "-Iproto"] + plugin + ["proto/tpserve/v1/inference.proto"],
+                   check=True)
+    # Python's own `grpc` package owns the grpc.* module path: compile the health proto
+    # under another file name (the wire names stay grpc.health.v1.Health).
+    shutil.copy("proto/grpc/health/v1/health.proto", os.path.join(out_dir, "e2e_health.proto"))
+    subprocess.run(["protoc", "-I" + out_dir] + plugin + [os.path.join(out_dir, "e2e_health.proto")],
+                   check=True)
+    sys.path.insert(0, out_dir)
+
+
+class Server:
+    """The tpserve process; its stdout is scanned for the serving line."""
+
+    def __init__(self, model, tp=2, extra_args=()):
+        args = [SERVER, "--model", model, "--tp", str(tp), "--device", "cpu", "--host",
+                "127.0.0.1", "--port", "0", "--worker-binary", WORKER, "--kv-blocks", "128",
+                "--drain-grace-ms", "5000"] + list(extra_args)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+        self.lines = []
+        self.address = None
+        ready = threading.Event()
+
+        def pump():
+            for line in self.proc.stdout:
+                self.lines.append(line)
+                m = re.match(r"tpserve: serving on (\S+)", line)
+                if m:
+                    self.address = m.group(1)
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not ready.wait(240) or self.address is None:
+            self.proc.kill()
+            raise AssertionError("server did not announce itself: %r" % self.lines)
+
+    def worker_pids(self):
+        """The live tpserve_worker children of the server."""
+        pids = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                stat = open("/proc/%s/stat" % entry).read()
+            except OSError:
+                continue
+            name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+            if name == "tpserve_worker" and int(fields[1]) == self.proc.pid and fields[0] != "Z":
+                pids.append(int(entry))
+        return pids
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(60)
+
+
+def stubs():
+    """Generates the Python stubs and returns (inference_pb2, inference_pb2_grpc)."""
+    out_dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+    generate_stubs(out_dir)
+    from tpserve.v1 import inference_pb2, inference_pb2_grpc
+    return inference_pb2, inference_pb2_grpc
+
+
+def health_status(address):
+    """grpc.health.v1 Check of the whole server: "SERVING", "NOT_SERVING", ... (after
+    stubs())."""
+    import e2e_health_pb2
+    import e2e_health_pb2_grpc
+    import grpc
+    stub = e2e_health_pb2_grpc.HealthStub(grpc.insecure_channel(address))
+    status = stub.Check(e2e_health_pb2.HealthCheckRequest(), timeout=10).status
+    return e2e_health_pb2.HealthCheckResponse.ServingStatus.Name(status)
+
+
+def cli(address, *args):
+    out = subprocess.run([CLI, "--target", address] + list(args), capture_output=True,
+                         text=True, timeout=120)
+    return out.returncode, out.stdout, out.stderr

@@ -1,0 +1,79 @@
+"""A worker rank dying: in-flight requests end UNAVAILABLE and health leaves SERVING;
+the server then rebuilds its pool (a new generation) and serves again, or, with
+--exit-on-pool-failure, exits non-zero."""
+import os
+import signal
+import threading
+import time
+
+import grpc
+
+from harness import Server, health_status, stubs
+
+MODEL = "tests/data/models/llama_gqa"
+
+
+def long_request(pb):
+    return pb.GenerateRequest(token_ids=pb.TokenIds(ids=[1, 2, 3]),
+                              sampling=pb.SamplingParams(max_tokens=400, ignore_eos=True))
+
+
+def wait_for(predicate, seconds, what):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def kill_a_worker_mid_stream(server, stub, pb):
+    """Returns the status code the in-flight stream ended with."""
+    stream = stub.Generate(long_request(pb), timeout=120)
+    next(stream)
+    pids = server.worker_pids()
+    assert len(pids) == 2, pids
+    os.kill(pids[1], signal.SIGKILL)
+    try:
+        for _ in stream:
+            pass
+    except grpc.RpcError as e:
+        return e.code()
+    raise AssertionError("the stream finished although a rank died")
+
+
+def check_rebuild(pb, pb_grpc):
+    server = Server(MODEL, extra_args=["--step-timeout-ms", "5000"])
+    try:
+        stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
+        old = set(server.worker_pids())
+        assert kill_a_worker_mid_stream(server, stub, pb) == grpc.StatusCode.UNAVAILABLE
+        wait_for(lambda: health_status(server.address) == "SERVING" and
+                 len(server.worker_pids()) == 2 and not old & set(server.worker_pids()),
+                 120, "a new pool generation")
+        ok = stub.GenerateUnary(pb.GenerateRequest(
+            token_ids=pb.TokenIds(ids=[141, 51, 173]),
+            sampling=pb.SamplingParams(max_tokens=8, temperature=0)), timeout=60)
+        assert list(ok.token_ids) == [185, 264, 15, 239, 185, 230, 260, 122], ok
+    finally:
+        assert server.stop() == 0
+
+
+def check_exit_on_failure(pb, pb_grpc):
+    server = Server(MODEL, extra_args=["--exit-on-pool-failure", "--step-timeout-ms", "5000"])
+    stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
+    assert kill_a_worker_mid_stream(server, stub, pb) == grpc.StatusCode.UNAVAILABLE
+    code = server.proc.wait(60)
+    assert code not in (0, None), code
+
+
+def main():
+    pb, pb_grpc = stubs()
+    check_rebuild(pb, pb_grpc)
+    print("PASS a lost rank: UNAVAILABLE, then a new generation serves", flush=True)
+    check_exit_on_failure(pb, pb_grpc)
+    print("PASS --exit-on-pool-failure exits non-zero", flush=True)
+
+
+if __name__ == "__main__":
+    main()
