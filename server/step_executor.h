@@ -16,7 +16,9 @@ class StepExecutor {
   virtual ~StepExecutor() = default;
 
   // Runs `plan` (step numbers consecutive from 1) and returns rank 0's result, with
-  // one SequenceOutput per scheduled sequence that completed its prompt this step.
+  // one SequenceOutput per scheduled sequence in batch order (new_sequences, then
+  // running); token_id is set when the step reached the end of the sequence's known
+  // tokens, unset after a prefill chunk that did not.
   // Any failure (a rank errored, died or missed the deadline) is UNAVAILABLE and
   // final: every later call fails too, and the executor must be replaced.
   virtual absl::StatusOr<worker::v1::StepResult> RunStep(const worker::v1::StepPlan& plan) = 0;

@@ -12,7 +12,10 @@ using worker::v1::WorkerMessage;
 absl::StatusOr<std::unique_ptr<FrontendStream>> FrontendStream::Connect(
     const std::string& address, absl::Duration connect_timeout, std::function<void()> on_lost) {
   std::unique_ptr<FrontendStream> s(new FrontendStream());
-  s->channel_ = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);  // plans of long prompts may exceed the 4 MiB default
+  args.SetMaxSendMessageSize(-1);
+  s->channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   if (!s->channel_->WaitForConnected(absl::ToChronoTime(absl::Now() + connect_timeout))) {
     return absl::UnavailableError(absl::StrCat("cannot reach the frontend at ", address,
                                                " within ", absl::FormatDuration(connect_timeout)));
@@ -58,7 +61,7 @@ bool FrontendStream::Next(FrontendMessage* message) {
 }
 
 void FrontendStream::Close(absl::Duration linger) {
-  if (closed_) return;
+  if (closed_ || stream_ == nullptr) return;  // closed, or Connect() never opened it
   closed_ = true;
   {
     absl::MutexLock lock(&mu_);

@@ -145,6 +145,25 @@ TEST_F(WorkerPoolTest, KilledWorkerFailsThePoolAndTheNextGenerationStarts) {
   ExpectGreedyMatches(**next_pool);
 }
 
+TEST_F(WorkerPoolTest, HungWorkerMissesTheDeadlineAndIsKilled) {
+  WorkerPoolOptions o = Options();
+  o.step_timeout = absl::Seconds(1);
+  o.stop_grace = absl::Milliseconds(300);
+  auto pool = WorkerPool::Start(o);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  const std::vector<int64_t> pids = (*pool)->worker_pids();
+  kill(static_cast<pid_t>(pids[0]), SIGSTOP);
+  const absl::Time start = absl::Now();
+  auto out = RunGreedy([&](const worker::v1::StepPlan& p) { return (*pool)->RunStep(p); },
+                       GreedyRequests(), kBlockSize, kNumBlocks);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kUnavailable) << out.status();
+  EXPECT_NE(out.status().message().find("did not answer step 1"), std::string::npos)
+      << out.status();
+  EXPECT_TRUE(NoChildrenLeft());
+  for (int64_t pid : pids) EXPECT_TRUE(ProcessGone(pid)) << pid;
+}
+
 TEST_F(WorkerPoolTest, WorkerThatCannotLoadFailsStartWithTheCause) {
   WorkerPoolOptions o = Options();
   o.model_dir = absl::StrCat(dir_, "/no_such_model");
