@@ -142,10 +142,11 @@ void WorkerPool::Impl::Stop(const std::string& reason) {
     }
   }
   absl::MutexLock lock(&stop_mu);
+  if (stopped) return;
+  stopped = true;
   if (supervisor.joinable()) {
     supervisor.join();
-  } else if (!torn_down_inline) {  // Begin() failed before the supervisor started
-    torn_down_inline = true;
+  } else {  // Begin() failed before the supervisor started
     Teardown(pids);
   }
 }

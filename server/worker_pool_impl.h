@@ -50,7 +50,7 @@ struct WorkerPool::Impl : public WorkerListener {
   std::vector<pid_t> pids;  // fixed before the supervisor starts
   std::thread supervisor;
   absl::Mutex stop_mu;  // serialises Stop()'s join / inline teardown
-  bool torn_down_inline ABSL_GUARDED_BY(stop_mu) = false;
+  bool stopped ABSL_GUARDED_BY(stop_mu) = false;
 
   mutable absl::Mutex mu;
   PoolPhase phase ABSL_GUARDED_BY(mu) = PoolPhase::kStarting;
