@@ -93,6 +93,9 @@ std::unique_ptr<grpc::Server> StartGrpc(const ServerConfig& config, InferenceSer
   if (server != nullptr) {
     *address = absl::StrCat(config.host, ":", port);
     server->GetHealthCheckService()->SetServingStatus(false);
+    std::printf("tpserve: listening on %s (NOT_SERVING until the worker pool is ready)\n",
+                address->c_str());
+    std::fflush(stdout);
   }
   return server;
 }

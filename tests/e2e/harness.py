@@ -34,7 +34,8 @@ def generate_stubs(out_dir):
 class Server:
     """The tpserve process; its stdout is scanned for the serving line."""
 
-    def __init__(self, model, tp=2, extra_args=()):
+    def __init__(self, model, tp=2, extra_args=(), until="serving"):
+        """Starts tpserve and waits for its "tpserve: <until> on ADDRESS" line."""
         args = [SERVER, "--model", model, "--tp", str(tp), "--device", "cpu", "--host",
                 "127.0.0.1", "--port", "0", "--worker-binary", WORKER, "--kv-blocks", "128",
                 "--drain-grace-ms", "5000"] + list(extra_args)
@@ -46,8 +47,8 @@ class Server:
         def pump():
             for line in self.proc.stdout:
                 self.lines.append(line)
-                m = re.match(r"tpserve: serving on (\S+)", line)
-                if m:
+                m = re.match(r"tpserve: %s on (\S+)" % until, line)
+                if m and self.address is None:
                     self.address = m.group(1)
                     ready.set()
             ready.set()
