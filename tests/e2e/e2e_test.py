@@ -136,6 +136,16 @@ def check_info_and_cancel(stub, pb):
     return info
 
 
+def check_reflection(address):
+    """Server reflection lists the services (raw bytes: Debian has no grpc_reflection)."""
+    channel = grpc.insecure_channel(address)
+    call = channel.stream_stream("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")
+    list_services = b"\x3a\x00"  # ServerReflectionRequest{list_services: ""}
+    response = next(iter(call(iter([list_services]), timeout=10)))
+    for name in (b"tpserve.v1.Inference", b"grpc.health.v1.Health"):
+        assert name in response, response
+
+
 def check_drain(server, stub, pb):
     stream = stub.Generate(pb.GenerateRequest(
         token_ids=pb.TokenIds(ids=[1, 2, 3]),
@@ -162,6 +172,7 @@ def main():
             ("(c) bad inputs INVALID_ARGUMENT", lambda: check_bad_inputs(
                 stub, pb, stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10))),
             ("CLI --json error", lambda: check_cli_error_json(server.address)),
+            ("reflection lists the services", lambda: check_reflection(server.address)),
             ("(d) still SERVING", lambda: check_health_serving(server.address)),
             ("SIGTERM lets in-flight requests finish, exits 0", lambda: check_drain(
                 server, stub, pb)),
