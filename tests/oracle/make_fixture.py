@@ -287,7 +287,10 @@ def greedy(model, prompt, n):
         nxt = int(torch.argmax(full_logits(model, seq)[-1]))
         manual.append(nxt)
         seq.append(nxt)
-    if out != manual:
+    eos = model.generation_config.eos_token_id
+    eos = set(eos if isinstance(eos, list) else ([] if eos is None else [eos]))
+    stopped_at_eos = len(out) < n and out == manual[:len(out)] and out and out[-1] in eos
+    if out != manual and not stopped_at_eos:   # (an eos continuation is re-drawn by the caller)
         raise SystemExit("generate() %s != cache-free greedy %s for prompt %s"
                          % (out, manual, prompt))
     logits = full_logits(model, list(prompt) + manual)
