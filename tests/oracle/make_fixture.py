@@ -106,6 +106,8 @@ def randomize_shapes(args):
     args.arch = str(r.choice(["llama", "mistral", "qwen2", "qwen3"]))
     kv = int(r.choice([1, 2, 3, 4, 6]))
     group = int(r.choice([1, 2, 3, 4]))
+    if kv == 1:  # MQA: up to 12 query heads, so T = 1..4 can all be valid
+        group = int(r.choice([1, 4, 6, 8, 12]))
     heads = kv * group
     while heads > 16:
         group -= 1
