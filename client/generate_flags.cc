@@ -1,6 +1,9 @@
 #include "client/generate_flags.h"
 
+#include <string_view>
+
 #include "absl/strings/str_cat.h"
+#include "server/tokenizer/utf8.h"
 
 namespace tpserve {
 
@@ -28,10 +31,20 @@ void AddGenerateFlags(ArgParser& args, GenerateFlags* f) {
 
 namespace {
 
+// Protobuf rejects invalid UTF-8 in string fields before the server sees the request
+// (as INTERNAL, with no message), so it is caught here with the field named.
+absl::Status CheckUtf8(const std::string& text, const std::string& what) {
+  if (absl::Status s = ValidateUtf8(std::string_view(text)); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " must be valid UTF-8: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SetPrompt(const GenerateFlags& f, const std::string& text,
                        v1::GenerateRequest* request) {
   if (f.token_ids.empty()) {
     if (text.empty()) return absl::InvalidArgumentError("give a prompt or --token-ids");
+    if (absl::Status s = CheckUtf8(text, "the prompt"); !s.ok()) return s;
     request->set_text(text);
     return absl::OkStatus();
   }
@@ -70,6 +83,9 @@ absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const ArgParser& args,
                                                          const std::string& text) {
   v1::GenerateRequest request;
   if (absl::Status s = SetPrompt(f, text, &request); !s.ok()) return s;
+  for (const std::string& stop : f.stop) {
+    if (absl::Status s = CheckUtf8(stop, "--stop"); !s.ok()) return s;
+  }
   SetSampling(args, f, request.mutable_sampling());
   if (!f.stop_token_ids.empty()) {
     std::vector<int32_t> ids;

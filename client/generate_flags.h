@@ -39,6 +39,7 @@ struct GenerateFlags {
 void AddGenerateFlags(ArgParser& args, GenerateFlags* flags);
 
 // The request for prompt `text` (ignored with --token-ids; one of the two is needed).
+// InvalidArgument for a missing prompt, malformed id lists or text that is not UTF-8.
 absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const ArgParser& args,
                                                          const GenerateFlags& flags,
                                                          const std::string& text);

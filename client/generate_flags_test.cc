@@ -77,6 +77,10 @@ TEST(GenerateFlagsTest, PromptProblems) {
             std::string::npos);
   EXPECT_NE(Build({"--stop-token-ids", "q"}, "x").status().message().find("--stop-token-ids"),
             std::string::npos);
+  EXPECT_NE(Build({}, "a\xff").status().message().find("the prompt must be valid UTF-8"),
+            std::string::npos);
+  EXPECT_NE(Build({"--stop", "\xc3"}, "x").status().message().find("--stop must be valid UTF-8"),
+            std::string::npos);
 }
 
 }  // namespace

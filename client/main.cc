@@ -11,11 +11,14 @@
 // 2 bad command line.
 #include <iostream>
 #include <string>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "base/args.h"
 #include "client/commands.h"
 #include "client/generate_flags.h"
+#include "client/output.h"
+#include "server/tokenizer/utf8.h"
 
 namespace tpserve {
 namespace {
@@ -52,6 +55,15 @@ int Usage(const ArgParser& args, const std::string& problem) {
   return 2;
 }
 
+// A request the CLI will not send: a JSON error with --json, else the usage text.
+int BadRequest(const ArgParser& args, const Cli& cli, const absl::Status& status) {
+  if (!cli.json) return Usage(args, std::string(status.message()));
+  std::cout << ErrorJson(grpc::Status(grpc::INVALID_ARGUMENT, std::string(status.message())))
+                   .dump()
+            << std::endl;
+  return 2;
+}
+
 absl::StatusOr<BenchOptions> BenchFrom(const ArgParser& args, const Flags& f) {
   BenchOptions o;
   if (f.input_len < 1 || f.output_len < 1 || f.num_prompts < 1 || f.concurrency < 0 ||
@@ -78,10 +90,13 @@ int Dispatch(const ArgParser& args, const Flags& f, const Cli& cli) {
   if (pos.size() > 2) return Usage(args, absl::StrCat("unexpected argument \"", pos[2], "\""));
   if (command == "generate") {
     absl::StatusOr<v1::GenerateRequest> request = BuildGenerateRequest(args, f.generate, arg);
-    if (!request.ok()) return Usage(args, std::string(request.status().message()));
+    if (!request.ok()) return BadRequest(args, cli, request.status());
     return GenerateCommand(cli, *request, f.stream);
   }
   if (command == "tokenize") {
+    if (!ValidateUtf8(std::string_view(arg)).ok()) {
+      return BadRequest(args, cli, absl::InvalidArgumentError("the text must be valid UTF-8"));
+    }
     v1::TokenizeRequest request;
     request.set_text(arg);
     if (f.generate.no_special_tokens) request.set_add_special_tokens(false);

@@ -4,7 +4,9 @@
 // Each failure is INVALID_ARGUMENT whose message names the field and the limit, e.g.
 // "sampling.top_p must be in (0, 1], got 1.5". A text prompt (or stop strings) with no
 // tokenizer loaded is FAILED_PRECONDITION: the request is well formed, the server
-// cannot serve it. Pure functions; safe from any thread.
+// cannot serve it. (Protobuf already refuses invalid UTF-8 in string fields when
+// parsing; the UTF-8 checks here guard the handlers regardless.) Pure functions; safe
+// from any thread.
 #ifndef TPSERVE_SERVER_REQUEST_VALIDATION_H_
 #define TPSERVE_SERVER_REQUEST_VALIDATION_H_
 

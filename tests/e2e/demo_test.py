@@ -1,0 +1,64 @@
+"""The text path end to end on the bundled demo model (models/demo, with its own
+tokenizer.json): tpserve at tp 2 tokenizes prompts as Hugging Face did, greedy
+generation from text reproduces HF's ids and text, streamed text concatenates to the
+unary text, stop strings end the request and are not returned, and the CLI refuses
+text that is not UTF-8 with a JSON INVALID_ARGUMENT."""
+import json
+
+from harness import Server, cli, stubs
+
+MODEL = "models/demo"
+
+
+def check_samples(address, samples):
+    for sample in samples["samples"]:
+        rc, out, err = cli(address, "tokenize", sample["prompt"], "--json")
+        assert rc == 0 and json.loads(out)["token_ids"] == sample["prompt_ids"], (out, err)
+        rc, out, err = cli(address, "generate", sample["prompt"], "--temperature", "0",
+                           "--max-tokens", str(samples["max_new_tokens"]), "--json")
+        assert rc == 0, (out, err)
+        result = json.loads(out)
+        assert result["token_ids"] == sample["output_ids"], (sample["prompt"], result)
+        assert result["text"] == sample["output_text"], (result["text"], sample["output_text"])
+        rc, out, _ = cli(address, "detokenize", ",".join(map(str, sample["output_ids"])))
+        assert rc == 0 and out.rstrip("\n") == sample["output_text"], out
+
+
+def check_stream_and_stop(stub, pb, sample):
+    request = pb.GenerateRequest(text=sample["prompt"],
+                                 sampling=pb.SamplingParams(max_tokens=32, temperature=0))
+    streamed = "".join(chunk.text for chunk in stub.Generate(request, timeout=60))
+    assert streamed == sample["output_text"], streamed
+    request.sampling.stop.append(",")
+    chunks = list(stub.Generate(request, timeout=60))
+    text = "".join(chunk.text for chunk in chunks)
+    assert chunks[-1].finish_reason == pb.FINISH_REASON_STOP, chunks[-1]
+    assert text == sample["output_text"].split(",")[0], text
+
+
+def check_invalid_utf8(address):
+    rc, out, _ = cli(address, "generate", "ab\udcffc", "--json")
+    error = json.loads(out)["error"]
+    assert rc != 0 and error["code"] == "INVALID_ARGUMENT", (rc, out)
+    assert "valid UTF-8" in error["message"], error
+
+
+def main():
+    import grpc
+    pb, pb_grpc = stubs()
+    samples = json.load(open(MODEL + "/samples.json"))
+    server = Server(MODEL)
+    try:
+        stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
+        check_samples(server.address, samples)
+        print("PASS tokenize, greedy text and detokenize equal Hugging Face", flush=True)
+        check_stream_and_stop(stub, pb, samples["samples"][0])
+        print("PASS streamed text equals the whole; a stop string ends it", flush=True)
+        check_invalid_utf8(server.address)
+        print("PASS the CLI refuses invalid UTF-8 with INVALID_ARGUMENT", flush=True)
+    finally:
+        assert server.stop() == 0
+
+
+if __name__ == "__main__":
+    main()
