@@ -136,6 +136,18 @@ def check_info_and_cancel(stub, pb):
     return info
 
 
+def check_seeds(stub, pb):
+    """The same seed gives the same tokens; an unset seed is drawn per request."""
+    def sample(**seed):
+        return list(stub.GenerateUnary(pb.GenerateRequest(
+            token_ids=pb.TokenIds(ids=[5, 6, 7]),
+            sampling=pb.SamplingParams(max_tokens=16, temperature=1, **seed)),
+            timeout=60).token_ids)
+    assert sample(seed=42) == sample(seed=42)
+    drawn = [sample() for _ in range(3)]
+    assert len(set(map(tuple, drawn))) > 1, drawn
+
+
 def check_reflection(address):
     """Server reflection lists the services (raw bytes: Debian has no grpc_reflection)."""
     channel = grpc.insecure_channel(address)
@@ -172,6 +184,7 @@ def main():
             ("(c) bad inputs INVALID_ARGUMENT", lambda: check_bad_inputs(
                 stub, pb, stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10))),
             ("CLI --json error", lambda: check_cli_error_json(server.address)),
+            ("seeds: fixed repeat, unset drawn", lambda: check_seeds(stub, pb)),
             ("reflection lists the services", lambda: check_reflection(server.address)),
             ("(d) still SERVING", lambda: check_health_serving(server.address)),
             ("SIGTERM lets in-flight requests finish, exits 0", lambda: check_drain(

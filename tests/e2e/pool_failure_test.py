@@ -1,4 +1,4 @@
-"""A worker rank dying: in-flight requests end UNAVAILABLE and health leaves SERVING;
+"""A worker rank dying: in-flight requests end UNAVAILABLE and health is NOT_SERVING;
 the server then rebuilds its pool (a new generation) and serves again, or, with
 --exit-on-pool-failure, exits non-zero."""
 import os
@@ -48,9 +48,15 @@ def check_rebuild(pb, pb_grpc):
         stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
         old = set(server.worker_pids())
         assert kill_a_worker_mid_stream(server, stub, pb) == grpc.StatusCode.UNAVAILABLE
-        wait_for(lambda: health_status(server.address) == "SERVING" and
-                 len(server.worker_pids()) == 2 and not old & set(server.worker_pids()),
-                 120, "a new pool generation")
+        seen = []
+
+        def rebuilt():
+            seen.append(health_status(server.address))
+            return (seen[-1] == "SERVING" and len(server.worker_pids()) == 2 and
+                    not old & set(server.worker_pids()))
+
+        wait_for(rebuilt, 120, "a new pool generation")
+        assert "NOT_SERVING" in seen, seen
         ok = stub.GenerateUnary(pb.GenerateRequest(
             token_ids=pb.TokenIds(ids=[141, 51, 173]),
             sampling=pb.SamplingParams(max_tokens=8, temperature=0)), timeout=60)
