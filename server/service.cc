@@ -1,6 +1,7 @@
 #include "server/service.h"
 
 #include <chrono>
+#include <cstdio>
 #include <utility>
 
 #include "server/chunk_queue.h"
@@ -68,7 +69,7 @@ uint64_t InferenceService::DrawSeed() {
 grpc::Status InferenceService::Generate(grpc::ServerContext* context,
                                         const v1::GenerateRequest* request,
                                         grpc::ServerWriter<v1::GenerateResponse>* writer) {
-  return ToGrpcStatus(RunGenerate(context, *request, [writer](const EngineChunk& chunk) {
+  return Finish(*request, RunGenerate(context, *request, [writer](const EngineChunk& chunk) {
     v1::GenerateResponse response;
     AppendChunk(chunk, &response);
     return writer->Write(response);
@@ -78,10 +79,20 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context,
 grpc::Status InferenceService::GenerateUnary(grpc::ServerContext* context,
                                              const v1::GenerateRequest* request,
                                              v1::GenerateResponse* response) {
-  return ToGrpcStatus(RunGenerate(context, *request, [response](const EngineChunk& chunk) {
+  return Finish(*request, RunGenerate(context, *request, [response](const EngineChunk& chunk) {
     AppendChunk(chunk, response);
     return true;
   }));
+}
+
+grpc::Status InferenceService::Finish(const v1::GenerateRequest& request,
+                                      const absl::Status& status) {
+  // The request id is echoed so that client and server records can be matched.
+  if (!status.ok() && !request.request_id().empty()) {
+    std::fprintf(stderr, "tpserve: request %s: %s\n", request.request_id().c_str(),
+                 status.ToString().c_str());
+  }
+  return ToGrpcStatus(status);
 }
 
 absl::Status InferenceService::RunGenerate(grpc::ServerContext* context,

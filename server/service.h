@@ -71,6 +71,8 @@ class InferenceService final : public v1::Inference::Service {
   // Returns false when the client has gone away.
   using ChunkSink = std::function<bool(const EngineChunk&)>;
 
+  // Logs a failed request with its request_id, then converts its status.
+  grpc::Status Finish(const v1::GenerateRequest& request, const absl::Status& status);
   absl::Status RunGenerate(grpc::ServerContext* context, const v1::GenerateRequest& request,
                            const ChunkSink& sink);
   absl::StatusOr<EngineRequest> Prepare(const v1::GenerateRequest& request,

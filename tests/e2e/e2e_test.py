@@ -148,6 +148,16 @@ def check_seeds(stub, pb):
     assert len(set(map(tuple, drawn))) > 1, drawn
 
 
+def check_bench(address):
+    for pacing in (["--concurrency", "4"], ["--request-rate", "50"]):
+        rc, out, err = cli(address, "bench", "--num-prompts", "8", "--input-len", "8",
+                           "--output-len", "8", "--json", *pacing)
+        assert rc == 0, (out, err)
+        report = json.loads(out)
+        assert report["completed"] == 8 and report["failed"] == 0, report
+        assert report["output_tokens"] == 64 and report["ttft_ms"]["mean"] > 0, report
+
+
 def check_reflection(address):
     """Server reflection lists the services (raw bytes: Debian has no grpc_reflection)."""
     channel = grpc.insecure_channel(address)
@@ -185,6 +195,7 @@ def main():
                 stub, pb, stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10))),
             ("CLI --json error", lambda: check_cli_error_json(server.address)),
             ("seeds: fixed repeat, unset drawn", lambda: check_seeds(stub, pb)),
+            ("CLI bench", lambda: check_bench(server.address)),
             ("reflection lists the services", lambda: check_reflection(server.address)),
             ("(d) still SERVING", lambda: check_health_serving(server.address)),
             ("SIGTERM lets in-flight requests finish, exits 0", lambda: check_drain(
