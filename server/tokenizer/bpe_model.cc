@@ -15,6 +15,19 @@ namespace {
 constexpr int32_t kMaxVocabId = 1 << 26;
 // Words up to this many symbols merge by scanning; longer ones use a heap.
 constexpr size_t kScanLimit = 48;
+constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // U+2581
+
+// True when `token` holds U+2581 right after a character other than U+2581.
+bool HasInnerMetaspace(std::string_view token) {
+  for (size_t pos = token.find(kMetaspace, 1); pos != std::string_view::npos;
+       pos = token.find(kMetaspace, pos + 1)) {
+    if (pos < kMetaspace.size() || token.substr(pos - kMetaspace.size(), kMetaspace.size()) !=
+                                       kMetaspace) {
+      return true;
+    }
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -55,6 +68,10 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Create(
     const auto fallback = model->token_to_id_.find(absl::StrFormat("<0x%02X>", b));
     model->byte_fallback_ids_[b] =
         fallback == model->token_to_id_.end() ? -1 : fallback->second;
+  }
+  model->split_before_metaspace_ = !model->options_.byte_level;
+  for (const auto& [token, id] : vocab) {
+    if (HasInnerMetaspace(token)) model->split_before_metaspace_ = false;
   }
   if (model->options_.unk_token.has_value()) {
     if (auto unk = model->TokenToId(*model->options_.unk_token)) model->unk_id_ = *unk;
@@ -219,6 +236,21 @@ absl::Status BpeModel::Tokenize(std::string_view word, std::vector<int32_t>* ids
       return absl::OkStatus();
     }
   }
+  if (!split_before_metaspace_) return TokenizePiece(word, ids);
+  size_t start = 0;
+  for (size_t pos = word.find(kMetaspace, 1); pos != std::string_view::npos;
+       pos = word.find(kMetaspace, pos + 1)) {
+    if (pos >= kMetaspace.size() &&
+        word.compare(pos - kMetaspace.size(), kMetaspace.size(), kMetaspace) == 0) {
+      continue;  // inside a run of U+2581
+    }
+    if (absl::Status s = TokenizePiece(word.substr(start, pos - start), ids); !s.ok()) return s;
+    start = pos;
+  }
+  return TokenizePiece(word.substr(start), ids);
+}
+
+absl::Status BpeModel::TokenizePiece(std::string_view word, std::vector<int32_t>* ids) const {
   if (cache_.Lookup(word, ids)) return absl::OkStatus();
   thread_local std::vector<int32_t> symbols;  // scratch
   symbols.clear();

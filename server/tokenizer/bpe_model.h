@@ -66,6 +66,8 @@ class BpeModel {
     return it == merges_.end() ? nullptr : &it->second;
   }
   absl::Status InitialSymbols(std::string_view word, std::vector<int32_t>* symbols) const;
+  // Tokenizes without the ignore_merges shortcut, through the cache.
+  absl::Status TokenizePiece(std::string_view piece, std::vector<int32_t>* ids) const;
 
   explicit BpeModel(BpeOptions options) : options_(std::move(options)) {}
 
@@ -78,6 +80,10 @@ class BpeModel {
   std::array<int32_t, 256> byte_ids_;           // byte-level: id of each single byte
   std::array<int32_t, 256> byte_fallback_ids_;  // id of "<0xNN>", or -1
   int32_t unk_id_ = -1;
+  // No vocabulary entry holds U+2581 after another character, so no merge can
+  // cross the point before a U+2581 that follows another character: long
+  // SentencePiece inputs are tokenized piece by piece there, with the same result.
+  bool split_before_metaspace_ = false;
   WordCache cache_;
 };
 
