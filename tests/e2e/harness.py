@@ -21,12 +21,12 @@ CLI = "client/tpserve-cli"
 def generate_stubs(out_dir):
     plugin = ["--python_out=" + out_dir, "--grpc_python_out=" + out_dir,
               "--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin"]
-    subprocess.run(["protoc", "-Iproto"] + plugin + ["proto/tpserve/v1/inference.proto"],
+    subprocess.run(["/usr/bin/protoc", "-Iproto"] + plugin + ["proto/tpserve/v1/inference.proto"],
                    check=True)
     # Python's own `grpc` package owns the grpc.* module path: compile the health proto
     # under another file name (the wire names stay grpc.health.v1.Health).
     shutil.copy("proto/grpc/health/v1/health.proto", os.path.join(out_dir, "e2e_health.proto"))
-    subprocess.run(["protoc", "-I" + out_dir] + plugin + [os.path.join(out_dir, "e2e_health.proto")],
+    subprocess.run(["/usr/bin/protoc", "-I" + out_dir] + plugin + [os.path.join(out_dir, "e2e_health.proto")],
                    check=True)
     sys.path.insert(0, out_dir)
 
@@ -38,7 +38,7 @@ class Server:
         """Starts tpserve and waits for its "tpserve: <until> on ADDRESS" line."""
         args = [SERVER, "--model", model, "--tp", str(tp), "--device", "cpu", "--host",
                 "127.0.0.1", "--port", "0", "--worker-binary", WORKER, "--kv-blocks", "128",
-                "--drain-grace-ms", "5000"] + list(extra_args)
+                "--drain-grace-ms", "20000"] + list(extra_args)
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
         self.lines = []
         self.address = None
