@@ -67,6 +67,36 @@ TEST(BpeModelTest, UnknownCharactersFuseOrDrop) {
   EXPECT_EQ(ids, (std::vector<int32_t>{1, 1}));
 }
 
+TEST(BpeModelTest, MergesAcrossMetaspaceStayWhole) {
+  // "a▁" + "b" is a merge, so the input may not be cut before its "▁".
+  std::vector<std::pair<std::string, int32_t>> vocab = {
+      {"a", 0}, {"\xe2\x96\x81", 1}, {"b", 2}, {"a\xe2\x96\x81", 3}, {"a\xe2\x96\x81" "b", 4}};
+  auto model = BpeModel::Create(
+      vocab, {{"a", "\xe2\x96\x81"}, {"a\xe2\x96\x81", "b"}}, BpeOptions());
+  ASSERT_TRUE(model.ok());
+  std::vector<int32_t> ids;
+  ASSERT_TRUE((*model)->Tokenize("b" "a\xe2\x96\x81" "b", &ids).ok());
+  EXPECT_EQ(ids, (std::vector<int32_t>{2, 4}));
+}
+
+TEST(BpeModelTest, LongSentencePieceInputsSplitBeforeMetaspace) {
+  std::vector<std::pair<std::string, int32_t>> vocab = {
+      {"a", 0}, {"\xe2\x96\x81", 1}, {"\xe2\x96\x81" "a", 2}, {"\xe2\x96\x81\xe2\x96\x81", 3}};
+  auto model = BpeModel::Create(vocab,
+                                {{"\xe2\x96\x81", "a"}, {"\xe2\x96\x81", "\xe2\x96\x81"}},
+                                BpeOptions());
+  ASSERT_TRUE(model.ok());
+  std::string word;
+  std::vector<int32_t> expected;
+  for (int i = 0; i < 200; ++i) {
+    word += i % 3 == 0 ? "\xe2\x96\x81\xe2\x96\x81" : "\xe2\x96\x81" "a";
+    expected.push_back(i % 3 == 0 ? 3 : 2);
+  }
+  std::vector<int32_t> ids;
+  ASSERT_TRUE((*model)->Tokenize(word, &ids).ok());
+  EXPECT_EQ(ids, expected);
+}
+
 TEST(Utf8Test, LossyReplacesMaximalSubparts) {
   EXPECT_EQ(LossyUtf8("a\xe4\xbd"), "a\xef\xbf\xbd");
   EXPECT_EQ(LossyUtf8("\xe4\xbd\xa0"), "\xe4\xbd\xa0");
