@@ -71,8 +71,20 @@ BenchReport MakeReport(const std::vector<RequestTiming>& timings, double duratio
   return r;
 }
 
+void AddStepCounters(long long steps, long long wall_us, long long compute_us,
+                     BenchReport* report) {
+  report->steps = steps;
+  if (steps <= 0) return;
+  report->step_wall_ms = wall_us / 1e3 / steps;
+  report->worker_compute_ms = compute_us / 1e3 / steps;
+}
+
 nlohmann::json ReportJson(const BenchReport& r) {
   return {{"completed", r.completed},
+          {"steps", r.steps},
+          {"step_wall_ms", r.step_wall_ms},
+          {"worker_compute_ms", r.worker_compute_ms},
+          {"frontend_overhead_ms", r.step_wall_ms - r.worker_compute_ms},
           {"failed", r.failed},
           {"errors", r.errors},
           {"duration_s", r.duration_s},
@@ -98,6 +110,11 @@ std::string ReportText(const BenchReport& r) {
   }
   out += DistributionLine("TTFT", r.ttft_ms) + DistributionLine("TPOT", r.tpot_ms) +
          DistributionLine("ITL", r.itl_ms) + DistributionLine("E2E", r.e2e_ms);
+  if (r.steps > 0) {
+    out += absl::StrFormat(
+        "engine steps %d: %.3f ms per step, workers %.3f ms, frontend overhead %.3f ms\n",
+        r.steps, r.step_wall_ms, r.worker_compute_ms, r.step_wall_ms - r.worker_compute_ms);
+  }
   return out;
 }
 

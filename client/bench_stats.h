@@ -39,7 +39,16 @@ struct BenchReport {
   double output_throughput = 0;   // output tokens / s
   Distribution ttft_ms, tpot_ms, itl_ms, e2e_ms;
   std::map<std::string, int> errors;  // failures by status code name
+  // Engine steps during the run, and the mean per step of the engine's step wall time
+  // and of the workers' compute time (from GetModelInfo before and after).
+  long long steps = 0;
+  double step_wall_ms = 0;
+  double worker_compute_ms = 0;
 };
+
+// Fills the step fields from two GetModelInfo counter readings.
+void AddStepCounters(long long steps, long long wall_us, long long compute_us,
+                     BenchReport* report);
 
 // Linear interpolation between closest ranks, as numpy.percentile; 0 for no values.
 double Percentile(std::vector<double> values, double percent);

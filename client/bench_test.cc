@@ -34,6 +34,17 @@ TEST(BenchStatsTest, ReportFromTimings) {
   EXPECT_NE(ReportText(r).find("failures UNAVAILABLE: 1"), std::string::npos);
 }
 
+TEST(BenchStatsTest, StepCountersGiveFrontendOverheadPerStep) {
+  BenchReport r;
+  AddStepCounters(0, 0, 0, &r);
+  EXPECT_EQ(ReportText(r).find("engine steps"), std::string::npos);
+  AddStepCounters(4, 10000, 8000, &r);
+  EXPECT_DOUBLE_EQ(r.step_wall_ms, 2.5);
+  EXPECT_DOUBLE_EQ(r.worker_compute_ms, 2.0);
+  EXPECT_DOUBLE_EQ(ReportJson(r)["frontend_overhead_ms"].get<double>(), 0.5);
+  EXPECT_NE(ReportText(r).find("frontend overhead 0.500 ms"), std::string::npos);
+}
+
 TEST(BenchTest, PromptsAreSeededAndInTheVocabulary) {
   const auto a = RandomPrompts(4, 16, 50, 7);
   EXPECT_EQ(a, RandomPrompts(4, 16, 50, 7));

@@ -134,7 +134,15 @@ int BenchCommand(const Cli& cli, const BenchOptions& options) {
   v1::ModelInfo info;
   const grpc::Status status = cli.stub->GetModelInfo(&context, {}, &info);
   if (!status.ok()) return Fail(cli, status);
-  const BenchReport report = RunBench(*cli.stub, options, info.vocab_size());
+  BenchReport report = RunBench(*cli.stub, options, info.vocab_size());
+  grpc::ClientContext after_context;
+  SetDeadline(cli, &after_context);
+  v1::ModelInfo after;
+  if (cli.stub->GetModelInfo(&after_context, {}, &after).ok()) {
+    AddStepCounters(after.engine_steps() - info.engine_steps(),
+                    after.step_wall_us() - info.step_wall_us(),
+                    after.worker_compute_us() - info.worker_compute_us(), &report);
+  }
   if (cli.json) {
     PrintJson(ReportJson(report));
   } else {

@@ -189,6 +189,9 @@ grpc::Status InferenceService::GetModelInfo(grpc::ServerContext*, const v1::GetM
     const EngineStats stats = engine->stats();
     info->set_kv_blocks_total(stats.kv_blocks_total);
     info->set_kv_blocks_in_use(stats.kv_blocks_in_use);
+    info->set_engine_steps(stats.steps);
+    info->set_step_wall_us(stats.step_wall_us);
+    info->set_worker_compute_us(stats.worker_compute_us);
   }
   return grpc::Status::OK;
 }
