@@ -40,11 +40,25 @@ int Run(const std::string& tokenizer_path, const std::string& docs_path, int rou
   size_t tokens = 0, decoded_bytes = 0;
   for (int round = 0; round < rounds; ++round) {  // best of `rounds`
     auto start = std::chrono::steady_clock::now();
-    for (size_t i = 0; i < docs.size(); ++i) ids[i] = *(*tokenizer)->Encode(docs[i], false);
+    for (size_t i = 0; i < docs.size(); ++i) {
+      auto encoded = (*tokenizer)->Encode(docs[i], false);
+      if (!encoded.ok()) {
+        std::cerr << "document " << i << ": " << encoded.status().message() << "\n";
+        return 1;
+      }
+      ids[i] = *std::move(encoded);
+    }
     encode_s = std::min(encode_s, Seconds(start));
     start = std::chrono::steady_clock::now();
     decoded_bytes = 0;
-    for (const auto& doc_ids : ids) decoded_bytes += (*tokenizer)->Decode(doc_ids, false)->size();
+    for (const auto& doc_ids : ids) {
+      auto text = (*tokenizer)->Decode(doc_ids, false);
+      if (!text.ok()) {
+        std::cerr << text.status().message() << "\n";
+        return 1;
+      }
+      decoded_bytes += text->size();
+    }
     decode_s = std::min(decode_s, Seconds(start));
   }
   for (const auto& doc_ids : ids) tokens += doc_ids.size();
