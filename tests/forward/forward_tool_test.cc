@@ -220,6 +220,23 @@ TEST(ForwardToolArgsTest, BadArgumentsGiveUsageAndExit2) {
   EXPECT_NE(r.output.find("outside the vocab [0, 256)"), std::string::npos) << r.output;
 }
 
+// transformers' Mistral has no attention biases whatever attention_bias says; a Llama
+// with attention_bias needs them.
+TEST(ForwardToolTest, AttentionBiasFollowsTheArchitecture) {
+  const std::string dir = MakeModel("mistral_bias");
+  EditConfig(dir, [](nlohmann::json& j) {
+    j["architectures"] = {"MistralForCausalLM"};
+    j["attention_bias"] = true;
+    j["sliding_window"] = nullptr;
+  });
+  RunResult r = RunForward(absl::StrCat("--model ", dir, " --token-ids 1,2 --output ", dir, "/o.npy"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EditConfig(dir, [](nlohmann::json& j) { j["architectures"] = {"LlamaForCausalLM"}; });
+  r = RunForward(absl::StrCat("--model ", dir, " --token-ids 1,2 --output ", dir, "/o.npy"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("q_proj.bias"), std::string::npos) << r.output;
+}
+
 TEST(ForwardToolTest, SyntheticModelAgreesAcrossTpAndModes) {
   const std::string dir = MakeModel("consistency");
   const std::string ids = "5,17,200,3,99,254,0,1,2,3,4,5,6,7,8,9,10,11,12";  // > one block

@@ -10,13 +10,17 @@ namespace tpserve {
 
 absl::StatusOr<std::unique_ptr<LlamaAttention>> LlamaAttention::Create(
     const ModelConfig& config, CommGroup* comm, const RotaryEmbedding* rope, int layer) {
-  const bool qkv_bias = config.attention_bias || config.family == ModelFamily::kQwen2;
+  // As transformers: Qwen2 always has q/k/v biases, Mistral never, Llama and Qwen3
+  // follow attention_bias.
+  const bool mistral = config.family == ModelFamily::kMistral;
+  const bool qkv_bias =
+      config.family == ModelFamily::kQwen2 || (config.attention_bias && !mistral);
   auto qkv = QKVParallelLinear::Create(comm, config.hidden_size, config.head_dim,
                                        config.num_attention_heads, config.num_key_value_heads,
                                        qkv_bias);
   if (!qkv.ok()) return qkv.status();
-  // Qwen2's o_proj never has a bias; Llama, Mistral and Qwen3 follow attention_bias.
-  const bool o_bias = config.attention_bias && config.family != ModelFamily::kQwen2;
+  // Qwen2's and Mistral's o_proj never have a bias; Llama and Qwen3 follow attention_bias.
+  const bool o_bias = config.attention_bias && config.family != ModelFamily::kQwen2 && !mistral;
   auto o_proj = RowParallelLinear::Create(
       comm, int64_t{config.num_attention_heads} * config.head_dim, config.hidden_size, o_bias);
   if (!o_proj.ok()) return o_proj.status();
