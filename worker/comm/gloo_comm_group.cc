@@ -71,7 +71,8 @@ absl::StatusOr<std::unique_ptr<GlooCommGroup>> GlooCommGroup::Create(const GlooO
   if (absl::Status s = options.Validate(); !s.ok()) return s;
   if (options.size == 1) {
     return std::unique_ptr<GlooCommGroup>(
-        new GlooCommGroup(0, 1, /*context=*/nullptr, options.timeout));
+        new GlooCommGroup(0, 1, /*context=*/nullptr, options.timeout,
+                          options.gather_reduce_max_floats));
   }
   IgnoreSigpipeIfDefault();
   absl::StatusOr<std::unique_ptr<TcpStoreClient>> client =
@@ -100,15 +101,17 @@ absl::StatusOr<std::unique_ptr<GlooCommGroup>> GlooCommGroup::Create(const GlooO
                                                     ": ", status.message()));
   }
   return std::unique_ptr<GlooCommGroup>(
-      new GlooCommGroup(options.rank, options.size, std::move(context), options.timeout));
+      new GlooCommGroup(options.rank, options.size, std::move(context), options.timeout,
+                        options.gather_reduce_max_floats));
 }
 
 GlooCommGroup::GlooCommGroup(int rank, int size, std::shared_ptr<gloo::Context> context,
-                             absl::Duration timeout)
+                             absl::Duration timeout, int64_t gather_reduce_max_floats)
     : rank_(rank),
       size_(size),
       context_(std::move(context)),
-      timeout_(absl::ToChronoMilliseconds(timeout)) {}
+      timeout_(absl::ToChronoMilliseconds(timeout)),
+      gather_reduce_max_floats_(gather_reduce_max_floats) {}
 
 GlooCommGroup::~GlooCommGroup() = default;
 
@@ -132,6 +135,21 @@ absl::Status GlooCommGroup::Run(const char* what,
 
 absl::Status GlooCommGroup::AllReduceSum(absl::Span<float> data) {
   if (size_ == 1 || data.empty()) return Usable("all-reduce");
+  if (static_cast<int64_t>(data.size()) * size_ <= gather_reduce_max_floats_) {
+    // Small payloads (a decode step's rows) are latency-bound: one all-gather and a
+    // local sum take one exchange where the ring takes 2·(T − 1) (measured by
+    // //worker/comm:comm_benchmark, docs/perf.md). Every rank sums in rank order, so
+    // all ranks get the same bits.
+    std::vector<float> gathered(data.size() * size_);
+    absl::Status s = AllGather(data, absl::MakeSpan(gathered));
+    if (!s.ok()) return s;
+    for (size_t i = 0; i < data.size(); ++i) {
+      float sum = gathered[i];
+      for (int r = 1; r < size_; ++r) sum += gathered[r * data.size() + i];
+      data[i] = sum;
+    }
+    return absl::OkStatus();
+  }
   return Run("all-reduce", [&](uint32_t tag) {
     gloo::AllreduceOptions opts(context_);
     opts.setOutput(data.data(), data.size());

@@ -46,12 +46,16 @@ struct GlooOptions {
   // Bounds Create(): how long to wait for every peer to join. Longer than `timeout`,
   // since peers start (and load weights) at different times.
   absl::Duration connect_timeout = absl::Seconds(60);
+  // All-reduces of up to this many floats in all (payload × ranks) run as one
+  // all-gather plus a local sum instead of Gloo's ring; 0 always uses the ring.
+  int64_t gather_reduce_max_floats = int64_t{1} << 18;
 
   absl::Status Validate() const;
 };
 
 class GlooCommGroup : public CommGroup {
  public:
+
   static absl::StatusOr<std::unique_ptr<GlooCommGroup>> Create(const GlooOptions& options);
   ~GlooCommGroup() override;
 
@@ -64,7 +68,7 @@ class GlooCommGroup : public CommGroup {
 
  private:
   GlooCommGroup(int rank, int size, std::shared_ptr<gloo::Context> context,
-                absl::Duration timeout);
+                absl::Duration timeout, int64_t gather_reduce_max_floats);
 
   // OK, or FAILED_PRECONDITION naming `what` once the group is broken.
   absl::Status Usable(const char* what) const;
@@ -76,6 +80,7 @@ class GlooCommGroup : public CommGroup {
   const int size_;
   std::shared_ptr<gloo::Context> context_;  // Null when size_ == 1.
   const std::chrono::milliseconds timeout_;
+  const int64_t gather_reduce_max_floats_;
   uint32_t next_tag_ = 1;  // 0 is Create()'s barrier.
   absl::Status broken_;  // The failure that broke the group, if any.
 };
