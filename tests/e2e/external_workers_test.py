@@ -1,0 +1,55 @@
+"""Multi-host mode on one machine: tpserve --external-workers waits on a TCP control
+address, two tpserve_worker processes started separately attach to it, take ranks and
+serve; greedy ids equal Hugging Face's. When the server stops, the workers exit.
+"""
+import json
+import socket
+import subprocess
+import time
+
+import grpc
+
+from harness import WORKER, Server, health_status, stubs
+
+MODEL = "tests/data/models/llama_gqa"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    pb, pb_grpc = stubs()
+    control = "127.0.0.1:%d" % free_port()
+    server = Server(MODEL, tp=2, until="listening",
+                    extra_args=["--external-workers", "--control-address", control])
+    workers = []
+    try:
+        assert health_status(server.address) == "NOT_SERVING"
+        workers = [subprocess.Popen([WORKER, "--frontend", control]) for _ in range(2)]
+        for _ in range(600):
+            if any("serving on" in line for line in server.lines):
+                break
+            time.sleep(0.1)
+        assert health_status(server.address) == "SERVING", server.lines
+        assert not server.worker_pids(), "external workers must not be the server's children"
+        stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
+        golden = json.load(open(MODEL + "/golden.json"))
+        for case in golden["greedy"]:
+            response = stub.GenerateUnary(pb.GenerateRequest(
+                token_ids=pb.TokenIds(ids=golden["prompts"][case["prompt_index"]]),
+                sampling=pb.SamplingParams(max_tokens=len(case["output_ids"]), temperature=0)),
+                timeout=60)
+            assert list(response.token_ids) == case["output_ids"], (response, case)
+        print("PASS two external workers attach over TCP and serve golden greedy ids", flush=True)
+    finally:
+        assert server.stop() == 0
+        for w in workers:
+            w.wait(30)  # the workers end with the server (Shutdown or a lost stream)
+    print("PASS the workers exit when the server stops", flush=True)
+
+
+if __name__ == "__main__":
+    main()
