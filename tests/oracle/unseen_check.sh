@@ -3,27 +3,30 @@
 # architecture, head counts, kv ratio, head_dim, vocab size, tying, rope
 # scaling, bf16/sharding) with transformers, run the C++ forward tool on each at
 # every valid tp size, one-shot and --incremental, and compare logits (and the
-# greedy tokens/logprobs) with compare_forward.py.
+# greedy tokens/logprobs) with compare_forward.py; with -S also serve each one with
+# tpserve at every tp size and compare its greedy generations (compare_serving.py).
 #
-# usage: tests/oracle/unseen_check.sh [-n N] [-s SEED] [-t TOOL] [-k] [-o DIR]
+# usage: tests/oracle/unseen_check.sh [-n N] [-s SEED] [-t TOOL] [-k] [-o DIR] [-S]
 #   -n N     number of fixtures (default 5)
 #   -s SEED  first shape seed (default: from the clock, printed, so a failure
 #            can be reproduced with -s SEED)
 #   -t TOOL  forward tool (default bazel-bin/worker/forward)
 #   -o DIR   where to put the fixtures (default a fresh temp dir)
 #   -k       keep the fixtures directory
+#   -S       also check greedy generation through tpserve (bazel build //server:tpserve
+#            //worker:tpserve_worker //client:tpserve-cli first)
 # Needs the oracle venv (tests/oracle/README.md), or PYTHON=... pointing to a
 # python with torch, transformers, safetensors, numpy.
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 PY="${PYTHON:-$ROOT/.venv-oracle/bin/python}"
-N=5; SEED=""; TOOL="$ROOT/bazel-bin/worker/forward"; KEEP=0; DIR=""
-while getopts "n:s:t:o:k" opt; do
+N=5; SEED=""; TOOL="$ROOT/bazel-bin/worker/forward"; KEEP=0; DIR=""; SERVE=0; BIN="$ROOT/bazel-bin"
+while getopts "n:s:t:o:kS" opt; do
   case "$opt" in
     n) N="$OPTARG" ;; s) SEED="$OPTARG" ;; t) TOOL="$OPTARG" ;;
-    o) DIR="$OPTARG" ;; k) KEEP=1 ;;
-    *) sed -n '2,17p' "$0"; exit 2 ;;
+    o) DIR="$OPTARG" ;; k) KEEP=1 ;; S) SERVE=1 ;;
+    *) sed -n '2,20p' "$0"; exit 2 ;;
   esac
 done
 [[ -n "$SEED" ]] || SEED=$(( $(date +%s) % 1000000 ))
@@ -58,6 +61,15 @@ for ((i = 0; i < N; i++)); do
         cat "$DIR/$name.tp$tp.$mode.log"
       fi
     done
+    if [[ $SERVE == 1 ]]; then
+      if "$PY" "$HERE/compare_serving.py" "$DIR/$name" --tp "$tp" --bin "$BIN" \
+           > "$DIR/$name.tp$tp.serving.log" 2>&1; then
+        passed=$((passed + 1)); tail -1 "$DIR/$name.tp$tp.serving.log"
+      else
+        failed=$((failed + 1)); failed_runs+=("$name:tp$tp:serving")
+        cat "$DIR/$name.tp$tp.serving.log"
+      fi
+    fi
   done
 done
 echo "seeds $SEED..$((SEED + N - 1))${failed_runs[*]:+; failed: ${failed_runs[*]}}"
