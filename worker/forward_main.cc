@@ -15,7 +15,7 @@
 #include "base/args.h"
 #include "base/subprocess.h"
 #include "worker/comm/gloo_comm_group.h"
-#include "worker/comm/store_server.h"
+#include "worker/comm/rank_launcher.h"
 #include "worker/forward_lib.h"
 #include "worker/kernels/cpu/gemm.h"
 #include "worker/npy.h"
@@ -69,30 +69,17 @@ absl::Status Coordinate(const Flags& f, const std::vector<int32_t>& ids) {
   absl::StatusOr<ModelFiles> files = OpenModel(f.model, static_cast<int>(f.tp));
   if (!files.ok()) return files.status();
   if (absl::Status s = Validate(f, ids, files->config.vocab_size); !s.ok()) return s;
-  absl::StatusOr<std::unique_ptr<StoreServer>> store = StoreServer::Start();
-  if (!store.ok()) return store.status();
   absl::StatusOr<std::string> self = SelfExecutable();
   if (!self.ok()) return self.status();
-  std::vector<pid_t> pids;
-  for (int r = 0; r < f.tp; ++r) {
+  return RunLocalRanks(static_cast<int>(f.tp), [&](int rank, int store_port) {
     std::vector<std::string> args = {*self, "--model", f.model, "--tp", std::to_string(f.tp),
                                      "--token-ids", f.token_ids, "--output", f.output,
-                                     "--rank", std::to_string(r), "--store-port",
-                                     std::to_string((*store)->port()), "--timeout-s",
+                                     "--rank", std::to_string(rank), "--store-port",
+                                     std::to_string(store_port), "--timeout-s",
                                      std::to_string(f.timeout_s)};
     if (f.incremental) args.push_back("--incremental");
-    absl::StatusOr<pid_t> pid = Spawn(args);
-    if (!pid.ok()) return pid.status();
-    pids.push_back(*pid);
-  }
-  for (const ChildExit& e : WaitAllOrKill(pids, absl::Seconds(2))) {
-    if (e.exit_code != 0) {
-      return absl::InternalError(absl::StrCat(
-          "a rank process failed (", e.signal ? absl::StrCat("signal ", e.signal)
-                                               : absl::StrCat("exit ", e.exit_code), ")"));
-    }
-  }
-  return absl::OkStatus();
+    return args;
+  });
 }
 
 int Main(int argc, char** argv) {

@@ -13,7 +13,7 @@
 #include "base/args.h"
 #include "base/subprocess.h"
 #include "worker/comm/gloo_comm_group.h"
-#include "worker/comm/store_server.h"
+#include "worker/comm/rank_launcher.h"
 
 namespace tpserve {
 namespace {
@@ -87,21 +87,15 @@ int Main(int argc, char** argv) {
                               std::string(s.message()).c_str());
     return s.ok() ? 0 : 1;
   }
-  auto store = StoreServer::Start();
   auto self = SelfExecutable();
-  if (!store.ok() || !self.ok()) return 1;
-  std::vector<pid_t> pids;
-  for (int r = 0; r < tp; ++r) {
-    auto pid = Spawn({*self, "--rank", std::to_string(r), "--tp", std::to_string(tp),
-                      "--store-port", std::to_string((*store)->port()), "--iters",
-                      std::to_string(iters)});
-    if (!pid.ok()) return 1;
-    pids.push_back(*pid);
-  }
-  for (const ChildExit& e : WaitAllOrKill(pids, absl::Seconds(2))) {
-    if (e.exit_code != 0) return 1;
-  }
-  return 0;
+  if (!self.ok()) return 1;
+  absl::Status s = RunLocalRanks(static_cast<int>(tp), [&](int r, int store_port) {
+    return std::vector<std::string>{*self, "--rank", std::to_string(r), "--tp", std::to_string(tp),
+                                    "--store-port", std::to_string(store_port), "--iters",
+                                    std::to_string(iters)};
+  });
+  if (!s.ok()) std::fprintf(stderr, "comm_benchmark: %s\n", std::string(s.message()).c_str());
+  return s.ok() ? 0 : 1;
 }
 
 }  // namespace

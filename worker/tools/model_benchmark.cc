@@ -17,7 +17,7 @@
 #include "base/args.h"
 #include "base/subprocess.h"
 #include "worker/comm/gloo_comm_group.h"
-#include "worker/comm/store_server.h"
+#include "worker/comm/rank_launcher.h"
 #include "worker/forward_lib.h"
 #include "worker/kernels/cpu/gemm.h"
 #include "worker/tools/membw.h"
@@ -83,23 +83,14 @@ absl::Status RunRank(const Flags& f) {
 }
 
 absl::Status RunPool(const Flags& f, int tp) {
-  auto store = StoreServer::Start();
-  if (!store.ok()) return store.status();
-  auto self = SelfExecutable();
+  absl::StatusOr<std::string> self = SelfExecutable();
   if (!self.ok()) return self.status();
-  std::vector<pid_t> pids;
-  for (int r = 0; r < tp; ++r) {
-    auto pid = Spawn({*self, "--dir", f.dir, "--rank", std::to_string(r), "--tp-size",
-                      std::to_string(tp), "--store-port", std::to_string((*store)->port()),
-                      "--prompt-len", std::to_string(f.prompt_len), "--decode-steps",
-                      std::to_string(f.decode_steps), "--vocab", std::to_string(f.vocab)});
-    if (!pid.ok()) return pid.status();
-    pids.push_back(*pid);
-  }
-  for (const ChildExit& e : WaitAllOrKill(pids, absl::Seconds(2))) {
-    if (e.exit_code != 0) return absl::InternalError("a benchmark rank failed");
-  }
-  return absl::OkStatus();
+  return RunLocalRanks(tp, [&](int rank, int store_port) {
+    return std::vector<std::string>{
+        *self, "--dir", f.dir, "--rank", std::to_string(rank), "--tp-size", std::to_string(tp),
+        "--store-port", std::to_string(store_port), "--prompt-len", std::to_string(f.prompt_len),
+        "--decode-steps", std::to_string(f.decode_steps), "--vocab", std::to_string(f.vocab)};
+  });
 }
 
 absl::Status Coordinate(const Flags& f) {
