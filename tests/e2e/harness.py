@@ -97,6 +97,32 @@ def health_status(address):
     return e2e_health_pb2.HealthCheckResponse.ServingStatus.Name(status)
 
 
+class HealthWatch:
+    """Records every status a grpc.health.v1 Watch stream reports (after stubs()), so a
+    transient NOT_SERVING is seen even if it lasts less than a polling interval."""
+
+    def __init__(self, address):
+        import e2e_health_pb2
+        import e2e_health_pb2_grpc
+        import grpc
+        self.seen = []
+        stub = e2e_health_pb2_grpc.HealthStub(grpc.insecure_channel(address))
+        self._call = stub.Watch(e2e_health_pb2.HealthCheckRequest())
+        names = e2e_health_pb2.HealthCheckResponse.ServingStatus.Name
+
+        def pump():
+            try:
+                for response in self._call:
+                    self.seen.append(names(response.status))
+            except grpc.RpcError:
+                pass
+
+        threading.Thread(target=pump, daemon=True).start()
+
+    def cancel(self):
+        self._call.cancel()
+
+
 def cli(address, *args):
     out = subprocess.run([CLI, "--target", address] + list(args), capture_output=True,
                          text=True, timeout=120)

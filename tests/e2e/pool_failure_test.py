@@ -8,7 +8,7 @@ import time
 
 import grpc
 
-from harness import Server, health_status, stubs
+from harness import HealthWatch, Server, health_status, stubs
 
 MODEL = "tests/data/models/llama_gqa"
 
@@ -47,16 +47,18 @@ def check_rebuild(pb, pb_grpc):
     try:
         stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
         old = set(server.worker_pids())
+        watch = HealthWatch(server.address)
+        wait_for(lambda: watch.seen == ["SERVING"], 10, "the health watch")
         assert kill_a_worker_mid_stream(server, stub, pb) == grpc.StatusCode.UNAVAILABLE
-        seen = []
 
         def rebuilt():
-            seen.append(health_status(server.address))
-            return (seen[-1] == "SERVING" and len(server.worker_pids()) == 2 and
-                    not old & set(server.worker_pids()))
+            return (health_status(server.address) == "SERVING" and
+                    len(server.worker_pids()) == 2 and not old & set(server.worker_pids()))
 
         wait_for(rebuilt, 120, "a new pool generation")
-        assert "NOT_SERVING" in seen, seen
+        wait_for(lambda: watch.seen[-1:] == ["SERVING"], 10, "the watch to see SERVING again")
+        watch.cancel()
+        assert "NOT_SERVING" in watch.seen, watch.seen  # between the loss and the rebuild
         ok = stub.GenerateUnary(pb.GenerateRequest(
             token_ids=pb.TokenIds(ids=[141, 51, 173]),
             sampling=pb.SamplingParams(max_tokens=8, temperature=0)), timeout=60)
