@@ -7,7 +7,11 @@
 //
 // The coordinator writes the checkpoint once, then for each tp re-executes itself as
 // that many rank processes over Gloo (as the forward tool does); rank 0 reports.
+#include <stdlib.h>
+
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -27,7 +31,7 @@ namespace tpserve {
 namespace {
 
 struct Flags {
-  std::string tp = "1,2", dir = "/tmp/tpserve_bench_model";
+  std::string tp = "1,2", dir;  // empty: a fresh temporary directory, removed at the end
   int64_t prompt_len = 128, decode_steps = 32, layers = 8, hidden = 768, vocab = 32000;
   int64_t rank = -1, tp_size = 1, store_port = 0;
 };
@@ -127,7 +131,8 @@ int Main(int argc, char** argv) {
   Flags f;
   ArgParser p("model_benchmark");
   p.AddString("tp", &f.tp, "comma-separated tp sizes to measure (default 1,2)");
-  p.AddString("dir", &f.dir, "where to write the synthetic checkpoint");
+  p.AddString("dir", &f.dir, "where to write the synthetic checkpoint (kept; default: a "
+              "temporary directory, removed afterwards)");
   p.AddInt("prompt-len", &f.prompt_len, "prefill tokens (default 128)");
   p.AddInt("decode-steps", &f.decode_steps, "batch-1 decode steps (default 32)");
   p.AddInt("layers", &f.layers, "decoder layers (default 8)");
@@ -140,7 +145,18 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n%s", std::string(s.message()).c_str(), p.Usage().c_str());
     return 2;
   }
+  std::string temp_dir;
+  if (f.rank < 0 && f.dir.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp != nullptr ? tmp : "/tmp") + "/tpserve_bench_XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) {
+      std::fprintf(stderr, "model_benchmark: cannot create a temporary directory\n");
+      return 1;
+    }
+    f.dir = temp_dir = pattern;
+  }
   absl::Status s = f.rank >= 0 ? RunRank(f) : Coordinate(f);
+  if (!temp_dir.empty()) std::filesystem::remove_all(temp_dir);
   if (!s.ok()) {
     std::fprintf(stderr, "model_benchmark: %s\n", std::string(s.message()).c_str());
     return 1;
