@@ -15,4 +15,7 @@ for t in $targets; do
   ldd "$bin" | awk '/=> \// {print $3}' | grep -v -E '/usr/local/cuda|libc\.so|libm\.so|libdl|libpthread|librt|ld-linux|libgcc_s|libstdc\+\+' |
     xargs -r -I{} cp -L {} gpu_bundle/lib/
 done
+# The CUDA runtime travels too (small); cuBLAS and NCCL are too large to carry and come
+# from the device image's own toolkit.
+cp -L /usr/local/cuda/lib64/libcudart.so.13 gpu_bundle/lib/
 echo "gpu_bundle: $(ls gpu_bundle/bin | wc -l) test binaries, $(du -sh gpu_bundle | cut -f1)"
