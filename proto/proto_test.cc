@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tpserve/v1/request_utf8.h"
 #include "tpserve/v1/inference.grpc.pb.h"
 #include "tpserve/v1/inference.pb.h"
 #include "tpserve/v1/worker.grpc.pb.h"
@@ -218,3 +219,48 @@ TEST(WorkerProto, AttachIsBidirectional) {
 
 }  // namespace
 }  // namespace tpserve
+
+namespace tpserve {
+namespace {
+
+TEST(RequestUtf8Test, FindsTheFieldWithInvalidUtf8) {
+  v1::GenerateRequest ok;
+  ok.set_text("héllo");
+  ok.mutable_sampling()->add_stop("fine");
+  const std::string good = ok.SerializeAsString();
+  EXPECT_EQ(FindInvalidUtf8Field(good, *v1::GenerateRequest::descriptor()), "");
+  // Field 1 (text) with the bytes "a\xffb": what a non-checking client can send.
+  EXPECT_EQ(FindInvalidUtf8Field(std::string("\x0a\x03" "a\xff" "b", 5),
+                                 *v1::GenerateRequest::descriptor()),
+            "text");
+  // An overlong encoding of '/' and a lone surrogate are invalid too.
+  EXPECT_EQ(FindInvalidUtf8Field(std::string("\x0a\x02\xc0\xaf", 4),
+                                 *v1::TokenizeRequest::descriptor()),
+            "text");
+  EXPECT_EQ(FindInvalidUtf8Field(std::string("\x0a\x03\xed\xa0\x80", 5),
+                                 *v1::TokenizeRequest::descriptor()),
+            "text");
+  // A stop string inside the sampling message.
+  v1::GenerateRequest nested;
+  nested.set_text("x");
+  std::string sampling;
+  {
+    v1::SamplingParams p;
+    p.add_stop("ZZ");
+    sampling = p.SerializeAsString();
+  }
+  const size_t at = sampling.find("ZZ");
+  ASSERT_NE(at, std::string::npos);
+  sampling[at] = '\xff';
+  std::string bytes = nested.SerializeAsString();
+  const int field = v1::GenerateRequest::kSamplingFieldNumber;
+  bytes += static_cast<char>((field << 3) | 2);
+  bytes += static_cast<char>(sampling.size());
+  bytes += sampling;
+  EXPECT_EQ(FindInvalidUtf8Field(bytes, *v1::GenerateRequest::descriptor()), "sampling.stop");
+  EXPECT_EQ(FindInvalidUtf8Field("\xff\xff", *v1::GenerateRequest::descriptor()), "");
+}
+
+}  // namespace
+}  // namespace tpserve
+

@@ -43,6 +43,35 @@ def check_invalid_utf8(address):
     assert "valid UTF-8" in error["message"], error
 
 
+def check_raw_invalid_utf8(address):
+    """A client that does not check UTF-8 (raw bytes on the wire) gets INVALID_ARGUMENT
+    naming the field, from every RPC that takes text, and the server keeps serving."""
+    import grpc
+    channel = grpc.insecure_channel(address)
+    bad_text = b"\x0a\x03a\xffb"                        # field 1 (text) = "a\xffb"
+    bad_stop = b"\x0a\x01a" + b"\x1a\x04" + b"\x52\x02\xc0\xaf"  # sampling.stop = overlong "/"
+    cases = [("GenerateUnary", bad_text, "text"), ("Tokenize", bad_text, "text"),
+             ("GenerateUnary", bad_stop, "sampling.stop")]
+    for method, request, field in cases:
+        call = channel.unary_unary("/tpserve.v1.Inference/" + method,
+                                   request_serializer=lambda x: x,
+                                   response_deserializer=lambda x: x)
+        try:
+            call(request, timeout=10)
+            raise AssertionError("%s accepted invalid UTF-8" % method)
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, (method, e)
+            assert e.details() == field + " is not valid UTF-8", (method, e.details())
+    stream = channel.unary_stream("/tpserve.v1.Inference/Generate",
+                                  request_serializer=lambda x: x,
+                                  response_deserializer=lambda x: x)
+    try:
+        list(stream(bad_text, timeout=10))
+        raise AssertionError("Generate accepted invalid UTF-8")
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e
+
+
 def main():
     import grpc
     pb, pb_grpc = stubs()
@@ -56,6 +85,10 @@ def main():
         print("PASS streamed text equals the whole; a stop string ends it", flush=True)
         check_invalid_utf8(server.address)
         print("PASS the CLI refuses invalid UTF-8 with INVALID_ARGUMENT", flush=True)
+        check_raw_invalid_utf8(server.address)
+        check_samples(server.address, samples)
+        print("PASS raw invalid UTF-8 is INVALID_ARGUMENT naming the field; still serving",
+              flush=True)
     finally:
         assert server.stop() == 0
 

@@ -108,7 +108,8 @@ def check_bad_inputs(stub, pb, info):
     except grpc.RpcError as e:
         assert e.code() == grpc.StatusCode.FAILED_PRECONDITION, e
     ok = stub.GenerateUnary(pb.GenerateRequest(token_ids=pb.TokenIds(ids=[1, 2]),
-                                               sampling=pb.SamplingParams(max_tokens=2)),
+                                               sampling=pb.SamplingParams(max_tokens=2,
+                                                                          ignore_eos=True)),
                             timeout=60)
     assert len(ok.token_ids) == 2, ok
 
