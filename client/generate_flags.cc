@@ -3,7 +3,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
-#include "server/tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace tpserve {
 

@@ -18,7 +18,7 @@
 #include "client/commands.h"
 #include "client/generate_flags.h"
 #include "client/output.h"
-#include "server/tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace tpserve {
 namespace {

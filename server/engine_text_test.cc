@@ -9,7 +9,7 @@
 #include "server/engine.h"
 #include "server/engine_test_util.h"
 #include "server/fake_step_executor.h"
-#include "server/tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace tpserve {
 namespace {

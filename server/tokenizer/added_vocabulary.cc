@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "server/tokenizer/unicode.h"
-#include "server/tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace tpserve {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "server/tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace tpserve {
 namespace {

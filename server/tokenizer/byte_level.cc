@@ -2,7 +2,7 @@
 
 #include <iterator>
 
-#include "server/tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace tpserve {
 namespace {

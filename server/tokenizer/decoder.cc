@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_join.h"
 #include "server/tokenizer/byte_level.h"
-#include "server/tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace tpserve {
 namespace {

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/tokenizer/status_macros.h"
-#include "server/tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace tpserve {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "server/tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace tpserve {
 

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/tokenizer/string_map.h"
-#include "server/tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace tpserve {
 namespace {

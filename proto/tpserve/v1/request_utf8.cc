@@ -3,30 +3,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/utf8.h"
 #include "google/protobuf/unknown_field_set.h"
 
 namespace tpserve {
 namespace {
-
-bool IsValidUtf8(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<uint8_t>(s[i]);
-    int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    if (len == 0 || i + len > s.size()) return false;
-    uint32_t cp = len == 1 ? c : c & (0x7f >> len);
-    for (int k = 1; k < len; ++k) {
-      const auto cc = static_cast<uint8_t>(s[i + k]);
-      if ((cc & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    // Overlong forms, surrogates and values past U+10FFFF are invalid.
-    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[len] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return false;
-    i += len;
-  }
-  return true;
-}
 
 std::string FindIn(const google::protobuf::UnknownFieldSet& fields,
                    const google::protobuf::Descriptor& type, int depth) {
@@ -36,7 +17,7 @@ std::string FindIn(const google::protobuf::UnknownFieldSet& fields,
     const google::protobuf::FieldDescriptor* d = type.FindFieldByNumber(f.number());
     if (d == nullptr) continue;
     if (d->type() == google::protobuf::FieldDescriptor::TYPE_STRING &&
-        !IsValidUtf8(f.length_delimited())) {
+        !ValidateUtf8(f.length_delimited()).ok()) {
       return d->name();
     }
     if (d->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE && depth < 16) {

@@ -8,7 +8,7 @@ seconds=${1:-120}
 out=${FUZZ_OUT:-/tmp/tpserve-tokenizer-fuzz}
 mkdir -p "$out/loader_corpus" "$out/codec_corpus"
 
-srcs=$(ls server/tokenizer/*.cc | grep -v -E '_test\.cc$|_tool\.cc$|_benchmark\.cc$')
+srcs="$(ls server/tokenizer/*.cc | grep -v -E '_test\.cc$|_tool\.cc$|_benchmark\.cc$') base/utf8.cc"
 absl_libs=$(grep -o '"-labsl_[a-z0-9_]*"' third_party/BUILD | tr -d '"' | sort -u | tr '\n' ' ')
 flags="-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I."
 libs="-lpcre2-8 -licuuc -licudata $absl_libs"

@@ -1,4 +1,4 @@
-#include "server/tokenizer/utf8.h"
+#include "base/utf8.h"
 
 #include "absl/strings/str_cat.h"
 

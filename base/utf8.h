@@ -1,9 +1,9 @@
-// UTF-8 helpers for the tokenizer: validation, code point iteration, and lossy
-// conversion with the same replacement rule as Rust's String::from_utf8_lossy
+// UTF-8 helpers for the tokenizer, request validation and the gRPC edge: validation,
+// code point iteration, and lossy conversion with the same replacement rule as Rust's String::from_utf8_lossy
 // (one U+FFFD per maximal invalid subpart), which Hugging Face decoders use.
 // Pure functions; safe from any thread.
-#ifndef TPSERVE_SERVER_TOKENIZER_UTF8_H_
-#define TPSERVE_SERVER_TOKENIZER_UTF8_H_
+#ifndef TPSERVE_BASE_UTF8_H_
+#define TPSERVE_BASE_UTF8_H_
 
 #include <cstddef>
 #include <string>
@@ -41,4 +41,4 @@ std::string LossyUtf8(std::string_view bytes);
 
 }  // namespace tpserve
 
-#endif  // TPSERVE_SERVER_TOKENIZER_UTF8_H_
+#endif  // TPSERVE_BASE_UTF8_H_
