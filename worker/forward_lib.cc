@@ -1,6 +1,5 @@
 #include "worker/forward_lib.h"
 
-#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -78,6 +77,8 @@ absl::StatusOr<std::vector<Tensor>> ForwardSequences(
 
   std::vector<std::vector<float>> logits(sequences.size());
   std::vector<int32_t> done(sequences.size(), 0);
+  int64_t total_tokens = 0, tokens_done = 0;
+  for (const auto& seq : sequences) total_tokens += static_cast<int64_t>(seq.size());
   for (int step = 0;; ++step) {
     const std::vector<int32_t> take = PlanStep(mode, step, sequences, done);
     StepBatch batch;
@@ -90,11 +91,7 @@ absl::StatusOr<std::vector<Tensor>> ForwardSequences(
       members.push_back(i);
     }
     if (members.empty()) {
-      if (std::all_of(done.begin(), done.end(), [&, i = 0](int32_t d) mutable {
-            return d == static_cast<int32_t>(sequences[i++].size());
-          })) {
-        break;
-      }
+      if (tokens_done == total_tokens) break;
       continue;  // staggered: a later sequence has not joined yet
     }
     absl::StatusOr<Tensor> out = model.Forward(batch, *cache);  // [Σ take, V]
@@ -105,6 +102,7 @@ absl::StatusOr<std::vector<Tensor>> ForwardSequences(
       logits[i].insert(logits[i].end(), out->row(row), out->row(row) + take[i] * vocab);
       row += take[i];
       done[i] += take[i];
+      tokens_done += take[i];
     }
   }
   std::vector<Tensor> result;

@@ -125,8 +125,8 @@ TEST(WorkerBinaryTest, BadFlagsAndUnreachableFrontend) {
   absl::StatusOr<pid_t> pid = Spawn({WorkerBinary(), "--no-such-flag"});
   ASSERT_TRUE(pid.ok());
   EXPECT_EQ(TerminateAndReap({*pid}, absl::Seconds(5))[0].exit_code, 2);
-  pid = Spawn({WorkerBinary(), "--frontend", "unix:/tmp/tpserve_no_such_dir/x.sock",
-               "--connect-timeout-s", "1"});
+  const std::string missing = std::string(std::getenv("TEST_TMPDIR")) + "/no_such_dir/x.sock";
+  pid = Spawn({WorkerBinary(), "--frontend", "unix:" + missing, "--connect-timeout-s", "1"});
   ASSERT_TRUE(pid.ok());
   EXPECT_EQ(TerminateAndReap({*pid}, absl::Seconds(5))[0].exit_code, 1);
 }
