@@ -59,6 +59,13 @@ std::vector<int32_t> PlanStep(ForwardMode mode, int step,
 absl::StatusOr<std::vector<Tensor>> ForwardSequences(
     const LlamaModel& model, const std::vector<std::vector<int32_t>>& sequences,
     ForwardMode mode, int block_size) {
+  CpuModelRunner runner(&model);
+  return ForwardSequences(runner, sequences, mode, block_size);
+}
+
+absl::StatusOr<std::vector<Tensor>> ForwardSequences(
+    ModelRunner& model, const std::vector<std::vector<int32_t>>& sequences,
+    ForwardMode mode, int block_size) {
   const int64_t vocab = model.config().vocab_size;
   // Hand out blocks in reverse order so block tables are not the identity.
   std::vector<std::vector<int32_t>> tables(sequences.size());
@@ -71,9 +78,7 @@ absl::StatusOr<std::vector<Tensor>> ForwardSequences(
   for (size_t i = 0; i < sequences.size(); ++i) {
     for (size_t p = 0; p < sequences[i].size(); p += block_size) tables[i].push_back(--next);
   }
-  absl::StatusOr<KvCache> cache =
-      KvCache::Create(model.CacheShape(num_blocks, block_size), int64_t{1} << 40);
-  if (!cache.ok()) return cache.status();
+  if (absl::Status s = model.AllocateCache(num_blocks, block_size); !s.ok()) return s;
 
   std::vector<std::vector<float>> logits(sequences.size());
   std::vector<int32_t> done(sequences.size(), 0);
@@ -94,7 +99,7 @@ absl::StatusOr<std::vector<Tensor>> ForwardSequences(
       if (tokens_done == total_tokens) break;
       continue;  // staggered: a later sequence has not joined yet
     }
-    absl::StatusOr<Tensor> out = model.Forward(batch, *cache);  // [Σ take, V]
+    absl::StatusOr<Tensor> out = model.Forward(batch);  // [Σ take, V]
     if (!out.ok()) return out.status();
     int64_t row = 0;
     for (size_t m = 0; m < members.size(); ++m) {

@@ -16,6 +16,7 @@
 #include "worker/comm/comm_group.h"
 #include "worker/loader/checkpoint.h"
 #include "worker/loader/hf_config.h"
+#include "worker/model_runner.h"
 #include "worker/models/llama.h"
 #include "worker/tensor.h"
 
@@ -39,6 +40,11 @@ absl::StatusOr<ModelFiles> OpenModel(const std::string& dir, int tp);
 absl::StatusOr<std::unique_ptr<LlamaModel>> LoadModel(const ModelFiles& files, CommGroup* comm);
 
 // Logits for every position of every sequence: result[i] is [len_i, vocab_size].
+// Allocates the runner's cache afresh (just the blocks the sequences need).
+absl::StatusOr<std::vector<Tensor>> ForwardSequences(
+    ModelRunner& runner, const std::vector<std::vector<int32_t>>& sequences,
+    ForwardMode mode, int block_size = 16);
+// The same on the CPU model (a CpuModelRunner borrowing `model`).
 absl::StatusOr<std::vector<Tensor>> ForwardSequences(
     const LlamaModel& model, const std::vector<std::vector<int32_t>>& sequences,
     ForwardMode mode, int block_size = 16);

@@ -48,9 +48,19 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
   if (comm == nullptr) return absl::InvalidArgumentError("RankExecutor needs a CommGroup");
   absl::StatusOr<std::unique_ptr<LlamaModel>> model = LoadModel(files, comm.get());
   if (!model.ok()) return model.status();
+  return Create(std::move(comm), std::make_unique<CpuModelRunner>(*std::move(model)), options);
+}
+
+absl::StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
+    std::unique_ptr<CommGroup> comm, std::unique_ptr<ModelRunner> model,
+    const RankExecutorOptions& options) {
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  if (comm == nullptr || model == nullptr) {
+    return absl::InvalidArgumentError("RankExecutor needs a CommGroup and a model");
+  }
   int64_t num_blocks = options.num_blocks;
   if (num_blocks == 0) {
-    const int64_t per_block = (*model)->CacheShape(1, options.block_size).bytes();
+    const int64_t per_block = model->CacheShape(1, options.block_size).bytes();
     num_blocks = std::min<int64_t>(options.kv_memory_bytes / std::max<int64_t>(per_block, 1),
                                    std::numeric_limits<int32_t>::max());
     if (num_blocks < 1) {
@@ -59,13 +69,15 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
           per_block, " bytes"));
     }
   }
-  const KvCacheShape shape = (*model)->CacheShape(static_cast<int>(num_blocks), options.block_size);
-  absl::StatusOr<KvCache> cache = KvCache::Create(shape, std::numeric_limits<int64_t>::max());
-  if (!cache.ok()) return cache.status();
+  if (absl::Status s = model->AllocateCache(static_cast<int>(num_blocks), options.block_size);
+      !s.ok()) {
+    return s;
+  }
+  const KvCacheShape& shape = model->cache_shape();
   SequenceTableLimits limits;
-  limits.vocab_size = (*model)->config().vocab_size;
+  limits.vocab_size = model->config().vocab_size;
   limits.max_context = options.max_context > 0 ? options.max_context
-                                               : (*model)->config().max_position_embeddings;
+                                               : model->config().max_position_embeddings;
   limits.num_blocks = shape.num_blocks;
   limits.block_size = shape.block_size;
   limits.max_sequences = options.max_sequences;
@@ -73,17 +85,12 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
   if (limits.max_context < 1) {
     return absl::InvalidArgumentError("max_context: the model declares no max_position_embeddings");
   }
-  return std::unique_ptr<RankExecutor>(
-      new RankExecutor(std::move(comm), *std::move(model), *std::move(cache), limits));
+  return std::unique_ptr<RankExecutor>(new RankExecutor(std::move(comm), std::move(model), limits));
 }
 
-RankExecutor::RankExecutor(std::unique_ptr<CommGroup> comm, std::unique_ptr<LlamaModel> model,
-                           KvCache cache, const SequenceTableLimits& limits)
-    : comm_(std::move(comm)),
-      model_(std::move(model)),
-      cache_(std::move(cache)),
-      limits_(limits),
-      table_(limits) {}
+RankExecutor::RankExecutor(std::unique_ptr<CommGroup> comm, std::unique_ptr<ModelRunner> model,
+                           const SequenceTableLimits& limits)
+    : comm_(std::move(comm)), model_(std::move(model)), limits_(limits), table_(limits) {}
 
 absl::StatusOr<StepResult> RankExecutor::Execute(const StepPlan& plan) {
   if (!broken_.ok()) {
@@ -111,8 +118,8 @@ absl::StatusOr<StepResult> RankExecutor::Run(const StepPlan& plan) {
   StepResult result;
   result.set_step(plan.step());
   if (step->seqs.empty()) return result;  // a plan that only drops
-  absl::Status s = step->batch.Validate(cache_.shape(), limits_.max_context);
-  absl::StatusOr<Tensor> logits = s.ok() ? model_->Forward(step->batch, cache_) : s;
+  absl::Status s = step->batch.Validate(model_->cache_shape(), limits_.max_context);
+  absl::StatusOr<Tensor> logits = s.ok() ? model_->Forward(step->batch) : s;
   if (logits.ok() && rank() == 0) s = FillOutputs(*step, *logits, &result);
   if (!logits.ok()) s = logits.status();
   if (!s.ok()) {

@@ -18,7 +18,7 @@
 #include "worker/comm/comm_group.h"
 #include "worker/forward_lib.h"
 #include "worker/kv_cache.h"
-#include "worker/models/llama.h"
+#include "worker/model_runner.h"
 #include "worker/sequence_table.h"
 
 namespace tpserve {
@@ -37,10 +37,15 @@ struct RankExecutorOptions {
 
 class RankExecutor {
  public:
-  // Loads this rank's shards of `files` and allocates the KV cache. Errors name the
-  // file or the limit; nothing is half-built on failure.
+  // Loads this rank's shards of `files` on the CPU and allocates the KV cache. Errors
+  // name the file or the limit; nothing is half-built on failure.
   static absl::StatusOr<std::unique_ptr<RankExecutor>> Create(const ModelFiles& files,
                                                               std::unique_ptr<CommGroup> comm,
+                                                              const RankExecutorOptions& options);
+  // Takes a loaded model of any backend (its shards built on `comm`) and allocates its
+  // KV cache from `options`.
+  static absl::StatusOr<std::unique_ptr<RankExecutor>> Create(std::unique_ptr<CommGroup> comm,
+                                                              std::unique_ptr<ModelRunner> model,
                                                               const RankExecutorOptions& options);
 
   // Runs one plan: validates it (steps consecutive from 1, the SequenceTable rules),
@@ -53,12 +58,12 @@ class RankExecutor {
   absl::StatusOr<worker::v1::StepResult> Execute(const worker::v1::StepPlan& plan);
 
   int rank() const { return comm_->rank(); }
-  int num_kv_blocks() const { return cache_.shape().num_blocks; }
+  int num_kv_blocks() const { return model_->cache_shape().num_blocks; }
   int max_context() const { return limits_.max_context; }
   const ModelConfig& config() const { return model_->config(); }
 
  private:
-  RankExecutor(std::unique_ptr<CommGroup> comm, std::unique_ptr<LlamaModel> model, KvCache cache,
+  RankExecutor(std::unique_ptr<CommGroup> comm, std::unique_ptr<ModelRunner> model,
                const SequenceTableLimits& limits);
   absl::StatusOr<worker::v1::StepResult> Run(const worker::v1::StepPlan& plan);
   // Rank 0: fills result->sequences from the step's logits.
@@ -66,8 +71,7 @@ class RankExecutor {
                            worker::v1::StepResult* result) const;
 
   std::unique_ptr<CommGroup> comm_;  // outlives model_, which holds a pointer to it
-  std::unique_ptr<LlamaModel> model_;
-  KvCache cache_;
+  std::unique_ptr<ModelRunner> model_;  // with its KV cache
   SequenceTableLimits limits_;
   SequenceTable table_;
   uint64_t last_step_ = 0;

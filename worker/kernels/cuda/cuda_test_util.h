@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -76,7 +77,10 @@ template <typename T>
 class DeviceArray {
  public:
   explicit DeviceArray(size_t n) : n_(n) {
-    if (cudaMalloc(&data_, std::max<size_t>(n, 1) * sizeof(T)) != cudaSuccess) data_ = nullptr;
+    if (cudaMalloc(reinterpret_cast<void**>(&data_), std::max<size_t>(n, 1) * sizeof(T)) !=
+        cudaSuccess) {
+      data_ = nullptr;
+    }
   }
   explicit DeviceArray(const std::vector<float>& host) : DeviceArray(host.size()) {
     std::vector<T> converted(host.size());

@@ -1,0 +1,24 @@
+#include "worker/model_runner.h"
+
+#include <limits>
+#include <utility>
+
+namespace tpserve {
+
+absl::Status CpuModelRunner::AllocateCache(int num_blocks, int block_size) {
+  cache_.reset();
+  shape_ = KvCacheShape();
+  absl::StatusOr<KvCache> cache = KvCache::Create(model_->CacheShape(num_blocks, block_size),
+                                                  std::numeric_limits<int64_t>::max());
+  if (!cache.ok()) return cache.status();
+  cache_ = *std::move(cache);
+  shape_ = cache_->shape();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> CpuModelRunner::Forward(const StepBatch& batch) {
+  if (!cache_.has_value()) return absl::FailedPreconditionError("no KV cache allocated");
+  return model_->Forward(batch, *cache_);
+}
+
+}  // namespace tpserve
