@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/engine_impl.h"
-#include "server/tokenizer/status_macros.h"
+#include "base/status_macros.h"
 
 namespace tpserve {
 

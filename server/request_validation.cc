@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
-#include "server/tokenizer/status_macros.h"
+#include "base/status_macros.h"
 #include "base/utf8.h"
 
 namespace tpserve {

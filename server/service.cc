@@ -7,7 +7,7 @@
 #include "server/chunk_queue.h"
 #include "server/generate_convert.h"
 #include "server/grpc_status.h"
-#include "server/tokenizer/status_macros.h"
+#include "base/status_macros.h"
 
 namespace tpserve {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/tokenizer/status_macros.h"
+#include "base/status_macros.h"
 #include "worker/loader/hf_config.h"
 
 namespace tpserve {

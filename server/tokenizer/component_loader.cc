@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/tokenizer/status_macros.h"
+#include "base/status_macros.h"
 #include "base/utf8.h"
 
 namespace tpserve {

@@ -1,7 +1,7 @@
 #include "server/tokenizer/incremental_detokenizer.h"
 
 #include "absl/strings/str_cat.h"
-#include "server/tokenizer/status_macros.h"
+#include "base/status_macros.h"
 #include "base/utf8.h"
 
 namespace tpserve {

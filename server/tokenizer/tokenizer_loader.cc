@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/tokenizer/component_loader.h"
 #include "server/tokenizer/json_fields.h"
-#include "server/tokenizer/status_macros.h"
+#include "base/status_macros.h"
 #include "server/tokenizer/string_map.h"
 #include "server/tokenizer/tokenizer.h"
 #include "server/tokenizer/tokenizer_model_loader.h"

@@ -6,7 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "server/tokenizer/status_macros.h"
+#include "base/status_macros.h"
 #include "base/utf8.h"
 
 namespace tpserve {

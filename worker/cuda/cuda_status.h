@@ -1,4 +1,5 @@
-// Conversions from CUDA, cuBLAS and NCCL return codes to absl::Status.
+// Conversions from CUDA and cuBLAS return codes to absl::Status (NCCL's live beside
+// NcclCommGroup, so that only the collectives link libnccl).
 //
 // Every runtime call of the CUDA backend goes through one of these, so a failing call
 // becomes an INTERNAL status naming the call and the library's own error text instead

@@ -1,6 +1,6 @@
-// Status propagation for the tokenizer (abseil 20220623 ships no such macros).
-#ifndef TPSERVE_SERVER_TOKENIZER_STATUS_MACROS_H_
-#define TPSERVE_SERVER_TOKENIZER_STATUS_MACROS_H_
+// Status propagation macros (abseil 20220623 ships none).
+#ifndef TPSERVE_BASE_STATUS_MACROS_H_
+#define TPSERVE_BASE_STATUS_MACROS_H_
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -20,4 +20,4 @@
   if (!statusor.ok()) return statusor.status();             \
   lhs = std::move(statusor).value()
 
-#endif  // TPSERVE_SERVER_TOKENIZER_STATUS_MACROS_H_
+#endif  // TPSERVE_BASE_STATUS_MACROS_H_
