@@ -28,6 +28,9 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
   args.AddString("model-name", &c.model_name, "name reported by GetModelInfo");
   args.AddInt("tp", &i.tp, "tensor-parallel size: worker ranks");
   args.AddString("device", &c.device, "cpu or cuda");
+  args.AddString("dtype", &c.dtype, "compute dtype: float32 (cpu, cuda) or bfloat16 (cuda, its default)");
+  args.AddDouble("gpu-memory-fraction", &c.gpu_memory_fraction,
+                 "cuda: share of each GPU for weights, activations and KV cache (default 0.9)");
   args.AddString("host", &c.host, "address to serve on");
   args.AddInt("port", &i.port, "port to serve on (required; 0 picks a free one)");
   args.AddBool("external-workers", &c.external_workers, "wait for --tp workers to attach");
@@ -86,6 +89,15 @@ absl::Status ServerConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("--device must be cpu or cuda, got \"", device, "\""));
   }
+  if (!dtype.empty() && dtype != "float32" && (device == "cpu" || dtype != "bfloat16")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dtype \"", dtype, "\": ", device == "cpu" ? "the CPU backend computes in float32"
+                                                      : "cuda computes in float32 or bfloat16"));
+  }
+  if (!(gpu_memory_fraction > 0 && gpu_memory_fraction <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpu-memory-fraction must be in (0, 1], got ", gpu_memory_fraction));
+  }
   if (kv_blocks > 0 && kv_memory_mb > 0) {
     return absl::InvalidArgumentError("give --kv-blocks or --kv-memory-mb, not both");
   }
@@ -110,6 +122,11 @@ absl::Status ServerConfig::Validate() const {
     if (absl::Status s = CheckRange(r.flag, r.value, r.low, r.high); !s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+std::string ServerConfig::ComputeDType() const {
+  if (!dtype.empty()) return dtype;
+  return device == "cpu" ? "float32" : "bfloat16";
 }
 
 absl::StatusOr<ServerConfig> ParseServerFlags(int argc, char** argv) {

@@ -16,6 +16,10 @@ struct ServerConfig {
   std::string model_name;             // empty: the directory's base name
   int tp = 1;
   std::string device = "cpu";         // "cpu" or "cuda"
+  std::string dtype;                  // empty: float32 on cpu, bfloat16 on cuda
+  // cuda, without --kv-blocks/--kv-memory-mb: each rank's weights, activations and KV
+  // cache take up to this fraction of its GPU's memory.
+  double gpu_memory_fraction = 0.9;
   std::string host = "0.0.0.0";
   int port = -1;                      // required; 0 picks a free port
   bool external_workers = false;      // wait for tp workers to attach instead of spawning
@@ -34,6 +38,8 @@ struct ServerConfig {
   int drain_grace_ms = 30000;         // in-flight requests get this long after SIGTERM
 
   absl::Status Validate() const;
+  // dtype, or the device's default.
+  std::string ComputeDType() const;
 };
 
 // Parses tpserve's command line. InvalidArgument names the flag; the usage text is

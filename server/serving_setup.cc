@@ -72,8 +72,7 @@ ServedModel Describe(const ServerConfig& config, const ModelConfig& model, int m
   served.vocab_size = model.vocab_size;
   served.max_context = max_context;
   served.tp = config.tp;
-  // The CPU backend computes in fp32; the CUDA backend in bf16 (docs/design.md).
-  served.dtype = config.device == "cpu" ? "float32" : "bfloat16";
+  served.dtype = config.ComputeDType();
   served.device = config.device;
   served.kv_block_size = config.kv_block_size;
   served.max_batch_tokens = config.max_batch_tokens;
@@ -86,6 +85,7 @@ absl::StatusOr<WorkerPoolOptions> PoolOptions(const ServerConfig& config, int ma
   pool.model_dir = config.model_dir;
   pool.tp = config.tp;
   pool.device = config.device;
+  pool.dtype = config.ComputeDType();
   pool.spawn_workers = !config.external_workers;
   pool.worker_binary = config.worker_binary;
   if (pool.spawn_workers && pool.worker_binary.empty()) {
@@ -97,7 +97,12 @@ absl::StatusOr<WorkerPoolOptions> PoolOptions(const ServerConfig& config, int ma
   }
   pool.kv_block_size = config.kv_block_size;
   pool.kv_num_blocks = config.kv_blocks;
-  if (config.kv_memory_mb > 0) pool.kv_memory_bytes = config.kv_memory_mb << 20;
+  if (config.kv_memory_mb > 0) {
+    pool.kv_memory_bytes = config.kv_memory_mb << 20;
+  } else if (config.device == "cuda" && config.kv_blocks == 0) {
+    pool.kv_memory_bytes = 0;  // each GPU rank sizes its cache from the fraction
+    pool.kv_memory_fraction = config.gpu_memory_fraction;
+  }
   pool.max_context = max_context;
   pool.max_batch_tokens = config.max_batch_tokens;
   pool.max_sequences = config.max_sequences;

@@ -35,7 +35,8 @@ namespace tpserve {
 struct WorkerPoolOptions {
   std::string model_dir;
   int tp = 1;
-  std::string device = "cpu";      // "cpu" (Gloo) or "cuda" (NCCL)
+  std::string device = "cpu";      // "cpu" (Gloo) or "cuda" (NCCL; rank r on GPU r)
+  std::string dtype = "float32";   // compute dtype; cuda also takes "bfloat16"
   bool spawn_workers = true;       // false: wait for tp external workers to attach
   std::string worker_binary;       // path of tpserve_worker when spawning
   // Where workers dial in: "unix:/path/sock" for local workers, "host:port" for remote.
@@ -45,6 +46,9 @@ struct WorkerPoolOptions {
   int kv_block_size = 16;
   int kv_num_blocks = 0;                 // 0: size from kv_memory_bytes
   int64_t kv_memory_bytes = int64_t{1} << 30;  // per rank, when kv_num_blocks is 0
+  // cuda, when kv_num_blocks and kv_memory_bytes are 0: the share of each GPU that its
+  // rank may fill (weights and activations included) before the KV cache is sized.
+  double kv_memory_fraction = 0;
   int max_context = 0;                         // 0: the model's max_position_embeddings
   int max_batch_tokens = 0;                    // limits plans respect; 0: none
   int max_sequences = 0;

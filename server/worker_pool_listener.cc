@@ -32,9 +32,11 @@ FrontendMessage WorkerPool::Impl::MakeAssignment(int rank) const {
   a->set_rank(rank);
   a->set_world_size(options.tp);
   a->set_model_dir(options.model_dir);
-  a->set_device(options.device);
-  a->set_dtype("float32");
-  a->set_comm_backend("gloo");
+  const bool cuda = options.device == "cuda";
+  // Spawned ranks share one host: rank r drives GPU r (a worker's --cuda-device overrides).
+  a->set_device(cuda ? absl::StrCat("cuda:", rank) : options.device);
+  a->set_dtype(options.dtype);
+  a->set_comm_backend(cuda ? "nccl" : "gloo");
   a->set_store_host(options.store_host);
   a->set_store_port(store->port());
   a->set_store_key_prefix(absl::StrCat("tpserve/gen", options.generation));
@@ -45,6 +47,7 @@ FrontendMessage WorkerPool::Impl::MakeAssignment(int rank) const {
   a->mutable_kv_cache()->set_block_size(options.kv_block_size);
   a->mutable_kv_cache()->set_num_blocks(options.kv_num_blocks);
   a->mutable_kv_cache()->set_memory_bytes(options.kv_memory_bytes);
+  a->mutable_kv_cache()->set_memory_fraction(static_cast<float>(options.kv_memory_fraction));
   a->set_max_context(options.max_context);
   a->set_max_batch_tokens(options.max_batch_tokens);
   a->set_max_sequences(options.max_sequences);

@@ -28,8 +28,11 @@ absl::Status WorkerPoolOptions::Validate() const {
   auto bad = [](const std::string& what) { return absl::InvalidArgumentError(what); };
   if (model_dir.empty()) return bad("worker pool: model_dir is empty");
   if (tp < 1 || tp > 512) return bad(absl::StrCat("worker pool: tp=", tp, " is outside [1, 512]"));
-  if (device != "cpu") {
-    return bad(absl::StrCat("worker pool: device \"", device, "\": workers support cpu only"));
+  if (device != "cpu" && device != "cuda") {
+    return bad(absl::StrCat("worker pool: device \"", device, "\": expected cpu or cuda"));
+  }
+  if (dtype != "float32" && (device == "cpu" || dtype != "bfloat16")) {
+    return bad(absl::StrCat("worker pool: dtype \"", dtype, "\" is not supported on ", device));
   }
   if (spawn_workers && worker_binary.empty()) return bad("worker pool: worker_binary is empty");
   if (control_address.empty()) return bad("worker pool: control_address is empty");
@@ -53,8 +56,10 @@ absl::Status WorkerPoolOptions::Validate() const {
   }
   if (kv_block_size < 1) return bad("worker pool: kv_block_size must be ≥ 1");
   if (kv_num_blocks < 0) return bad("worker pool: kv_num_blocks must be ≥ 0");
-  if (kv_num_blocks == 0 && kv_memory_bytes <= 0) {
-    return bad("worker pool: set kv_num_blocks or a positive kv_memory_bytes");
+  const bool by_fraction = device == "cuda" && kv_memory_fraction > 0 && kv_memory_fraction <= 1;
+  if (kv_num_blocks == 0 && kv_memory_bytes <= 0 && !by_fraction) {
+    return bad("worker pool: set kv_num_blocks, a positive kv_memory_bytes or (cuda) a "
+               "kv_memory_fraction in (0, 1]");
   }
   if (max_context < 0 || max_batch_tokens < 0 || max_sequences < 0) {
     return bad("worker pool: max_context, max_batch_tokens, max_sequences must be ≥ 0");

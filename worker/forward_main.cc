@@ -1,11 +1,15 @@
-// forward: runs token ids through a Hugging Face checkpoint on N CPU ranks and writes
-// the fp32 logits of every position as .npy [num_tokens, vocab_size].
+// forward: runs token ids through a Hugging Face checkpoint on N ranks and writes the
+// fp32 logits of every position as .npy [num_tokens, vocab_size].
 //
 //   forward --model DIR --tp N --token-ids 1,2,3 --output logits.npy [--incremental]
+//           [--device cpu|cuda] [--dtype float32|bfloat16]
 //
 // The invoking process is the coordinator: it validates the model, owns the rendezvous
-// store, and re-executes itself once per rank (--rank). Ranks talk through Gloo; rank 0
-// writes the output. Any failure exits non-zero with a message naming its cause.
+// store, and re-executes itself once per rank (--rank). CPU ranks talk through Gloo;
+// CUDA ranks (rank r on GPU r) through NCCL, computing in --dtype (default float32, the
+// precision of the goldens). Rank 0 writes the output. Any failure exits non-zero with a
+// message naming its cause.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -15,6 +19,7 @@
 #include "base/args.h"
 #include "base/subprocess.h"
 #include "worker/comm/gloo_comm_group.h"
+#include "worker/cuda_rank.h"
 #include "worker/comm/rank_launcher.h"
 #include "worker/forward_lib.h"
 #include "worker/kernels/cpu/gemm.h"
@@ -24,7 +29,7 @@ namespace tpserve {
 namespace {
 
 struct Flags {
-  std::string model, token_ids, output, device = "cpu";
+  std::string model, token_ids, output, device = "cpu", dtype = "float32";
   int64_t tp = 1;
   bool incremental = false;
   int64_t rank = -1, store_port = 0;  // set by the coordinator for its rank processes
@@ -41,8 +46,37 @@ absl::Status Validate(const Flags& f, const std::vector<int32_t>& ids, int vocab
   return absl::OkStatus();
 }
 
+ForwardMode Mode(const Flags& f) {
+  return f.incremental ? ForwardMode::kIncremental : ForwardMode::kOneShot;
+}
+
+// A CUDA rank: NCCL through the coordinator's store, this rank's shards on GPU `rank`.
+absl::Status RunCudaRank(const Flags& f, const std::vector<int32_t>& ids) {
+  absl::StatusOr<ModelFiles> files = OpenModel(f.model, static_cast<int>(f.tp));
+  if (!files.ok()) return files.status();
+  NcclOptions comm;
+  comm.rank = static_cast<int>(f.rank);
+  comm.size = static_cast<int>(f.tp);
+  comm.device = static_cast<int>(f.rank);
+  comm.store_port = static_cast<int>(f.store_port);
+  comm.prefix = "forward/";
+  comm.timeout = absl::Seconds(f.timeout_s);
+  comm.connect_timeout = absl::Seconds(f.timeout_s);
+  CudaModelOptions options;
+  options.dtype = *ParseDeviceDType(f.dtype);  // checked in Main
+  options.max_batch_tokens = std::max<int>(static_cast<int>(ids.size()), 1);
+  options.step_timeout = absl::Seconds(f.timeout_s);
+  absl::StatusOr<CudaRank> rank = LoadCudaRank(*files, comm, options);
+  if (!rank.ok()) return rank.status();
+  absl::StatusOr<std::vector<Tensor>> logits = ForwardSequences(*rank->model, {ids}, Mode(f));
+  if (!logits.ok()) return logits.status();
+  if (f.rank == 0) return WriteNpy(f.output, (*logits)[0]);
+  return absl::OkStatus();
+}
+
 // One rank: join the group, load this rank's shards, run, and (rank 0) write the output.
 absl::Status RunRank(const Flags& f, const std::vector<int32_t>& ids) {
+  if (f.device == "cuda") return RunCudaRank(f, ids);
   SetGemmThreads(1);
   GlooOptions options;
   options.rank = static_cast<int>(f.rank);
@@ -57,8 +91,7 @@ absl::Status RunRank(const Flags& f, const std::vector<int32_t>& ids) {
   if (!files.ok()) return files.status();
   absl::StatusOr<std::unique_ptr<LlamaModel>> model = LoadModel(*files, comm->get());
   if (!model.ok()) return model.status();
-  absl::StatusOr<std::vector<Tensor>> logits = ForwardSequences(
-      **model, {ids}, f.incremental ? ForwardMode::kIncremental : ForwardMode::kOneShot);
+  absl::StatusOr<std::vector<Tensor>> logits = ForwardSequences(**model, {ids}, Mode(f));
   if (!logits.ok()) return logits.status();
   if (f.rank == 0) return WriteNpy(f.output, (*logits)[0]);
   return absl::OkStatus();
@@ -76,7 +109,8 @@ absl::Status Coordinate(const Flags& f, const std::vector<int32_t>& ids) {
                                      "--token-ids", f.token_ids, "--output", f.output,
                                      "--rank", std::to_string(rank), "--store-port",
                                      std::to_string(store_port), "--timeout-s",
-                                     std::to_string(f.timeout_s)};
+                                     std::to_string(f.timeout_s), "--device", f.device,
+                                     "--dtype", f.dtype};
     if (f.incremental) args.push_back("--incremental");
     return args;
   });
@@ -90,7 +124,8 @@ int Main(int argc, char** argv) {
   p.AddString("token-ids", &f.token_ids, "comma-separated prompt token ids");
   p.AddString("output", &f.output, "where to write logits .npy [num_tokens, vocab_size]");
   p.AddBool("incremental", &f.incremental, "feed one token per step through the KV cache");
-  p.AddString("device", &f.device, "cpu (cuda comes with the CUDA backend)");
+  p.AddString("device", &f.device, "cpu (default) or cuda (rank r on GPU r)");
+  p.AddString("dtype", &f.dtype, "cuda only: float32 (default) or bfloat16");
   p.AddInt("timeout-s", &f.timeout_s, "bound on rendezvous and each collective (default 60)");
   p.AddInt("rank", &f.rank, "internal: run as this rank");
   p.AddInt("store-port", &f.store_port, "internal: the coordinator's rendezvous store port");
@@ -100,9 +135,14 @@ int Main(int argc, char** argv) {
     s = absl::InvalidArgumentError("--model, --token-ids and --output are required");
   }
   if (s.ok() && (f.tp < 1 || f.tp > 64)) s = absl::InvalidArgumentError("--tp must be in [1, 64]");
-  if (s.ok() && f.device != "cpu") {
-    s = absl::InvalidArgumentError(absl::StrCat("--device ", f.device, " is not supported yet"));
+  if (s.ok() && f.device != "cpu" && f.device != "cuda") {
+    s = absl::InvalidArgumentError(
+        absl::StrCat("--device ", f.device, ": expected cpu or cuda"));
   }
+  if (s.ok() && f.device == "cpu" && f.dtype != "float32") {
+    s = absl::InvalidArgumentError("--dtype: the CPU backend computes in float32");
+  }
+  if (s.ok()) s = ParseDeviceDType(f.dtype).status();
   if (s.ok() && !p.positional().empty()) {
     s = absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", p.positional()[0], "\""));
   }

@@ -6,7 +6,7 @@ namespace tpserve {
 
 int64_t KvCacheShape::bytes() const {
   return int64_t{num_layers} * num_slots() * num_kv_heads * (head_dim + v_head_dim) *
-         static_cast<int64_t>(sizeof(float));
+         bytes_per_element;
 }
 
 KvCache::KvCache(const KvCacheShape& shape)
@@ -18,8 +18,10 @@ KvCache::KvCache(const KvCacheShape& shape)
 
 absl::StatusOr<KvCache> KvCache::Create(const KvCacheShape& shape, int64_t max_bytes) {
   if (shape.num_layers <= 0 || shape.num_blocks <= 0 || shape.block_size <= 0 ||
-      shape.num_kv_heads <= 0 || shape.head_dim <= 0 || shape.v_head_dim <= 0) {
-    return absl::InvalidArgumentError("KV cache dimensions must be positive");
+      shape.num_kv_heads <= 0 || shape.head_dim <= 0 || shape.v_head_dim <= 0 ||
+      shape.bytes_per_element != sizeof(float)) {
+    return absl::InvalidArgumentError(
+        "KV cache dimensions must be positive (and the CPU cache holds fp32)");
   }
   if (shape.bytes() > max_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(

@@ -20,6 +20,7 @@ struct KvCacheShape {
   int num_kv_heads = 0;  // on this rank
   int head_dim = 0;
   int v_head_dim = 0;
+  int bytes_per_element = 4;  // fp32 on the CPU; the CUDA cache may hold bf16
 
   int64_t num_slots() const { return int64_t{num_blocks} * block_size; }
   // Bytes for all layers' keys and values.

@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "worker/cuda_rank.h"
 #include "worker/comm/gloo_comm_group.h"
 #include "worker/frontend_stream.h"
 #include "worker/protocol_version.h"
@@ -33,13 +36,28 @@ WorkerMessage Hello() {
   return m;
 }
 
-// Bytes the KV cache of this rank may take, from the assignment's budget.
-int64_t KvBudget(const worker::v1::KvCacheSpec& kv, int world_size) {
+// Bytes the KV cache of this CPU rank may take, from the assignment's budget.
+int64_t CpuKvBudget(const worker::v1::KvCacheSpec& kv, int world_size) {
   if (kv.memory_bytes() > 0) return kv.memory_bytes();
   if (kv.memory_fraction() <= 0 || kv.memory_fraction() > 1) return 0;
   // CPU ranks of one host share its memory.
   const double available = double(sysconf(_SC_AVPHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
   return static_cast<int64_t>(available * kv.memory_fraction() / std::max(world_size, 1));
+}
+
+// The ordinal of "cuda:<n>" ("cuda" alone is device 0), or INVALID_ARGUMENT.
+absl::StatusOr<int> CudaOrdinal(const std::string& device) {
+  if (device == "cuda") return 0;
+  if (!absl::StartsWith(device, "cuda:")) {
+    return absl::UnimplementedError(absl::StrCat(
+        "assignment: device \"", device, "\": this worker runs on \"cpu\" or \"cuda:<ordinal>\""));
+  }
+  int ordinal = -1;
+  if (!absl::SimpleAtoi(device.substr(5), &ordinal) || ordinal < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "assignment: device \"", device, "\": expected \"cpu\" or \"cuda:<ordinal>\""));
+  }
+  return ordinal;
 }
 
 absl::Status ValidateAssignment(const Assignment& a) {
@@ -48,8 +66,16 @@ absl::Status ValidateAssignment(const Assignment& a) {
         absl::StrCat("assignment: rank ", a.rank(), " outside world_size ", a.world_size()));
   }
   if (a.device() != "cpu") {
-    return absl::UnimplementedError(
-        absl::StrCat("assignment: device \"", a.device(), "\": this worker runs on cpu only"));
+    if (absl::Status s = CudaOrdinal(a.device()).status(); !s.ok()) return s;
+    if (absl::Status s = ParseDeviceDType(a.dtype().empty() ? "bfloat16" : a.dtype()).status();
+        !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("assignment: ", s.message()));
+    }
+    if (a.comm_backend() != "nccl") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "assignment: comm_backend \"", a.comm_backend(), "\": CUDA ranks use nccl"));
+    }
+    return absl::OkStatus();
   }
   if (!a.dtype().empty() && a.dtype() != "float32") {
     return absl::UnimplementedError(
@@ -62,39 +88,87 @@ absl::Status ValidateAssignment(const Assignment& a) {
   return absl::OkStatus();
 }
 
-}  // namespace
+RankExecutorOptions ExecutorOptions(const Assignment& a) {
+  RankExecutorOptions options;
+  options.block_size = a.kv_cache().block_size();
+  options.num_blocks = a.kv_cache().num_blocks();
+  options.max_context = a.max_context();
+  options.max_sequences = a.max_sequences();
+  options.max_batch_tokens = a.max_batch_tokens();
+  return options;
+}
 
-absl::StatusOr<std::unique_ptr<RankExecutor>> BuildRank(const Assignment& a) {
-  if (absl::Status s = ValidateAssignment(a); !s.ok()) return s;
-  absl::StatusOr<ModelFiles> files = OpenModel(a.model_dir(), a.world_size());
-  if (!files.ok()) return files.status();
+absl::Duration CommTimeout(const Assignment& a) {
+  return a.comm_timeout_ms() > 0 ? absl::Milliseconds(a.comm_timeout_ms()) : absl::Seconds(60);
+}
+
+absl::StatusOr<std::unique_ptr<RankExecutor>> BuildCpuRank(const Assignment& a,
+                                                           const ModelFiles& files) {
   GlooOptions gloo;
   gloo.rank = a.rank();
   gloo.size = a.world_size();
   gloo.store_host = a.store_host();
   gloo.store_port = a.store_port();
   gloo.prefix = a.store_key_prefix();
-  if (a.comm_timeout_ms() > 0) gloo.timeout = absl::Milliseconds(a.comm_timeout_ms());
+  gloo.timeout = CommTimeout(a);
   // Peers attach and open their files at different times; the frontend's start timeout
   // bounds the whole start anyway.
   gloo.connect_timeout = std::max(gloo.timeout, absl::Minutes(5));
   absl::StatusOr<std::unique_ptr<GlooCommGroup>> comm = GlooCommGroup::Create(gloo);
   if (!comm.ok()) return comm.status();
-  RankExecutorOptions options;
-  options.block_size = a.kv_cache().block_size();
-  options.num_blocks = a.kv_cache().num_blocks();
-  options.kv_memory_bytes = KvBudget(a.kv_cache(), a.world_size());
-  options.max_context = a.max_context();
-  options.max_sequences = a.max_sequences();
-  options.max_batch_tokens = a.max_batch_tokens();
-  return RankExecutor::Create(*files, *std::move(comm), options);
+  RankExecutorOptions options = ExecutorOptions(a);
+  options.kv_memory_bytes = CpuKvBudget(a.kv_cache(), a.world_size());
+  return RankExecutor::Create(files, *std::move(comm), options);
+}
+
+absl::StatusOr<std::unique_ptr<RankExecutor>> BuildCudaRank(const Assignment& a,
+                                                            const ModelFiles& files) {
+  NcclOptions nccl;
+  nccl.rank = a.rank();
+  nccl.size = a.world_size();
+  nccl.device = *CudaOrdinal(a.device());  // validated
+  nccl.store_host = a.store_host();
+  nccl.store_port = a.store_port();
+  nccl.prefix = absl::StrCat(a.store_key_prefix(), "/");
+  nccl.timeout = CommTimeout(a);
+  nccl.connect_timeout = std::max(nccl.timeout, absl::Minutes(5));
+  CudaModelOptions model;
+  model.dtype = *ParseDeviceDType(a.dtype().empty() ? "bfloat16" : a.dtype());
+  if (a.max_batch_tokens() > 0) model.max_batch_tokens = a.max_batch_tokens();
+  if (a.max_sequences() > 0) model.max_sequences = a.max_sequences();
+  model.max_sequences = std::min(model.max_sequences, model.max_batch_tokens);
+  model.step_timeout = nccl.timeout;
+  absl::StatusOr<CudaRank> rank = LoadCudaRank(files, nccl, model);
+  if (!rank.ok()) return rank.status();
+  RankExecutorOptions options = ExecutorOptions(a);
+  // The plans must respect the buffers' limits, so the executor checks them too.
+  options.max_batch_tokens = model.max_batch_tokens;
+  options.max_sequences = model.max_sequences;
+  options.kv_memory_bytes = a.kv_cache().memory_bytes();
+  if (options.num_blocks == 0 && options.kv_memory_bytes == 0) {
+    // Sized after the weights and activations took their share of the device.
+    absl::StatusOr<int64_t> budget = CudaKvBudgetBytes(
+        a.kv_cache().memory_fraction() > 0 ? a.kv_cache().memory_fraction() : 0.9);
+    if (!budget.ok()) return budget.status();
+    options.kv_memory_bytes = *budget;
+  }
+  return RankExecutor::Create(std::move(rank->comm), std::move(rank->model), options);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RankExecutor>> BuildRank(const Assignment& a) {
+  if (absl::Status s = ValidateAssignment(a); !s.ok()) return s;
+  absl::StatusOr<ModelFiles> files = OpenModel(a.model_dir(), a.world_size());
+  if (!files.ok()) return files.status();
+  return a.device() == "cpu" ? BuildCpuRank(a, *files) : BuildCudaRank(a, *files);
 }
 
 namespace {
 
 class Session {
  public:
-  explicit Session(FrontendStream& stream) : stream_(stream) {}
+  Session(FrontendStream& stream, int cuda_device) : stream_(stream), cuda_device_(cuda_device) {}
 
   absl::Status Run() {
     if (!stream_.Send(Hello())) return absl::UnavailableError("the frontend closed the stream");
@@ -103,7 +177,11 @@ class Session {
     if (m.has_shutdown()) return absl::OkStatus();
     if (!m.has_assignment()) return Fail(absl::FailedPreconditionError("expected an Assignment"));
     const absl::Time start = absl::Now();
-    absl::StatusOr<std::unique_ptr<RankExecutor>> rank = BuildRank(m.assignment());
+    Assignment assignment = m.assignment();
+    if (cuda_device_ >= 0 && assignment.device() != "cpu") {
+      assignment.set_device(absl::StrCat("cuda:", cuda_device_));
+    }
+    absl::StatusOr<std::unique_ptr<RankExecutor>> rank = BuildRank(assignment);
     if (!rank.ok()) return Fail(rank.status());
     WorkerMessage ready;
     ready.mutable_ready()->set_num_kv_blocks((*rank)->num_kv_blocks());
@@ -139,6 +217,7 @@ class Session {
   }
 
   FrontendStream& stream_;
+  int cuda_device_;
 };
 
 }  // namespace
@@ -150,7 +229,7 @@ absl::Status RunWorkerLoop(const WorkerLoopOptions& options) {
         _exit(kExitFrontendLost);
       });
   if (!stream.ok()) return stream.status();
-  absl::Status s = Session(**stream).Run();
+  absl::Status s = Session(**stream, options.cuda_device).Run();
   (*stream)->Close(s.ok() ? absl::ZeroDuration() : kErrorLinger);
   return s;
 }

@@ -28,6 +28,9 @@ inline constexpr int kExitFrontendLost = 3;
 struct WorkerLoopOptions {
   std::string frontend;  // "unix:/path" or "host:port"
   absl::Duration connect_timeout = absl::Seconds(30);
+  // ≥ 0: the GPU this worker drives, whatever ordinal a CUDA assignment names (a host of
+  // a multi-host pool numbers its own GPUs from 0).
+  int cuda_device = -1;
 };
 
 // OK after a Shutdown; otherwise the error (already reported to the frontend when the

@@ -2,7 +2,7 @@
 // gets its rank, model and rendezvous from it, and runs StepPlans until Shutdown.
 //
 //   tpserve_worker --frontend unix:/run/tpserve/control.sock
-//   tpserve_worker --frontend 10.0.0.5:7000
+//   tpserve_worker --frontend 10.0.0.5:7000 [--cuda-device 3]
 //
 // Exit status: 0 after Shutdown, 1 on an error (reported to the frontend first),
 // 2 on bad flags, 3 when the frontend's stream ends without a Shutdown.
@@ -19,11 +19,16 @@ namespace {
 
 int Main(int argc, char** argv) {
   WorkerLoopOptions options;
-  int64_t connect_timeout_s = 30;
+  int64_t connect_timeout_s = 30, cuda_device = -1;
   ArgParser p("tpserve_worker");
   p.AddString("frontend", &options.frontend, "the frontend's control address: unix:/path or host:port");
   p.AddInt("connect-timeout-s", &connect_timeout_s, "how long to try reaching the frontend (default 30)");
+  p.AddInt("cuda-device", &cuda_device,
+           "the GPU to drive in a CUDA pool (default: the ordinal the frontend assigns)");
   absl::Status s = p.Parse(argc, argv);
+  if (s.ok() && (cuda_device < -1 || cuda_device > 1024)) {
+    s = absl::InvalidArgumentError("--cuda-device must be in [0, 1024]");
+  }
   if (s.ok() && options.frontend.empty()) s = absl::InvalidArgumentError("--frontend is required");
   if (s.ok() && connect_timeout_s < 1) s = absl::InvalidArgumentError("--connect-timeout-s must be ≥ 1");
   if (s.ok() && !p.positional().empty()) {
@@ -34,6 +39,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   options.connect_timeout = absl::Seconds(connect_timeout_s);
+  options.cuda_device = static_cast<int>(cuda_device);
   SetGemmThreads(1);  // one rank per process; ranks share the host's cores
   s = RunWorkerLoop(options);
   if (!s.ok()) {

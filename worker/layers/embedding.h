@@ -70,6 +70,9 @@ class ParallelLMHead {
   absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
                             const ShardId& shard_id = kNoShard);
   Tensor& weight() { return own_weight_; }  // [Vp/T, H]; empty when tied
+  // The weight the head multiplies by: the embedding's shard when tied. [Vp/T, H]
+  const Tensor& shard() const { return tied_ != nullptr ? tied_->weight() : own_weight_; }
+  int64_t vocab_size() const { return vocab_size_; }
 
  private:
   ParallelLMHead(int64_t hidden_size, int64_t vocab_size, CommGroup* comm,

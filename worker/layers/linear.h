@@ -48,8 +48,12 @@ class ColumnParallelLinear {
 
   Tensor& weight() { return weight_; }  // [out/T, in]
   Tensor* bias() { return has_bias_ ? &bias_ : nullptr; }  // [out/T]
+  const Tensor& weight() const { return weight_; }
+  const Tensor* bias() const { return has_bias_ ? &bias_ : nullptr; }
   int64_t input_size() const { return input_size_; }
   int64_t output_size_per_partition() const { return weight_.dim(0); }
+  bool gather_output() const { return gather_output_; }
+  bool skip_bias_add() const { return skip_bias_add_; }
 
  protected:
   ColumnParallelLinear(CommGroup* comm, int64_t input_size, int64_t output_size_per_partition,
@@ -134,6 +138,11 @@ class RowParallelLinear {
 
   Tensor& weight() { return weight_; }  // [out, in/T]
   Tensor* bias() { return has_bias_ ? &bias_ : nullptr; }  // [out]
+  const Tensor& weight() const { return weight_; }
+  const Tensor* bias() const { return has_bias_ ? &bias_ : nullptr; }
+  bool input_is_parallel() const { return input_is_parallel_; }
+  bool skip_bias_add() const { return skip_bias_add_; }
+  bool reduce_results() const { return reduce_results_; }
 
  private:
   RowParallelLinear(CommGroup* comm, int64_t input_size, int64_t output_size, bool bias,

@@ -44,6 +44,17 @@ class LlamaModel {
 
   const ModelConfig& config() const { return config_; }
 
+  // The loaded shards, for backends that copy them to their device.
+  const RotaryEmbedding& rope() const { return rope_; }
+  const VocabParallelEmbedding& embedding() const { return *embed_; }
+  int num_layers() const { return static_cast<int>(layers_.size()); }
+  const LlamaAttention& attention(int layer) const { return *layers_[layer].attn; }
+  const LlamaMlp& mlp(int layer) const { return *layers_[layer].mlp; }
+  const Tensor& input_norm(int layer) const { return layers_[layer].input_norm; }          // [H]
+  const Tensor& post_attn_norm(int layer) const { return layers_[layer].post_attn_norm; }  // [H]
+  const Tensor& final_norm() const { return final_norm_; }                                 // [H]
+  const ParallelLMHead& lm_head() const { return *lm_head_; }
+
  private:
   explicit LlamaModel(const ModelConfig& config);
 

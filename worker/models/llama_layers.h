@@ -53,6 +53,11 @@ class LlamaAttention {
   absl::StatusOr<Tensor> Forward(const Tensor& x, const AttentionInputs& in, KvCache& cache) const;
 
   int64_t num_kv_heads() const { return qkv_->num_kv_heads(); }
+  const AttentionParams& params() const { return params_; }
+  const QKVParallelLinear& qkv() const { return *qkv_; }
+  const RowParallelLinear& o_proj() const { return *o_proj_; }
+  const Tensor& q_norm() const { return q_norm_; }  // [d], empty unless qk_norm
+  const Tensor& k_norm() const { return k_norm_; }  // [d], empty unless qk_norm
 
  private:
   LlamaAttention() = default;
@@ -73,6 +78,9 @@ class LlamaMlp {
   absl::Status LoadWeights(const Checkpoint& ckpt, const std::string& prefix);
   // x: [n, hidden] -> [n, hidden], all-reduced.
   absl::StatusOr<Tensor> Forward(const Tensor& x) const;
+
+  const MergedColumnParallelLinear& gate_up() const { return *gate_up_; }
+  const RowParallelLinear& down() const { return *down_; }
 
  private:
   LlamaMlp() = default;

@@ -97,6 +97,38 @@ TEST(RopeTest, ScalingVariants) {
   EXPECT_GT(blended, 0);
 }
 
+// The CUDA rope kernel rotates with CosSinTable, so the table must reproduce Apply
+// exactly, for every scaling.
+TEST(RopeTest, CosSinTableRotatesBitForBitAsApply) {
+  const int d = 16, heads = 3, max_positions = 300;
+  const std::vector<int32_t> pos = {0, 1, 17, 299, 299, 128};
+  const RopeScaling scalings[] = {RopeScaling{},
+                                  {RopeScaling::Type::kLinear, 4.0},
+                                  {RopeScaling::Type::kLlama3, 8.0, 1.0, 4.0, 32}};
+  for (const RopeScaling& scaling : scalings) {
+    const RotaryEmbedding rope(d, 10000.0, scaling);
+    const std::vector<float> table = rope.CosSinTable(max_positions);
+    ASSERT_EQ(table.size(), size_t{max_positions} * d);
+    for (int i = 0; i < d; ++i) EXPECT_EQ(table[i], i < d / 2 ? 1.0f : 0.0f);  // position 0
+    auto x = Random(pos.size() * heads * d, 9);
+    auto want = x;
+    rope.Apply(pos, heads, want.data());
+    for (size_t t = 0; t < pos.size(); ++t) {
+      const float* cos_row = &table[pos[t] * d];
+      const float* sin_row = cos_row + d / 2;
+      for (int h = 0; h < heads; ++h) {
+        float* v = &x[(t * heads + h) * d];
+        for (int i = 0; i < d / 2; ++i) {
+          const float a = v[i], b = v[i + d / 2];
+          v[i] = a * cos_row[i] - b * sin_row[i];
+          v[i + d / 2] = b * cos_row[i] + a * sin_row[i];
+        }
+      }
+    }
+    EXPECT_EQ(x, want) << "scaling type " << static_cast<int>(scaling.type);
+  }
+}
+
 // Dense causal attention of one sequence, straight from the definition.
 std::vector<float> DenseAttention(const std::vector<float>& q, const std::vector<float>& k,
                                   const std::vector<float>& v, int len, int nq, int nkv, int d,

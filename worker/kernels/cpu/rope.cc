@@ -41,16 +41,20 @@ RotaryEmbedding::RotaryEmbedding(int rotary_dim, double theta, const RopeScaling
   }
 }
 
+void RotaryEmbedding::CosSin(int32_t position, float* cos_out, float* sin_out) const {
+  for (int i = 0; i < rotary_dim_ / 2; ++i) {
+    const double angle = static_cast<double>(position) * inv_freq_[i];
+    cos_out[i] = static_cast<float>(std::cos(angle));
+    sin_out[i] = static_cast<float>(std::sin(angle));
+  }
+}
+
 void RotaryEmbedding::Apply(absl::Span<const int32_t> positions, int64_t num_heads,
                             float* x) const {
   const int half = rotary_dim_ / 2;
   std::vector<float> cos_v(half), sin_v(half);
   for (size_t t = 0; t < positions.size(); ++t) {
-    for (int i = 0; i < half; ++i) {
-      const double angle = static_cast<double>(positions[t]) * inv_freq_[i];
-      cos_v[i] = static_cast<float>(std::cos(angle));
-      sin_v[i] = static_cast<float>(std::sin(angle));
-    }
+    CosSin(positions[t], cos_v.data(), sin_v.data());
     for (int64_t h = 0; h < num_heads; ++h) {
       float* v = x + (t * num_heads + h) * rotary_dim_;
       for (int i = 0; i < half; ++i) {
@@ -60,6 +64,15 @@ void RotaryEmbedding::Apply(absl::Span<const int32_t> positions, int64_t num_hea
       }
     }
   }
+}
+
+std::vector<float> RotaryEmbedding::CosSinTable(int max_positions) const {
+  std::vector<float> table(static_cast<size_t>(max_positions) * rotary_dim_);
+  for (int p = 0; p < max_positions; ++p) {
+    float* row = table.data() + static_cast<size_t>(p) * rotary_dim_;
+    CosSin(p, row, row + rotary_dim_ / 2);
+  }
+  return table;
 }
 
 }  // namespace tpserve

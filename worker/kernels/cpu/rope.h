@@ -22,10 +22,17 @@ class RotaryEmbedding {
   // x: [n, num_heads, rotary_dim], rotated in place; positions: [n].
   void Apply(absl::Span<const int32_t> positions, int64_t num_heads, float* x) const;
 
+  // [max_positions, rotary_dim]: row p = [cos(p·f_0 .. p·f_{d/2-1}) | sin(...)], the
+  // exact values Apply rotates with; the table the CUDA rope kernel reads.
+  std::vector<float> CosSinTable(int max_positions) const;
+
   // [rotary_dim / 2], after scaling.
   const std::vector<double>& inv_freq() const { return inv_freq_; }
 
  private:
+  // cos_out, sin_out: [rotary_dim / 2] for one position; angles in double, cast to float.
+  void CosSin(int32_t position, float* cos_out, float* sin_out) const;
+
   int rotary_dim_;
   std::vector<double> inv_freq_;
 };

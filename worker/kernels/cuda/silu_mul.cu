@@ -1,30 +1,95 @@
 #include "worker/kernels/cuda/silu_mul.h"
 
+#include <algorithm>
+#include <limits>
+#include <type_traits>
+
 namespace tpserve {
 namespace {
 
-__global__ void SiluMulKernel(const float* __restrict__ gate_up, int64_t n, int64_t width,
-                              float* __restrict__ out) {
-  const int64_t total = n * width;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t row = i / width, col = i % width;
-    const float g = gate_up[row * 2 * width + col];
-    const float u = gate_up[row * 2 * width + width + col];
-    out[i] = g / (1.0f + __expf(-g)) * u;
+constexpr int kMaxThreads = 256;
+
+// Elements of T in 16 bytes: the widest load.
+template <typename T>
+constexpr int kVec = 16 / sizeof(T);
+
+// N consecutive T, moved with a single load or store.
+template <typename T, int N>
+struct alignas(N * sizeof(T)) Chunk {
+  T v[N];
+};
+
+template <typename T>
+__device__ __forceinline__ float ToFloat(T v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    return __bfloat162float(v);
   }
 }
 
+template <typename T>
+__device__ __forceinline__ T FromFloat(float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    return __float2bfloat16_rn(v);
+  }
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void Load(const T* p, float (&f)[N]) {
+  const Chunk<T, N> c = *reinterpret_cast<const Chunk<T, N>*>(p);
+#pragma unroll
+  for (int k = 0; k < N; ++k) f[k] = ToFloat(c.v[k]);
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void Store(T* p, const float (&f)[N]) {
+  Chunk<T, N> c;
+#pragma unroll
+  for (int k = 0; k < N; ++k) c.v[k] = FromFloat<T>(f[k]);
+  *reinterpret_cast<Chunk<T, N>*>(p) = c;
+}
+
+// Grid (n, column blocks): each thread does N consecutive columns of one row, so no
+// thread divides by the width.
+template <typename T, int N>
+__global__ void __launch_bounds__(kMaxThreads)
+    SiluMulKernel(const T* __restrict__ gate_up, int width, T* __restrict__ out) {
+  const int col = (blockIdx.y * blockDim.x + threadIdx.x) * N;
+  if (col >= width) return;
+  const T* gate = gate_up + int64_t{blockIdx.x} * 2 * width + col;
+  float g[N], u[N];
+  Load(gate, g);
+  Load(gate + width, u);
+#pragma unroll
+  for (int k = 0; k < N; ++k) g[k] = g[k] / (1.0f + __expf(-g[k])) * u[k];
+  Store(out + int64_t{blockIdx.x} * width + col, g);
+}
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 }  // namespace
 
-cudaError_t LaunchSiluMul(const float* gate_up, int64_t n, int64_t width, float* out,
-                          cudaStream_t stream) {
-  const int64_t total = n * width;
-  if (total == 0) return cudaSuccess;
-  constexpr int kThreads = 256;
-  const int blocks = static_cast<int>(std::min<int64_t>((total + kThreads - 1) / kThreads, 65535));
-  SiluMulKernel<<<blocks, kThreads, 0, stream>>>(gate_up, n, width, out);
+template <typename T>
+cudaError_t LaunchSiluMul(const T* gate_up, int64_t n, int64_t width, T* out, cudaStream_t stream) {
+  constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+  if (n < 0 || width < 0 || n > kMaxInt || width > kMaxInt / 2) return cudaErrorInvalidValue;
+  if (n == 0 || width == 0) return cudaSuccess;
+  const bool vector = width % kVec<T> == 0 && Aligned16(gate_up) && Aligned16(out);
+  const int64_t per_row = vector ? width / kVec<T> : width;
+  const int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, (per_row + 31) / 32 * 32));
+  const int64_t column_blocks = (per_row + threads - 1) / threads;
+  if (column_blocks > 65535) return cudaErrorInvalidValue;  // gridDim.y's limit
+  const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(column_blocks));
+  const auto kernel = vector ? SiluMulKernel<T, kVec<T>> : SiluMulKernel<T, 1>;
+  kernel<<<grid, threads, 0, stream>>>(gate_up, static_cast<int>(width), out);
   return cudaGetLastError();
 }
+
+template cudaError_t LaunchSiluMul(const float*, int64_t, int64_t, float*, cudaStream_t);
+template cudaError_t LaunchSiluMul(const __nv_bfloat16*, int64_t, int64_t, __nv_bfloat16*,
+                                   cudaStream_t);
 
 }  // namespace tpserve

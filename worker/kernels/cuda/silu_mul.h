@@ -1,17 +1,24 @@
-// CUDA SiLU·mul: out = silu(gate) · up over [n, 2·width] = [gate | up], fp32.
-// The first kernel of the CUDA backend; its CPU reference is SiluMul in
-// worker/kernels/cpu/norm_activation.h. Launches on `stream`; callers synchronise.
+// CUDA SiLU·mul of the MLP: out = silu(gate) · up over [n, 2·width] = [gate | up]. Its CPU
+// reference is SiluMul in worker/kernels/cpu/norm_activation.h.
+//
+// T is float or __nv_bfloat16; the math is fp32 and the output is rounded to T. Launches
+// on `stream` and returns the launch's error (cudaErrorInvalidValue for negative sizes,
+// cudaSuccess without a launch for empty ones); no allocation, no sync, and the launch
+// shape depends only on the sizes, so the launch can be graph-captured.
 #ifndef TPSERVE_WORKER_KERNELS_CUDA_SILU_MUL_H_
 #define TPSERVE_WORKER_KERNELS_CUDA_SILU_MUL_H_
 
-#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
 
 #include <cstdint>
 
 namespace tpserve {
 
-// gate_up and out are device pointers. Returns the launch's error code.
-cudaError_t LaunchSiluMul(const float* gate_up, int64_t n, int64_t width, float* out,
+template <typename T>
+cudaError_t LaunchSiluMul(const T* gate_up,  // [n, 2·width] = [gate | up]
+                          int64_t n, int64_t width,
+                          T* out,  // [n, width]; must not overlap gate_up
                           cudaStream_t stream);
 
 }  // namespace tpserve

@@ -1,56 +1,53 @@
-// SiLU·mul on the GPU against the CPU reference, with guard regions around the output.
-// Tagged "gpu"; skips when no CUDA device is present.
+// SiLU·mul on the GPU against the CPU reference, in both dtypes, with guard regions
+// around the output. Tagged "gpu"; skips when no CUDA device is present.
 #include "worker/kernels/cuda/silu_mul.h"
 
-#include <cmath>
-#include <random>
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "worker/kernels/cpu/norm_activation.h"
+#include "worker/kernels/cuda/cuda_test_util.h"
 
 namespace tpserve {
 namespace {
 
-constexpr float kGuard = -7777.0f;
-constexpr int kGuardLen = 64;
+template <typename T>
+class SiluMulCudaTest : public ::testing::Test {};
+using KernelTypes = ::testing::Types<float, __nv_bfloat16>;
+TYPED_TEST_SUITE(SiluMulCudaTest, KernelTypes);
 
-TEST(SiluMulCudaTest, MatchesCpuReference) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    GTEST_SKIP() << "no CUDA device";
-  }
-  for (auto [n, width] : {std::pair<int64_t, int64_t>{1, 1}, {7, 129}, {333, 1024}}) {
-    std::mt19937 rng(1);
-    std::normal_distribution<float> dist(0.0f, 3.0f);
-    std::vector<float> in(n * 2 * width);
-    for (float& v : in) v = dist(rng);
+TYPED_TEST(SiluMulCudaTest, MatchesCpuReference) {
+  using T = TypeParam;
+  TPSERVE_SKIP_WITHOUT_CUDA();
+  // Vector and scalar paths (width % (16 / sizeof(T))), one column, and more columns than
+  // a block covers.
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 1},    {2, 4},    {5, 8},    {3, 16},
+                                                {4, 48},   {7, 129},  {1, 3001}, {333, 1024},
+                                                {9, 4096}, {2, 14336}};
+  uint32_t seed = 1;
+  for (auto [n, width] : shapes) {
+    const auto gate_up = RoundTo<T>(RandomVector(n * 2 * width, seed++, 3.0f));
     std::vector<float> want(n * width);
-    SiluMul(in.data(), n, width, want.data());
+    SiluMul(gate_up.data(), n, width, want.data());
 
-    float *d_in = nullptr, *d_out = nullptr;
-    const size_t out_len = n * width + 2 * kGuardLen;
-    ASSERT_EQ(cudaMalloc(&d_in, in.size() * sizeof(float)), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&d_out, out_len * sizeof(float)), cudaSuccess);
-    std::vector<float> got(out_len, kGuard);
-    ASSERT_EQ(cudaMemcpy(d_in, in.data(), in.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(d_out, got.data(), out_len * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_EQ(LaunchSiluMul(d_in, n, width, d_out + kGuardLen, nullptr), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(got.data(), d_out, out_len * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-    cudaFree(d_in);
-    cudaFree(d_out);
-
-    double err = 0, norm = 0;
-    for (int64_t i = 0; i < n * width; ++i) {
-      err += std::pow(got[kGuardLen + i] - want[i], 2);
-      norm += std::pow(want[i], 2);
-    }
-    EXPECT_LT(std::sqrt(err / norm), 1e-5) << n << "x" << width;
-    for (int i = 0; i < kGuardLen; ++i) {
-      EXPECT_EQ(got[i], kGuard);
-      EXPECT_EQ(got[kGuardLen + n * width + i], kGuard);
-    }
+    const DeviceArray<T> d_gate_up(gate_up);
+    GuardedOutput<T> out(n * width);
+    TPSERVE_ASSERT_CUDA(LaunchSiluMul(d_gate_up.get(), n, width, out.get(), nullptr));
+    TPSERVE_ASSERT_CUDA(cudaDeviceSynchronize());
+    EXPECT_LT(RelativeError(out.ToHostCheckingGuards(), want), KernelTolerance<T>())
+        << n << "x" << width;
   }
+}
+
+// Size checks happen before any CUDA call, so this runs without a device too.
+TEST(SiluMulLaunchTest, RejectsNegativeSizesAndLaunchesNothingWhenEmpty) {
+  float* none = nullptr;
+  EXPECT_EQ(LaunchSiluMul<float>(none, -1, 8, none, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(LaunchSiluMul<float>(none, 2, -8, none, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(LaunchSiluMul<float>(none, 0, 8, none, nullptr), cudaSuccess);
+  EXPECT_EQ(LaunchSiluMul<float>(none, 3, 0, none, nullptr), cudaSuccess);
 }
 
 }  // namespace

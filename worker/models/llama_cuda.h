@@ -1,0 +1,58 @@
+// The Llama family on the GPU: CudaLlamaModel is a ModelRunner whose weights,
+// activations and KV cache live on one CUDA device, computing in fp32 (the path that is
+// checked against the CPU goldens) or bf16 (production) with fp32 accumulation.
+//
+// It is built from a host LlamaModel that has already loaded this rank's shards with the
+// parallel layers' WeightLoaders, so sharding has one implementation for both backends;
+// the host model can be dropped once Create returns. Per step:
+//   embed (mask + all-reduce) → L × [RMSNorm → QKV GEMM → (qk-norm +) RoPE → KV write →
+//   paged attention → o_proj (all-reduce) → add+RMSNorm → gate_up GEMM → SiLU·mul →
+//   down (all-reduce)] → add+RMSNorm on the logit rows only → LM head (all-gather)
+// every launch enqueued on the NcclCommGroup's stream; the host waits once per step,
+// through NcclCommGroup::WaitStream, so a hung peer fails the step within step_timeout.
+//
+// One instance per rank; one thread at a time (the thread whose current device is the
+// comm group's). The comm group must outlive the model.
+#ifndef TPSERVE_WORKER_MODELS_LLAMA_CUDA_H_
+#define TPSERVE_WORKER_MODELS_LLAMA_CUDA_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "worker/comm/nccl_comm_group.h"
+#include "worker/cuda/device_dtype.h"
+#include "worker/model_runner.h"
+#include "worker/models/llama.h"
+
+namespace tpserve {
+
+struct CudaModelOptions {
+  DeviceDType dtype = DeviceDType::kBFloat16;
+  // Tokens and sequences one step may carry: the activation buffers are sized for them.
+  int max_batch_tokens = 8192;
+  int max_sequences = 256;
+  // LM-head rows per pass; steps with more logit rows (all-position logits) loop.
+  int max_logit_rows = 256;
+  // A step that has not finished by then (a hung peer, a stuck kernel) fails the rank.
+  absl::Duration step_timeout = absl::Seconds(60);
+
+  // INVALID_ARGUMENT naming the field.
+  absl::Status Validate() const;
+};
+
+// Copies `host` (loaded; built on `comm`) to comm's device.
+absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCudaLlamaModel(const LlamaModel& host,
+                                                                  NcclCommGroup* comm,
+                                                                  const CudaModelOptions& options);
+
+// Bytes a KV cache may take on the current device: memory_fraction × total device
+// memory minus what is in use now (weights, activations, other processes).
+// RESOURCE_EXHAUSTED when nothing is left, naming the numbers.
+absl::StatusOr<int64_t> CudaKvBudgetBytes(double memory_fraction);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_MODELS_LLAMA_CUDA_H_
