@@ -19,7 +19,7 @@ namespace tpserve {
 
 struct CudaRank {
   std::unique_ptr<NcclCommGroup> comm;  // outlives model, which holds a pointer to it
-  std::unique_ptr<ModelRunner> model;   // no KV cache yet: AllocateCache sizes it
+  std::unique_ptr<CudaModelRunner> model;  // no KV cache yet: AllocateCache sizes it
 };
 
 absl::StatusOr<CudaRank> LoadCudaRank(const ModelFiles& files, const NcclOptions& comm_options,

@@ -82,9 +82,9 @@ struct Activations {
 };
 
 template <typename T>
-class CudaLlamaModel : public ModelRunner {
+class CudaLlamaModel : public CudaModelRunner {
  public:
-  static absl::StatusOr<std::unique_ptr<ModelRunner>> Create(const LlamaModel& host,
+  static absl::StatusOr<std::unique_ptr<CudaModelRunner>> Create(const LlamaModel& host,
                                                              NcclCommGroup* comm,
                                                              const CudaModelOptions& options);
 
@@ -93,6 +93,7 @@ class CudaLlamaModel : public ModelRunner {
   absl::Status AllocateCache(int num_blocks, int block_size) override;
   const KvCacheShape& cache_shape() const override { return shape_; }
   absl::StatusOr<Tensor> Forward(const StepBatch& batch) override;
+  absl::StatusOr<const float*> ForwardToDevice(const StepBatch& batch) override;
 
  private:
   CudaLlamaModel(const ModelConfig& config, NcclCommGroup* comm, const CudaModelOptions& options)
@@ -106,8 +107,13 @@ class CudaLlamaModel : public ModelRunner {
   // (not yet added) in acts_.
   absl::Status RunLayers(const CudaStepMetadata& meta);
   absl::Status Attention(int layer, const CudaStepMetadata& meta);
-  // Enqueues the final norm and LM head for the logit rows, copying logits to `out`.
-  absl::Status RunHead(const CudaStepMetadata& meta, Tensor& out);
+  // Validates the batch, stages its metadata and enqueues the decoder stack and the
+  // final norm of the logit rows (left in acts_.sel_normed).
+  absl::StatusOr<CudaStepMetadata> RunTrunk(const StepBatch& batch);
+  // Enqueues the LM head for `count` logit rows from `first` into acts_.logits.
+  absl::Status RunHead(int64_t first, int64_t count);
+  // Records the first failure after validation: the stream's state is unknown then.
+  absl::Status Broken(absl::Status s);
 
   ModelConfig config_;
   NcclCommGroup* comm_;
@@ -131,7 +137,7 @@ class CudaLlamaModel : public ModelRunner {
 };
 
 template <typename T>
-absl::StatusOr<std::unique_ptr<ModelRunner>> CudaLlamaModel<T>::Create(
+absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaLlamaModel<T>::Create(
     const LlamaModel& host, NcclCommGroup* comm, const CudaModelOptions& options) {
   TPSERVE_RETURN_IF_ERROR(options.Validate());
   if (comm == nullptr) return absl::InvalidArgumentError("CudaLlamaModel needs a comm group");
@@ -142,7 +148,7 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CudaLlamaModel<T>::Create(
   TPSERVE_RETURN_IF_ERROR(model->Upload(host));
   TPSERVE_RETURN_IF_ERROR(model->AllocateActivations());
   TPSERVE_RETURN_IF_ERROR(comm->WaitStream(options.step_timeout));
-  return std::unique_ptr<ModelRunner>(std::move(model));
+  return std::unique_ptr<CudaModelRunner>(std::move(model));
 }
 
 template <typename T>
@@ -316,41 +322,13 @@ absl::Status CudaLlamaModel<T>::RunLayers(const CudaStepMetadata& meta) {
 }
 
 template <typename T>
-absl::Status CudaLlamaModel<T>::RunHead(const CudaStepMetadata& meta, Tensor& out) {
-  const int64_t rows = meta.num_logit_rows, h = config_.hidden_size, v = config_.vocab_size;
-  T* sel_residual = acts_.sel_residual.template as<T>();
-  T* sel_x = acts_.sel_x.template as<T>();
-  T* sel_normed = acts_.sel_normed.template as<T>();
-  // Only the rows that need logits finish the residual stream and pass the final norm.
-  TPSERVE_RETURN_IF_ERROR(Launched(LaunchGatherRows(acts_.residual.template as<T>(),
-                                                    meta.logit_rows, rows, h, sel_residual,
-                                                    stream()),
-                                   "gather residual rows"));
-  TPSERVE_RETURN_IF_ERROR(Launched(LaunchGatherRows(acts_.block_out.template as<T>(),
-                                                    meta.logit_rows, rows, h, sel_x, stream()),
-                                   "gather block rows"));
-  TPSERVE_RETURN_IF_ERROR(Launched(
-      LaunchAddRmsNorm(sel_residual, sel_x, final_norm_.as<T>(), rows, h,
-                       static_cast<float>(config_.rms_norm_eps), sel_normed, stream()),
-      "final norm"));
-  for (int64_t first = 0; first < rows; first += options_.max_logit_rows) {
-    const int64_t count = std::min<int64_t>(options_.max_logit_rows, rows - first);
-    TPSERVE_RETURN_IF_ERROR(lm_head_.Forward(sel_normed + first * h, count,
-                                             acts_.head_shard.template as<T>(),
-                                             acts_.head_gathered.template as<T>(),
-                                             acts_.logits.template as<float>()));
-    TPSERVE_RETURN_IF_ERROR(Launched(
-        cudaMemcpyAsync(acts_.host_logits.data(), acts_.logits.data(), count * v * 4,
-                        cudaMemcpyDeviceToHost, stream()),
-        "logits to host"));
-    TPSERVE_RETURN_IF_ERROR(comm_->WaitStream(options_.step_timeout));
-    std::memcpy(out.row(first), acts_.host_logits.data(), count * v * 4);
-  }
-  return absl::OkStatus();
+absl::Status CudaLlamaModel<T>::Broken(absl::Status s) {
+  if (!s.ok() && broken_.ok()) broken_ = s;
+  return s;
 }
 
 template <typename T>
-absl::StatusOr<Tensor> CudaLlamaModel<T>::Forward(const StepBatch& batch) {
+absl::StatusOr<CudaStepMetadata> CudaLlamaModel<T>::RunTrunk(const StepBatch& batch) {
   if (!broken_.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("the CUDA model is unusable after an earlier failure: ", broken_.message()));
@@ -363,21 +341,75 @@ absl::StatusOr<Tensor> CudaLlamaModel<T>::Forward(const StepBatch& batch) {
           absl::StrCat("token id ", id, " is outside the vocabulary [0, ", config_.vocab_size, ")"));
     }
   }
-  // Staging waits for nothing: the previous step ended with the stream drained.
+  // Staging reuses the pinned buffer: the previous step ended with the stream drained.
   TPSERVE_ASSIGN_OR_RETURN(const CudaStepMetadata meta, stager_->Stage(batch, stream()));
-  Tensor logits({meta.num_logit_rows, config_.vocab_size});
-  absl::Status s = RunLayers(meta);
-  if (s.ok()) s = RunHead(meta, logits);
-  if (!s.ok()) {
-    broken_ = s;
-    return s;
+  TPSERVE_RETURN_IF_ERROR(Broken(RunLayers(meta)));
+  const int64_t rows = meta.num_logit_rows, h = config_.hidden_size;
+  T* sel_residual = acts_.sel_residual.template as<T>();
+  T* sel_x = acts_.sel_x.template as<T>();
+  // Only the rows that need logits finish the residual stream and pass the final norm.
+  absl::Status s = Launched(LaunchGatherRows(acts_.residual.template as<T>(), meta.logit_rows,
+                                             rows, h, sel_residual, stream()),
+                            "gather residual rows");
+  if (s.ok()) {
+    s = Launched(LaunchGatherRows(acts_.block_out.template as<T>(), meta.logit_rows, rows, h,
+                                  sel_x, stream()),
+                 "gather block rows");
+  }
+  if (s.ok()) {
+    s = Launched(LaunchAddRmsNorm(sel_residual, sel_x, final_norm_.as<T>(), rows, h,
+                                  static_cast<float>(config_.rms_norm_eps),
+                                  acts_.sel_normed.template as<T>(), stream()),
+                 "final norm");
+  }
+  TPSERVE_RETURN_IF_ERROR(Broken(s));
+  return meta;
+}
+
+template <typename T>
+absl::Status CudaLlamaModel<T>::RunHead(int64_t first, int64_t count) {
+  return lm_head_.Forward(acts_.sel_normed.template as<T>() + first * config_.hidden_size, count,
+                          acts_.head_shard.template as<T>(), acts_.head_gathered.template as<T>(),
+                          acts_.logits.template as<float>());
+}
+
+template <typename T>
+absl::StatusOr<Tensor> CudaLlamaModel<T>::Forward(const StepBatch& batch) {
+  TPSERVE_ASSIGN_OR_RETURN(const CudaStepMetadata meta, RunTrunk(batch));
+  const int64_t rows = meta.num_logit_rows, v = config_.vocab_size;
+  Tensor logits({rows, v});
+  for (int64_t first = 0; first < rows; first += options_.max_logit_rows) {
+    const int64_t count = std::min<int64_t>(options_.max_logit_rows, rows - first);
+    absl::Status s = RunHead(first, count);
+    if (s.ok()) {
+      s = Launched(cudaMemcpyAsync(acts_.host_logits.data(), acts_.logits.data(), count * v * 4,
+                                   cudaMemcpyDeviceToHost, stream()),
+                   "logits to host");
+    }
+    if (s.ok()) s = comm_->WaitStream(options_.step_timeout);
+    TPSERVE_RETURN_IF_ERROR(Broken(s));
+    std::memcpy(logits.row(first), acts_.host_logits.data(), count * v * 4);
   }
   return logits;
 }
 
+template <typename T>
+absl::StatusOr<const float*> CudaLlamaModel<T>::ForwardToDevice(const StepBatch& batch) {
+  if (batch.NumLogitRows() > options_.max_logit_rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a step with ", batch.NumLogitRows(), " logit rows exceeds max_logit_rows ",
+        options_.max_logit_rows, " for device logits"));
+  }
+  TPSERVE_ASSIGN_OR_RETURN(const CudaStepMetadata meta, RunTrunk(batch));
+  absl::Status s = RunHead(0, meta.num_logit_rows);
+  if (s.ok()) s = comm_->WaitStream(options_.step_timeout);
+  TPSERVE_RETURN_IF_ERROR(Broken(s));
+  return acts_.logits.template as<float>();
+}
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCudaLlamaModel(const LlamaModel& host,
+absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateCudaLlamaModel(const LlamaModel& host,
                                                                   NcclCommGroup* comm,
                                                                   const CudaModelOptions& options) {
   if (options.dtype == DeviceDType::kFloat32) {

@@ -43,8 +43,18 @@ struct CudaModelOptions {
   absl::Status Validate() const;
 };
 
+// A ModelRunner on the GPU that can also leave a step's logits on the device, for a
+// sampler on the device and for benchmarks.
+class CudaModelRunner : public ModelRunner {
+ public:
+  // Runs one step of at most max_logit_rows logit rows. Returns device logits
+  // [batch.NumLogitRows(), vocab_size] fp32, valid until the next call; the stream has
+  // drained when it returns.
+  virtual absl::StatusOr<const float*> ForwardToDevice(const StepBatch& batch) = 0;
+};
+
 // Copies `host` (loaded; built on `comm`) to comm's device.
-absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCudaLlamaModel(const LlamaModel& host,
+absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateCudaLlamaModel(const LlamaModel& host,
                                                                   NcclCommGroup* comm,
                                                                   const CudaModelOptions& options);
 
