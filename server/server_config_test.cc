@@ -35,6 +35,18 @@ TEST(ServerConfigTest, ParsesEveryFlag) {
   EXPECT_EQ(c->max_queue, 9);
   EXPECT_EQ(c->step_timeout_ms, 1000);
   EXPECT_EQ(c->worker_binary, "/w");
+  EXPECT_EQ(c->ComputeDType(), "bfloat16");  // cuda's default
+}
+
+TEST(ServerConfigTest, DtypeAndGpuMemoryFraction) {
+  absl::StatusOr<ServerConfig> c = Parse({"--model", "/m", "--port", "0", "--device", "cuda",
+                                          "--dtype", "float32", "--gpu-memory-fraction", "0.5"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->ComputeDType(), "float32");
+  EXPECT_DOUBLE_EQ(c->gpu_memory_fraction, 0.5);
+  c = Parse({"--model", "/m", "--port", "0"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->ComputeDType(), "float32");
 }
 
 TEST(ServerConfigTest, BadFlagsNameTheFlag) {
@@ -53,6 +65,12 @@ TEST(ServerConfigTest, BadFlagsNameTheFlag) {
       {{"--model", "/m", "--port", "1", "--tp", "x"}, "--tp needs an integer"},
       {{"--model", "/m", "--port", "1", "stray"}, "unexpected argument \"stray\""},
       {{"--bogus"}, "unknown flag --bogus"},
+      {{"--model", "/m", "--port", "1", "--dtype", "bfloat16"},
+       "--dtype \"bfloat16\": the CPU backend computes in float32"},
+      {{"--model", "/m", "--port", "1", "--device", "cuda", "--dtype", "float16"},
+       "cuda computes in float32 or bfloat16"},
+      {{"--model", "/m", "--port", "1", "--device", "cuda", "--gpu-memory-fraction", "1.5"},
+       "--gpu-memory-fraction must be in (0, 1], got 1.5"},
   };
   for (const auto& c : cases) {
     const absl::StatusOr<ServerConfig> config = Parse(c.args);

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "worker/cuda/cuda_status.h"
 #include "server/worker_pool.h"
 #include "tests/golden/golden_fixture.h"
 #include "tests/golden/plan_driver.h"
@@ -187,6 +188,31 @@ TEST_F(WorkerPoolTest, BadOptionsAndMissingBinaryFailStart) {
   o = Options();
   o.tp = 0;
   EXPECT_EQ(WorkerPool::Start(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = Options();
+  o.dtype = "bfloat16";  // cpu computes in float32
+  EXPECT_EQ(WorkerPool::Start(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = Options();
+  o.device = "cuda";
+  o.kv_num_blocks = 0;
+  o.kv_memory_bytes = 0;
+  o.kv_memory_fraction = 0;  // no way to size the cache
+  EXPECT_EQ(WorkerPool::Start(o).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(NoChildrenLeft());
+}
+
+// Without a GPU, a CUDA pool's workers report that they have no device; the start fails
+// with that cause and leaves no process behind.
+TEST_F(WorkerPoolTest, CudaPoolWithoutAGpuFailsStartWithTheCause) {
+  if (CudaDeviceAvailable().ok()) GTEST_SKIP() << "a GPU is present";
+  WorkerPoolOptions o = Options();
+  o.device = "cuda";
+  o.dtype = "bfloat16";
+  o.kv_num_blocks = 0;
+  o.kv_memory_bytes = 0;
+  o.kv_memory_fraction = 0.5;
+  auto pool = WorkerPool::Start(o);
+  ASSERT_FALSE(pool.ok());
+  EXPECT_NE(pool.status().message().find("CUDA"), std::string::npos) << pool.status();
   EXPECT_TRUE(NoChildrenLeft());
 }
 
