@@ -1,7 +1,7 @@
 // The CUDA model against Hugging Face transformers: every committed fixture at tp 1 (one
 // GPU), in fp32 (within 1e-4 relative error, as the CPU backend) and bf16 (within 5e-2:
 // bf16 weights and activations against an fp32 reference), one-shot, token by token and
-// staggered. Tagged "gpu"; skips without a device. Prints each case's error so a device
+// staggered (decode steps through CUDA graphs, padded; once more without). Tagged "gpu"; skips without a device. Prints each case's error so a device
 // run records how close bf16 lands.
 #include <cstdio>
 #include <string>
@@ -22,12 +22,14 @@ struct Case {
   std::string dir;
   DeviceDType dtype;
   ForwardMode mode;
+  bool graphs = true;  // decode steps replay CUDA graphs
 };
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   const char* mode[] = {"OneShot", "Incremental", "Staggered"};
   std::string dir = info.param.dir.substr(info.param.dir.rfind('/') + 1);
-  return dir + "_" + DeviceDTypeName(info.param.dtype) + "_" + mode[int(info.param.mode)];
+  return dir + "_" + DeviceDTypeName(info.param.dtype) + "_" + mode[int(info.param.mode)] +
+         (info.param.graphs ? "" : "_Eager");
 }
 
 std::vector<Case> AllCases() {
@@ -39,6 +41,8 @@ std::vector<Case> AllCases() {
         cases.push_back({dir, dtype, m});
       }
     }
+    // Decode steps without graphs, to tell a graph bug from a kernel bug.
+    cases.push_back({dir, DeviceDType::kFloat32, ForwardMode::kIncremental, false});
   }
   return cases;
 }
@@ -61,6 +65,7 @@ TEST_P(CudaGoldenTest, LogitsMatchTransformers) {
   options.dtype = c.dtype;
   options.max_batch_tokens = 512;
   options.max_logit_rows = 7;  // smaller than the prompts: the head loops over chunks
+  options.cuda_graphs = c.graphs;
   absl::StatusOr<CudaRank> rank = LoadCudaRank(*files, comm, options);
   ASSERT_TRUE(rank.ok()) << rank.status();
   std::vector<std::vector<std::vector<int32_t>>> groups;

@@ -74,6 +74,24 @@ void PackStepMetadata(const StepBatch& batch, int block_size, const StepMetadata
   }
 }
 
+StepBatch PadDecodeBatch(const StepBatch& batch, int padded_seqs) {
+  StepBatch padded = batch;
+  for (int s = static_cast<int>(batch.seqs.size()); s < padded_seqs; ++s) {
+    padded.token_ids.push_back(0);
+    padded.seqs.push_back({1, 1, {0}, false});
+  }
+  return padded;
+}
+
+StepMetadataLayout PlanPaddedDecode(int padded_seqs, int table_width) {
+  return PlanStepMetadata(padded_seqs, padded_seqs, padded_seqs, table_width);
+}
+
+void MarkPaddingSlots(int real_seqs, const StepMetadataLayout& layout, uint8_t* dst) {
+  int64_t* slots = reinterpret_cast<int64_t*>(dst + layout.slots);
+  for (int64_t t = real_seqs; t < layout.num_tokens; ++t) slots[t] = -1;
+}
+
 absl::StatusOr<std::unique_ptr<CudaStepMetadataStager>> CudaStepMetadataStager::Create(
     int max_tokens, int max_seqs, int max_blocks_per_seq, int block_size) {
   if (max_tokens < 1 || max_seqs < 1 || max_blocks_per_seq < 1 || block_size < 1) {
@@ -90,7 +108,30 @@ absl::StatusOr<std::unique_ptr<CudaStepMetadataStager>> CudaStepMetadataStager::
 
 absl::StatusOr<CudaStepMetadata> CudaStepMetadataStager::Stage(const StepBatch& batch,
                                                                 cudaStream_t stream) {
-  const StepMetadataLayout layout = PlanStepMetadata(batch);
+  return Send(batch, PlanStepMetadata(batch), static_cast<int>(batch.seqs.size()), stream);
+}
+
+absl::StatusOr<CudaStepMetadata> CudaStepMetadataStager::StageDecode(const StepBatch& batch,
+                                                                      int padded_seqs,
+                                                                      int table_width,
+                                                                      cudaStream_t stream) {
+  for (const SequenceStep& s : batch.seqs) {
+    if (s.num_new_tokens != 1 || s.all_logits ||
+        static_cast<int>(s.block_table.size()) > table_width) {
+      return absl::InvalidArgumentError("StageDecode takes decode steps within the table width");
+    }
+  }
+  if (static_cast<int>(batch.seqs.size()) > padded_seqs) {
+    return absl::InvalidArgumentError("StageDecode: more sequences than the padded size");
+  }
+  return Send(PadDecodeBatch(batch, padded_seqs), PlanPaddedDecode(padded_seqs, table_width),
+              static_cast<int>(batch.seqs.size()), stream);
+}
+
+absl::StatusOr<CudaStepMetadata> CudaStepMetadataStager::Send(const StepBatch& batch,
+                                                               const StepMetadataLayout& layout,
+                                                               int real_seqs,
+                                                               cudaStream_t stream) {
   if (layout.num_tokens > max_tokens_ || layout.num_seqs > max_seqs_) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a step of ", layout.num_tokens, " tokens in ", layout.num_seqs,
@@ -101,6 +142,7 @@ absl::StatusOr<CudaStepMetadata> CudaStepMetadataStager::Stage(const StepBatch& 
     return absl::InvalidArgumentError("a block table is longer than max_position_embeddings allows");
   }
   PackStepMetadata(batch, block_size_, layout, host_.as<uint8_t>());
+  MarkPaddingSlots(real_seqs, layout, host_.as<uint8_t>());
   TPSERVE_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(device_.data(), host_.data(), layout.bytes, cudaMemcpyHostToDevice, stream));
   const uint8_t* base = device_.as<uint8_t>();

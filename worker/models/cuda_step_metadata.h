@@ -45,6 +45,15 @@ StepMetadataLayout PlanStepMetadata(const StepBatch& batch);
 void PackStepMetadata(const StepBatch& batch, int block_size, const StepMetadataLayout& layout,
                       uint8_t* dst);
 
+// A decode batch (one new token per sequence, last-token logits) padded to
+// `padded_seqs` sequences with a fixed block-table width, so that every step of that
+// size has the same layout — the shape a captured CUDA graph replays. Padding sequences
+// hold token 0 at position 0 with cache slot −1 (never written), context 1 and block 0.
+StepBatch PadDecodeBatch(const StepBatch& batch, int padded_seqs);
+StepMetadataLayout PlanPaddedDecode(int padded_seqs, int table_width);
+// Overwrites the slots of the padding tokens (those past `real_seqs`) with −1.
+void MarkPaddingSlots(int real_seqs, const StepMetadataLayout& layout, uint8_t* dst);
+
 // Device pointers into the staged buffer, plus the sizes the kernels take.
 struct CudaStepMetadata {
   const int32_t* token_ids = nullptr;   // [num_tokens]
@@ -66,8 +75,15 @@ class CudaStepMetadataStager {
   // Packs `batch` (already validated against the cache) and enqueues its copy on
   // `stream`. INVALID_ARGUMENT when it exceeds max_tokens or max_seqs.
   absl::StatusOr<CudaStepMetadata> Stage(const StepBatch& batch, cudaStream_t stream);
+  // The same for a decode batch padded to `padded_seqs` sequences and a table width of
+  // `table_width` (PadDecodeBatch): the returned pointers and sizes depend only on those
+  // two numbers, so a graph captured on one step replays with the next one's data.
+  absl::StatusOr<CudaStepMetadata> StageDecode(const StepBatch& batch, int padded_seqs,
+                                               int table_width, cudaStream_t stream);
 
  private:
+  absl::StatusOr<CudaStepMetadata> Send(const StepBatch& batch, const StepMetadataLayout& layout,
+                                        int real_seqs, cudaStream_t stream);
   CudaStepMetadataStager(int max_tokens, int max_seqs, int block_size)
       : max_tokens_(max_tokens), max_seqs_(max_seqs), block_size_(block_size) {}
   int max_tokens_, max_seqs_, block_size_;

@@ -57,5 +57,30 @@ TEST(StepMetadataTest, LayoutGrowsWithEveryArray) {
   EXPECT_GE(big.bytes, size_t{256} * 8192 * 4 + 8192 * (4 + 4 + 4 + 8));
 }
 
+TEST(StepMetadataTest, PaddedDecodeHasAFixedLayoutAndNeverWritesForPadding) {
+  StepBatch batch;
+  batch.token_ids = {11, 12};
+  batch.seqs.push_back({1, 20, {3, 9}, false});
+  batch.seqs.push_back({1, 5, {6}, false});
+  const StepBatch padded = PadDecodeBatch(batch, 4);
+  const StepMetadataLayout layout = PlanPaddedDecode(4, 8);
+  std::vector<uint8_t> buf(layout.bytes);
+  PackStepMetadata(padded, 16, layout, buf.data());
+  MarkPaddingSlots(2, layout, buf.data());
+  EXPECT_EQ(Read<int32_t>(buf, layout.token_ids, 4), (std::vector<int32_t>{11, 12, 0, 0}));
+  EXPECT_EQ(Read<int32_t>(buf, layout.positions, 4), (std::vector<int32_t>{19, 4, 0, 0}));
+  EXPECT_EQ(Read<int64_t>(buf, layout.slots, 4),
+            (std::vector<int64_t>{9 * 16 + 3, 6 * 16 + 4, -1, -1}));
+  EXPECT_EQ(Read<int32_t>(buf, layout.query_start, 5), (std::vector<int32_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(Read<int32_t>(buf, layout.context_lens, 4), (std::vector<int32_t>{20, 5, 1, 1}));
+  EXPECT_EQ(Read<int32_t>(buf, layout.logit_rows, 4), (std::vector<int32_t>{0, 1, 2, 3}));
+  // The layout depends on the padded size and the width only.
+  StepBatch other;
+  other.token_ids = {1};
+  other.seqs.push_back({1, 100, {1, 2, 3, 4, 5, 6, 7}, false});
+  EXPECT_EQ(PlanPaddedDecode(4, 8).bytes, layout.bytes);
+  EXPECT_EQ(PadDecodeBatch(other, 4).seqs.size(), 4u);
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "worker/kernels/cuda/rms_norm.h"
 #include "worker/kernels/cuda/rope.h"
 #include "worker/kernels/cuda/silu_mul.h"
+#include "worker/models/cuda_graphs.h"
 #include "worker/models/cuda_layers.h"
 #include "worker/models/cuda_step_metadata.h"
 
@@ -32,6 +34,7 @@ absl::Status CudaModelOptions::Validate() const {
   if (step_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("step_timeout must be positive");
   }
+  if (graph_max_context < 1) return absl::InvalidArgumentError("graph_max_context must be ≥ 1");
   return absl::OkStatus();
 }
 
@@ -94,10 +97,20 @@ class CudaLlamaModel : public CudaModelRunner {
   const KvCacheShape& cache_shape() const override { return shape_; }
   absl::StatusOr<Tensor> Forward(const StepBatch& batch) override;
   absl::StatusOr<const float*> ForwardToDevice(const StepBatch& batch) override;
+  void SetCudaGraphs(bool on) override {
+    graphs_.SetSizes(on ? GraphSizes(options_, comm_->size()) : std::vector<int>{});
+  }
 
  private:
+  static std::vector<int> GraphSizes(const CudaModelOptions& options, int tp) {
+    if (!options.cuda_graphs || tp != 1) return {};
+    return DecodeGraphSizes(std::min(options.max_sequences, options.max_logit_rows));
+  }
   CudaLlamaModel(const ModelConfig& config, NcclCommGroup* comm, const CudaModelOptions& options)
-      : config_(config), comm_(comm), options_(options) {}
+      : config_(config),
+        comm_(comm),
+        options_(options),
+        graphs_(GraphSizes(options, comm->size())) {}
   absl::Status Upload(const LlamaModel& host);
   absl::Status AllocateActivations();
   cudaStream_t stream() const { return comm_->stream(); }
@@ -107,9 +120,17 @@ class CudaLlamaModel : public CudaModelRunner {
   // (not yet added) in acts_.
   absl::Status RunLayers(const CudaStepMetadata& meta);
   absl::Status Attention(int layer, const CudaStepMetadata& meta);
-  // Validates the batch, stages its metadata and enqueues the decoder stack and the
-  // final norm of the logit rows (left in acts_.sel_normed).
-  absl::StatusOr<CudaStepMetadata> RunTrunk(const StepBatch& batch);
+  // Validates the batch, stages its metadata and enqueues the step — by graph replay
+  // for a decode batch that has a graph size — through the LM head of the first
+  // min(rows, max_logit_rows) logit rows (into acts_.logits). Returns the staged
+  // metadata; the final-normed logit rows stay in acts_.sel_normed for more head passes.
+  absl::StatusOr<CudaStepMetadata> Enqueue(const StepBatch& batch);
+  // The decoder stack, the final norm of the logit rows and the head of `head_rows`.
+  absl::Status EnqueueStep(const CudaStepMetadata& meta, int64_t head_rows);
+  // Grows the attention workspace for `meta` (dropping graphs, which hold the old one).
+  absl::Status ReserveWorkspace(const CudaStepMetadata& meta);
+  // The padded graph size for `batch`, or 0 to run it eagerly.
+  int GraphSize(const StepBatch& batch) const;
   // Enqueues the LM head for `count` logit rows from `first` into acts_.logits.
   absl::Status RunHead(int64_t first, int64_t count);
   // Records the first failure after validation: the stream's state is unknown then.
@@ -133,6 +154,8 @@ class CudaLlamaModel : public CudaModelRunner {
   KvCacheShape shape_;
   DeviceBuffer kv_;  // per layer: keys [slots, n_kv, d] then values [slots, n_kv, dv]
   std::unique_ptr<CudaStepMetadataStager> stager_;
+  DecodeGraphs graphs_;
+  int graph_context_ = 0, graph_width_ = 0;  // context bound and table width of graph steps
   absl::Status broken_;
 };
 
@@ -227,6 +250,7 @@ KvCacheShape CudaLlamaModel<T>::CacheShape(int num_blocks, int block_size) const
 
 template <typename T>
 absl::Status CudaLlamaModel<T>::AllocateCache(int num_blocks, int block_size) {
+  graphs_.Clear();  // they captured the old cache and metadata buffers
   kv_ = DeviceBuffer();
   shape_ = KvCacheShape();
   stager_.reset();
@@ -241,6 +265,8 @@ absl::Status CudaLlamaModel<T>::AllocateCache(int num_blocks, int block_size) {
       stager_, CudaStepMetadataStager::Create(options_.max_batch_tokens, options_.max_sequences,
                                               max_blocks_per_seq, block_size));
   shape_ = shape;
+  graph_context_ = std::min(options_.graph_max_context, config_.max_position_embeddings);
+  graph_width_ = (graph_context_ + block_size - 1) / block_size;
   return absl::OkStatus();
 }
 
@@ -273,12 +299,6 @@ absl::Status CudaLlamaModel<T>::Attention(int layer, const CudaStepMetadata& met
                     static_cast<int>(num_kv_heads_), static_cast<int>(head_dim_),
                     static_cast<int>(v_head_dim_), k_cache(layer), v_cache(layer), stream()),
       "kv write"));
-  const size_t workspace = PagedAttentionWorkspaceBytes(
-      meta.attention, static_cast<int>(num_heads_), static_cast<int>(num_kv_heads_),
-      static_cast<int>(head_dim_), static_cast<int>(v_head_dim_));
-  if (workspace > attn_workspace_.bytes()) {
-    TPSERVE_ASSIGN_OR_RETURN(attn_workspace_, DeviceBuffer::Create(workspace));
-  }
   return Launched(
       LaunchPagedAttention(qkv, qkv_width_, k_cache(layer), v_cache(layer), meta.attention,
                            shape_.block_size, static_cast<int>(num_heads_),
@@ -328,7 +348,48 @@ absl::Status CudaLlamaModel<T>::Broken(absl::Status s) {
 }
 
 template <typename T>
-absl::StatusOr<CudaStepMetadata> CudaLlamaModel<T>::RunTrunk(const StepBatch& batch) {
+absl::Status CudaLlamaModel<T>::ReserveWorkspace(const CudaStepMetadata& meta) {
+  const size_t bytes = PagedAttentionWorkspaceBytes(
+      meta.attention, static_cast<int>(num_heads_), static_cast<int>(num_kv_heads_),
+      static_cast<int>(head_dim_), static_cast<int>(v_head_dim_));
+  if (bytes <= attn_workspace_.bytes()) return absl::OkStatus();
+  graphs_.Clear();
+  TPSERVE_ASSIGN_OR_RETURN(attn_workspace_, DeviceBuffer::Create(bytes));
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status CudaLlamaModel<T>::EnqueueStep(const CudaStepMetadata& meta, int64_t head_rows) {
+  TPSERVE_RETURN_IF_ERROR(RunLayers(meta));
+  const int64_t rows = meta.num_logit_rows, h = config_.hidden_size;
+  T* sel_residual = acts_.sel_residual.template as<T>();
+  T* sel_x = acts_.sel_x.template as<T>();
+  // Only the rows that need logits finish the residual stream and pass the final norm.
+  TPSERVE_RETURN_IF_ERROR(Launched(LaunchGatherRows(acts_.residual.template as<T>(),
+                                                    meta.logit_rows, rows, h, sel_residual,
+                                                    stream()),
+                                   "gather residual rows"));
+  TPSERVE_RETURN_IF_ERROR(Launched(LaunchGatherRows(acts_.block_out.template as<T>(),
+                                                    meta.logit_rows, rows, h, sel_x, stream()),
+                                   "gather block rows"));
+  TPSERVE_RETURN_IF_ERROR(Launched(
+      LaunchAddRmsNorm(sel_residual, sel_x, final_norm_.as<T>(), rows, h,
+                       static_cast<float>(config_.rms_norm_eps),
+                       acts_.sel_normed.template as<T>(), stream()),
+      "final norm"));
+  return RunHead(0, head_rows);
+}
+
+template <typename T>
+int CudaLlamaModel<T>::GraphSize(const StepBatch& batch) const {
+  for (const SequenceStep& s : batch.seqs) {
+    if (s.num_new_tokens != 1 || s.all_logits || s.context_len > graph_context_) return 0;
+  }
+  return graphs_.PaddedSize(static_cast<int>(batch.seqs.size()));
+}
+
+template <typename T>
+absl::StatusOr<CudaStepMetadata> CudaLlamaModel<T>::Enqueue(const StepBatch& batch) {
   if (!broken_.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("the CUDA model is unusable after an earlier failure: ", broken_.message()));
@@ -342,27 +403,24 @@ absl::StatusOr<CudaStepMetadata> CudaLlamaModel<T>::RunTrunk(const StepBatch& ba
     }
   }
   // Staging reuses the pinned buffer: the previous step ended with the stream drained.
+  if (const int padded = GraphSize(batch); padded > 0) {
+    TPSERVE_ASSIGN_OR_RETURN(CudaStepMetadata meta,
+                             stager_->StageDecode(batch, padded, graph_width_, stream()));
+    meta.attention.max_context_len = graph_context_;  // the bound every replay honours
+    TPSERVE_RETURN_IF_ERROR(Broken(ReserveWorkspace(meta)));
+    absl::Status s = graphs_.Run(padded, stream(), [&] { return EnqueueStep(meta, padded); });
+    if (s.ok()) return meta;
+    // A failed capture enqueued nothing: this step runs eagerly, and so does every later
+    // one, since capturing would fail again.
+    std::fprintf(stderr, "tpserve: CUDA graphs off: %s\n", std::string(s.message()).c_str());
+    graphs_.SetSizes({});
+    TPSERVE_RETURN_IF_ERROR(Broken(EnqueueStep(meta, padded)));
+    return meta;
+  }
   TPSERVE_ASSIGN_OR_RETURN(const CudaStepMetadata meta, stager_->Stage(batch, stream()));
-  TPSERVE_RETURN_IF_ERROR(Broken(RunLayers(meta)));
-  const int64_t rows = meta.num_logit_rows, h = config_.hidden_size;
-  T* sel_residual = acts_.sel_residual.template as<T>();
-  T* sel_x = acts_.sel_x.template as<T>();
-  // Only the rows that need logits finish the residual stream and pass the final norm.
-  absl::Status s = Launched(LaunchGatherRows(acts_.residual.template as<T>(), meta.logit_rows,
-                                             rows, h, sel_residual, stream()),
-                            "gather residual rows");
-  if (s.ok()) {
-    s = Launched(LaunchGatherRows(acts_.block_out.template as<T>(), meta.logit_rows, rows, h,
-                                  sel_x, stream()),
-                 "gather block rows");
-  }
-  if (s.ok()) {
-    s = Launched(LaunchAddRmsNorm(sel_residual, sel_x, final_norm_.as<T>(), rows, h,
-                                  static_cast<float>(config_.rms_norm_eps),
-                                  acts_.sel_normed.template as<T>(), stream()),
-                 "final norm");
-  }
-  TPSERVE_RETURN_IF_ERROR(Broken(s));
+  TPSERVE_RETURN_IF_ERROR(Broken(ReserveWorkspace(meta)));
+  TPSERVE_RETURN_IF_ERROR(Broken(EnqueueStep(
+      meta, std::min<int64_t>(meta.num_logit_rows, options_.max_logit_rows))));
   return meta;
 }
 
@@ -375,12 +433,13 @@ absl::Status CudaLlamaModel<T>::RunHead(int64_t first, int64_t count) {
 
 template <typename T>
 absl::StatusOr<Tensor> CudaLlamaModel<T>::Forward(const StepBatch& batch) {
-  TPSERVE_ASSIGN_OR_RETURN(const CudaStepMetadata meta, RunTrunk(batch));
-  const int64_t rows = meta.num_logit_rows, v = config_.vocab_size;
+  TPSERVE_RETURN_IF_ERROR(Enqueue(batch).status());
+  const int64_t rows = batch.NumLogitRows(), v = config_.vocab_size;
   Tensor logits({rows, v});
   for (int64_t first = 0; first < rows; first += options_.max_logit_rows) {
     const int64_t count = std::min<int64_t>(options_.max_logit_rows, rows - first);
-    absl::Status s = RunHead(first, count);
+    // The first pass of the head was enqueued with the step.
+    absl::Status s = first == 0 ? absl::OkStatus() : RunHead(first, count);
     if (s.ok()) {
       s = Launched(cudaMemcpyAsync(acts_.host_logits.data(), acts_.logits.data(), count * v * 4,
                                    cudaMemcpyDeviceToHost, stream()),
@@ -400,10 +459,8 @@ absl::StatusOr<const float*> CudaLlamaModel<T>::ForwardToDevice(const StepBatch&
         "a step with ", batch.NumLogitRows(), " logit rows exceeds max_logit_rows ",
         options_.max_logit_rows, " for device logits"));
   }
-  TPSERVE_ASSIGN_OR_RETURN(const CudaStepMetadata meta, RunTrunk(batch));
-  absl::Status s = RunHead(0, meta.num_logit_rows);
-  if (s.ok()) s = comm_->WaitStream(options_.step_timeout);
-  TPSERVE_RETURN_IF_ERROR(Broken(s));
+  TPSERVE_RETURN_IF_ERROR(Enqueue(batch).status());
+  TPSERVE_RETURN_IF_ERROR(Broken(comm_->WaitStream(options_.step_timeout)));
   return acts_.logits.template as<float>();
 }
 

@@ -10,6 +10,7 @@
 //   down (all-reduce)] → add+RMSNorm on the logit rows only → LM head (all-gather)
 // every launch enqueued on the NcclCommGroup's stream; the host waits once per step,
 // through NcclCommGroup::WaitStream, so a hung peer fails the step within step_timeout.
+// Decode steps replay a CUDA graph per padded batch size (cuda_graphs.h).
 //
 // One instance per rank; one thread at a time (the thread whose current device is the
 // comm group's). The comm group must outlive the model.
@@ -38,6 +39,12 @@ struct CudaModelOptions {
   int max_logit_rows = 256;
   // A step that has not finished by then (a hung peer, a stuck kernel) fails the rank.
   absl::Duration step_timeout = absl::Seconds(60);
+  // Decode steps (one new token per sequence) of up to min(max_sequences,
+  // max_logit_rows) sequences whose contexts fit graph_max_context replay CUDA graphs,
+  // padded to the next captured size. Single-rank only for now: capturing NCCL calls of
+  // a non-blocking communicator is unverified.
+  bool cuda_graphs = true;
+  int graph_max_context = 8192;
 
   // INVALID_ARGUMENT naming the field.
   absl::Status Validate() const;
@@ -51,6 +58,9 @@ class CudaModelRunner : public ModelRunner {
   // [batch.NumLogitRows(), vocab_size] fp32, valid until the next call; the stream has
   // drained when it returns.
   virtual absl::StatusOr<const float*> ForwardToDevice(const StepBatch& batch) = 0;
+  // Turns decode graphs on (as options.cuda_graphs allows) or off from the next step;
+  // for measuring what they save.
+  virtual void SetCudaGraphs(bool on) = 0;
 };
 
 // Copies `host` (loaded; built on `comm`) to comm's device.

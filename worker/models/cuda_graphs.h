@@ -1,0 +1,55 @@
+// DecodeGraphs: CUDA graphs of the decode step, one per padded batch size, captured the
+// first time a size is used and replayed afterwards, so a decode step costs the host one
+// launch instead of a few hundred.
+//
+// A graph bakes in every pointer and launch shape of the step it captured; the caller
+// keeps them stable (fixed buffers, metadata laid out by padded size) and calls Clear()
+// whenever one of them changes (a new KV cache, a grown workspace). One rank's compute
+// thread.
+#ifndef TPSERVE_WORKER_MODELS_CUDA_GRAPHS_H_
+#define TPSERVE_WORKER_MODELS_CUDA_GRAPHS_H_
+
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+
+namespace tpserve {
+
+// 1, 2, 4, ... up to max_batch, and max_batch itself.
+std::vector<int> DecodeGraphSizes(int max_batch);
+
+class DecodeGraphs {
+ public:
+  // sizes: ascending padded batch sizes to capture; empty: no graphs.
+  explicit DecodeGraphs(std::vector<int> sizes = {}) : sizes_(std::move(sizes)) {}
+  ~DecodeGraphs() { Clear(); }
+  DecodeGraphs(const DecodeGraphs&) = delete;
+  DecodeGraphs& operator=(const DecodeGraphs&) = delete;
+
+  // The smallest size ≥ seqs, or 0 when seqs exceeds them all.
+  int PaddedSize(int seqs) const;
+  // Replays the graph of `size` on `stream`, first capturing `enqueue` (which must only
+  // enqueue work on `stream`) if this size has none. A failed capture returns its status
+  // with the stream out of capture mode and nothing replayed.
+  absl::Status Run(int size, cudaStream_t stream, absl::FunctionRef<absl::Status()> enqueue);
+  // Destroys every captured graph.
+  void Clear();
+  // Destroys them and captures these sizes from now on ({}: none, PaddedSize is 0).
+  void SetSizes(std::vector<int> sizes) {
+    Clear();
+    sizes_ = std::move(sizes);
+  }
+  int num_captured() const { return static_cast<int>(execs_.size()); }
+
+ private:
+  std::vector<int> sizes_;
+  std::map<int, cudaGraphExec_t> execs_;
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_MODELS_CUDA_GRAPHS_H_
