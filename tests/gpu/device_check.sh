@@ -6,7 +6,8 @@
 #      against the fixtures' golden logits in fp32 and bf16);
 #   2. the forward tool with --device cuda on every fixture vs its golden logits;
 #   3. one fixture against transformers running on the GPU;
-#   4. cuda_benchmark on a random Llama-3-8B-shaped checkpoint made here with torch.
+#   4. tpserve --device cuda with tpserve-cli on every fixture, greedy ids vs the goldens;
+#   5. cuda_benchmark on a random Llama-3-8B-shaped checkpoint made here with torch.
 # Prints a short table last; full logs and bench.json go to the folder given.
 #   bash tests/gpu/device_check.sh "$OUT" [--quick]   (--quick: skip the 8B benchmark)
 set -uo pipefail
@@ -34,7 +35,7 @@ PY
 export LD_LIBRARY_PATH="$PWD/gpu_bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${wheel_libs}:${LD_LIBRARY_PATH:-}"
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >"$out/env.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$out/env.txt"
-missing=$(ldd gpu_bundle/bin/forward gpu_bundle/bin/cuda_benchmark | grep "not found" | sort -u)
+missing=$(ldd gpu_bundle/bin/* | grep "not found" | sort -u)
 if [ -n "$missing" ]; then echo "missing libraries: $missing" | tee -a "$out/env.txt"; fi
 
 declare -a rows
@@ -68,7 +69,10 @@ done
 run hf_gpu_llama_gqa 180 python3 tests/gpu/hf_gpu_compare.py tests/data/models/llama_gqa \
   gpu_bundle/bin/forward
 
-# 4. the 8B benchmark
+# 4. serving: tpserve --device cuda and tpserve-cli, greedy ids vs the goldens
+run serve_check 300 python3 tests/gpu/serve_check.py
+
+# 5. the 8B benchmark
 if [ "$quick" != --quick ]; then
   ckpt=${TPSERVE_BENCH_DIR:-/tmp/tpserve_llama8b}
   [ -f "$ckpt/config.json" ] || run make_llama8b 240 python3 tests/gpu/make_llama8b.py "$ckpt"
