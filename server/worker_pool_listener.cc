@@ -33,7 +33,7 @@ FrontendMessage WorkerPool::Impl::MakeAssignment(int rank) const {
   a->set_world_size(options.tp);
   a->set_model_dir(options.model_dir);
   const bool cuda = options.device == "cuda";
-  // Spawned ranks share one host: rank r drives GPU r (a worker's --cuda-device overrides).
+  // Spawned ranks share one host: rank r drives GPU r (a worker's --device cuda:N overrides).
   a->set_device(cuda ? absl::StrCat("cuda:", rank) : options.device);
   a->set_dtype(options.dtype);
   a->set_comm_backend(cuda ? "nccl" : "gloo");

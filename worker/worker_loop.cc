@@ -25,14 +25,14 @@ namespace {
 // Waits this long after sending Error for the frontend to end the call.
 constexpr absl::Duration kErrorLinger = absl::Seconds(2);
 
-WorkerMessage Hello() {
+WorkerMessage Hello(const std::string& device) {
   WorkerMessage m;
   m.mutable_hello()->set_protocol_version(kWorkerProtocolVersion);
   m.mutable_hello()->set_pid(getpid());
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   m.mutable_hello()->set_hostname(host);
-  m.mutable_hello()->set_device("cpu");
+  m.mutable_hello()->set_device(device.empty() ? "cpu" : device);
   return m;
 }
 
@@ -157,6 +157,20 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> BuildCudaRank(const Assignment& a,
 
 }  // namespace
 
+absl::StatusOr<Assignment> ForThisDevice(const Assignment& a, const std::string& device) {
+  if (device.empty() || device == a.device()) return a;
+  const bool cuda_worker = absl::StartsWith(device, "cuda");
+  const bool cuda_assignment = absl::StartsWith(a.device(), "cuda");
+  if (cuda_worker != cuda_assignment) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "assignment: device \"", a.device(), "\", but this worker was started with --device ",
+        device));
+  }
+  Assignment mine = a;
+  if (device != "cuda") mine.set_device(device);  // "cuda:<n>": this host's GPU n
+  return mine;
+}
+
 absl::StatusOr<std::unique_ptr<RankExecutor>> BuildRank(const Assignment& a) {
   if (absl::Status s = ValidateAssignment(a); !s.ok()) return s;
   absl::StatusOr<ModelFiles> files = OpenModel(a.model_dir(), a.world_size());
@@ -168,20 +182,21 @@ namespace {
 
 class Session {
  public:
-  Session(FrontendStream& stream, int cuda_device) : stream_(stream), cuda_device_(cuda_device) {}
+  Session(FrontendStream& stream, std::string device)
+      : stream_(stream), device_(std::move(device)) {}
 
   absl::Status Run() {
-    if (!stream_.Send(Hello())) return absl::UnavailableError("the frontend closed the stream");
+    if (!stream_.Send(Hello(device_))) {
+      return absl::UnavailableError("the frontend closed the stream");
+    }
     FrontendMessage m;
     if (!stream_.Next(&m)) return absl::UnavailableError("the frontend closed the stream");
     if (m.has_shutdown()) return absl::OkStatus();
     if (!m.has_assignment()) return Fail(absl::FailedPreconditionError("expected an Assignment"));
     const absl::Time start = absl::Now();
-    Assignment assignment = m.assignment();
-    if (cuda_device_ >= 0 && assignment.device() != "cpu") {
-      assignment.set_device(absl::StrCat("cuda:", cuda_device_));
-    }
-    absl::StatusOr<std::unique_ptr<RankExecutor>> rank = BuildRank(assignment);
+    absl::StatusOr<Assignment> assignment = ForThisDevice(m.assignment(), device_);
+    if (!assignment.ok()) return Fail(assignment.status());
+    absl::StatusOr<std::unique_ptr<RankExecutor>> rank = BuildRank(*assignment);
     if (!rank.ok()) return Fail(rank.status());
     WorkerMessage ready;
     ready.mutable_ready()->set_num_kv_blocks((*rank)->num_kv_blocks());
@@ -217,7 +232,7 @@ class Session {
   }
 
   FrontendStream& stream_;
-  int cuda_device_;
+  std::string device_;
 };
 
 }  // namespace
@@ -229,7 +244,7 @@ absl::Status RunWorkerLoop(const WorkerLoopOptions& options) {
         _exit(kExitFrontendLost);
       });
   if (!stream.ok()) return stream.status();
-  absl::Status s = Session(**stream, options.cuda_device).Run();
+  absl::Status s = Session(**stream, options.device).Run();
   (*stream)->Close(s.ok() ? absl::ZeroDuration() : kErrorLinger);
   return s;
 }

@@ -28,9 +28,11 @@ inline constexpr int kExitFrontendLost = 3;
 struct WorkerLoopOptions {
   std::string frontend;  // "unix:/path" or "host:port"
   absl::Duration connect_timeout = absl::Seconds(30);
-  // ≥ 0: the GPU this worker drives, whatever ordinal a CUDA assignment names (a host of
-  // a multi-host pool numbers its own GPUs from 0).
-  int cuda_device = -1;
+  // The device this worker was started for: "" (whatever the assignment names), "cpu",
+  // "cuda" (the assigned ordinal) or "cuda:<n>" (GPU n of this host, whatever ordinal
+  // the assignment names: a host of a multi-host pool numbers its own GPUs from 0). An
+  // assignment for the other kind of device is refused.
+  std::string device;
 };
 
 // OK after a Shutdown; otherwise the error (already reported to the frontend when the
@@ -40,6 +42,11 @@ absl::Status RunWorkerLoop(const WorkerLoopOptions& options);
 // Builds this rank from an Assignment: validates it, joins the Gloo group through the
 // frontend's store, loads the shards and sizes the KV cache.
 absl::StatusOr<std::unique_ptr<RankExecutor>> BuildRank(const worker::v1::Assignment& a);
+
+// The assignment as a worker started with --device `device` runs it (see
+// WorkerLoopOptions::device); FAILED_PRECONDITION for the other kind of device.
+absl::StatusOr<worker::v1::Assignment> ForThisDevice(const worker::v1::Assignment& a,
+                                                     const std::string& device);
 
 }  // namespace tpserve
 

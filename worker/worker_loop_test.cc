@@ -60,6 +60,19 @@ TEST(BuildRankTest, BadCudaAssignmentsNameTheField) {
   ExpectError(a, absl::StatusCode::kUnimplemented, "float32");
 }
 
+TEST(ForThisDeviceTest, TheWorkersDeviceFlagPicksTheGpuAndRefusesTheOtherKind) {
+  worker::v1::Assignment a = CudaAssignment();
+  a.set_device("cuda:5");
+  EXPECT_EQ(ForThisDevice(a, "")->device(), "cuda:5");
+  EXPECT_EQ(ForThisDevice(a, "cuda")->device(), "cuda:5");
+  EXPECT_EQ(ForThisDevice(a, "cuda:1")->device(), "cuda:1");
+  absl::StatusOr<worker::v1::Assignment> refused = ForThisDevice(a, "cpu");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("--device cpu"), std::string::npos);
+  a.set_device("cpu");
+  EXPECT_EQ(ForThisDevice(a, "cuda:0").status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(BuildRankTest, CudaRankWithoutADeviceFailsAtOnce) {
   if (CudaDeviceAvailable().ok()) GTEST_SKIP() << "a GPU is present";
   ExpectError(CudaAssignment(), absl::StatusCode::kFailedPrecondition, "CUDA");
