@@ -4,39 +4,13 @@
 #include <limits>
 #include <type_traits>
 
+#include "worker/kernels/cuda/vec.cuh"
+
 namespace tpserve {
 namespace {
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxFlatBlocks = 8192;  // grid-stride beyond: ~8 waves on an H200
-
-// Elements of T in 16 bytes: the widest load.
-template <typename T>
-constexpr int kVec = 16 / sizeof(T);
-
-// N consecutive T, moved with one load or store (two for 32 bytes).
-template <typename T, int N>
-struct alignas(N * sizeof(T) < 16 ? N * sizeof(T) : 16) Chunk {
-  T v[N];
-};
-
-template <typename T>
-__device__ __forceinline__ float ToFloat(T v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else {
-    return __bfloat162float(v);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ T FromFloat(float v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else {
-    return __float2bfloat16_rn(v);
-  }
-}
 
 // Same type: the bits; otherwise through fp32, rounding to nearest even.
 template <typename Dst, typename Src>
@@ -140,8 +114,6 @@ __global__ void __launch_bounds__(kThreads)
   }
   for (int64_t i = chunks * N + first; i < count; i += stride) out[i] = Convert<Dst>(in[i]);
 }
-
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
 constexpr int64_t kMaxGridY = 65535;

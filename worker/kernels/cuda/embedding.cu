@@ -3,20 +3,12 @@
 #include <algorithm>
 #include <limits>
 
+#include "worker/kernels/cuda/vec.cuh"
+
 namespace tpserve {
 namespace {
 
 constexpr int kMaxThreads = 256;
-
-// Elements of T in 16 bytes: the widest load.
-template <typename T>
-constexpr int kVec = 16 / sizeof(T);
-
-// N consecutive T, moved with a single load or store.
-template <typename T, int N>
-struct alignas(N * sizeof(T)) Chunk {
-  T v[N];
-};
 
 // Grid (n, column blocks); each thread moves N consecutive elements of one output row.
 template <typename T, int N>
@@ -32,8 +24,6 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
   *reinterpret_cast<Chunk<T, N>*>(out + int64_t{blockIdx.x} * dim + col) = v;
 }
-
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 

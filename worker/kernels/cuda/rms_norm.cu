@@ -4,59 +4,12 @@
 #include <limits>
 #include <type_traits>
 
+#include "worker/kernels/cuda/vec.cuh"
+
 namespace tpserve {
 namespace {
 
 constexpr int kMaxThreads = 1024;
-
-// Elements of T in 16 bytes: the widest load.
-template <typename T>
-constexpr int kVec = 16 / sizeof(T);
-
-// N consecutive T, moved with a single load or store.
-template <typename T, int N>
-struct alignas(N * sizeof(T)) Chunk {
-  T v[N];
-};
-
-template <typename T>
-__device__ __forceinline__ float ToFloat(T v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else {
-    return __bfloat162float(v);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ T FromFloat(float v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else {
-    return __float2bfloat16_rn(v);
-  }
-}
-
-template <typename T, int N>
-__device__ __forceinline__ void Load(const T* p, float (&f)[N]) {
-  const Chunk<T, N> c = *reinterpret_cast<const Chunk<T, N>*>(p);
-#pragma unroll
-  for (int k = 0; k < N; ++k) f[k] = ToFloat(c.v[k]);
-}
-
-template <typename T, int N>
-__device__ __forceinline__ void Store(T* p, const float (&f)[N]) {
-  Chunk<T, N> c;
-#pragma unroll
-  for (int k = 0; k < N; ++k) c.v[k] = FromFloat<T>(f[k]);
-  *reinterpret_cast<Chunk<T, N>*>(p) = c;
-}
-
-__device__ __forceinline__ float WarpSum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 // The sum of v over the block, returned to every thread. blockDim.x is a multiple of 32.
 // Called once per kernel: the partials are not reset for a second use.
@@ -103,8 +56,6 @@ __global__ void __launch_bounds__(kMaxThreads)
     Store(out + row + c * N, v);
   }
 }
-
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <typename T, bool kAdd>
 cudaError_t Launch(T* residual, const T* x, const T* weight, int64_t n, int64_t dim, float eps,

@@ -3,59 +3,12 @@
 #include <limits>
 #include <type_traits>
 
+#include "worker/kernels/cuda/vec.cuh"
+
 namespace tpserve {
 namespace {
 
 constexpr int kWarps = 4;  // heads per block
-
-// Elements of T in 16 bytes: the widest load.
-template <typename T>
-constexpr int kVec = 16 / sizeof(T);
-
-// N consecutive T, moved with one load or store (two for 32 bytes of cos or sin).
-template <typename T, int N>
-struct alignas(N * sizeof(T) < 16 ? N * sizeof(T) : 16) Chunk {
-  T v[N];
-};
-
-template <typename T>
-__device__ __forceinline__ float ToFloat(T v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else {
-    return __bfloat162float(v);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ T FromFloat(float v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else {
-    return __float2bfloat16_rn(v);
-  }
-}
-
-template <typename T, int N>
-__device__ __forceinline__ void Load(const T* p, float (&f)[N]) {
-  const Chunk<T, N> c = *reinterpret_cast<const Chunk<T, N>*>(p);
-#pragma unroll
-  for (int k = 0; k < N; ++k) f[k] = ToFloat(c.v[k]);
-}
-
-template <typename T, int N>
-__device__ __forceinline__ void Store(T* p, const float (&f)[N]) {
-  Chunk<T, N> c;
-#pragma unroll
-  for (int k = 0; k < N; ++k) c.v[k] = FromFloat<T>(f[k]);
-  *reinterpret_cast<Chunk<T, N>*>(p) = c;
-}
-
-__device__ __forceinline__ float WarpSum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 // One warp per (token, head). Lane l owns the slots s = l + 32·k; slot s is the N pairs
 // starting at element s·N of each half. The whole head stays in registers between the

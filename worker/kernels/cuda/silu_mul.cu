@@ -4,53 +4,12 @@
 #include <limits>
 #include <type_traits>
 
+#include "worker/kernels/cuda/vec.cuh"
+
 namespace tpserve {
 namespace {
 
 constexpr int kMaxThreads = 256;
-
-// Elements of T in 16 bytes: the widest load.
-template <typename T>
-constexpr int kVec = 16 / sizeof(T);
-
-// N consecutive T, moved with a single load or store.
-template <typename T, int N>
-struct alignas(N * sizeof(T)) Chunk {
-  T v[N];
-};
-
-template <typename T>
-__device__ __forceinline__ float ToFloat(T v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else {
-    return __bfloat162float(v);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ T FromFloat(float v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else {
-    return __float2bfloat16_rn(v);
-  }
-}
-
-template <typename T, int N>
-__device__ __forceinline__ void Load(const T* p, float (&f)[N]) {
-  const Chunk<T, N> c = *reinterpret_cast<const Chunk<T, N>*>(p);
-#pragma unroll
-  for (int k = 0; k < N; ++k) f[k] = ToFloat(c.v[k]);
-}
-
-template <typename T, int N>
-__device__ __forceinline__ void Store(T* p, const float (&f)[N]) {
-  Chunk<T, N> c;
-#pragma unroll
-  for (int k = 0; k < N; ++k) c.v[k] = FromFloat<T>(f[k]);
-  *reinterpret_cast<Chunk<T, N>*>(p) = c;
-}
 
 // Grid (n, column blocks): each thread does N consecutive columns of one row, so no
 // thread divides by the width.
@@ -67,8 +26,6 @@ __global__ void __launch_bounds__(kMaxThreads)
   for (int k = 0; k < N; ++k) g[k] = g[k] / (1.0f + __expf(-g[k])) * u[k];
   Store(out + int64_t{blockIdx.x} * width + col, g);
 }
-
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 

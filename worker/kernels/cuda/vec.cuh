@@ -1,0 +1,70 @@
+// Device helpers shared by the CUDA kernels (textual header, .cu files only): element
+// conversion between T (float or __nv_bfloat16) and fp32, 16-byte chunks for wide loads
+// and stores, and a warp-wide sum.
+#ifndef TPSERVE_WORKER_KERNELS_CUDA_VEC_CUH_
+#define TPSERVE_WORKER_KERNELS_CUDA_VEC_CUH_
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace tpserve {
+
+// Elements of T in 16 bytes: the widest load.
+template <typename T>
+constexpr int kVec = 16 / sizeof(T);
+
+// N consecutive T, moved with one load or store (two for 32 bytes).
+template <typename T, int N>
+struct alignas(N * sizeof(T) < 16 ? N * sizeof(T) : 16) Chunk {
+  T v[N];
+};
+
+template <typename T>
+__device__ __forceinline__ float ToFloat(T v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    return __bfloat162float(v);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ T FromFloat(float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    return __float2bfloat16_rn(v);
+  }
+}
+
+// N elements at p (aligned to the chunk) as fp32.
+template <typename T, int N>
+__device__ __forceinline__ void Load(const T* p, float (&f)[N]) {
+  const Chunk<T, N> c = *reinterpret_cast<const Chunk<T, N>*>(p);
+#pragma unroll
+  for (int k = 0; k < N; ++k) f[k] = ToFloat(c.v[k]);
+}
+
+// N fp32 values rounded to T and stored at p (aligned to the chunk).
+template <typename T, int N>
+__device__ __forceinline__ void Store(T* p, const float (&f)[N]) {
+  Chunk<T, N> c;
+#pragma unroll
+  for (int k = 0; k < N; ++k) c.v[k] = FromFloat<T>(f[k]);
+  *reinterpret_cast<Chunk<T, N>*>(p) = c;
+}
+
+// The sum of v over the 32 lanes of a full warp, returned to every lane.
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+inline bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_KERNELS_CUDA_VEC_CUH_
