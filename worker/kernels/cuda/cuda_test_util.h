@@ -129,10 +129,16 @@ class GuardedOutput {
 
   explicit GuardedOutput(size_t n) : n_(n), all_(n + 2 * kGuard) {
     std::vector<T> poison(n + 2 * kGuard);
-    std::memset(poison.data(), 0xFF, poison.size() * sizeof(T));  // NaN in fp32 and bf16
+    std::memset(static_cast<void*>(poison.data()), 0xFF, poison.size() * sizeof(T));  // NaN
     cudaMemcpy(all_.get(), poison.data(), poison.size() * sizeof(T), cudaMemcpyHostToDevice);
   }
   T* get() const { return all_.get() + kGuard; }
+  // Sets the n elements (not the guards) to `host` converted to T, for in-place kernels.
+  void Fill(const std::vector<float>& host) const {
+    const DeviceArray<T> staged(host);
+    cudaMemcpy(get(), staged.get(), std::min(host.size(), n_) * sizeof(T),
+               cudaMemcpyDeviceToDevice);
+  }
   // The n outputs; reports (as a test failure) any guard element that changed.
   std::vector<float> ToHostCheckingGuards() const {
     std::vector<T> raw(n_ + 2 * kGuard);

@@ -21,14 +21,6 @@ namespace {
 // Past 8192 blocks × 256 threads × 8 elements: the flat kernels' grid-stride loop.
 constexpr int64_t kStridedCount = 17'000'003;
 
-// The n elements of an output, loaded from host values (for in-place launches).
-template <typename T>
-void Fill(const GuardedOutput<T>& out, const std::vector<float>& host) {
-  const DeviceArray<T> staged(host);
-  ASSERT_EQ(cudaMemcpy(out.get(), staged.get(), host.size() * sizeof(T), cudaMemcpyDeviceToDevice),
-            cudaSuccess);
-}
-
 // A device copy of `host` starting one element into its allocation: not 16-byte aligned,
 // which forces the scalar path.
 template <typename T>
@@ -59,7 +51,7 @@ TYPED_TEST(ElementwiseCudaTest, AddBias) {
     std::vector<float> want(y.size());
     for (int64_t i = 0; i < n * m; ++i) want[i] = y[i] + bias[i % m];
     GuardedOutput<T> d_y(y.size());
-    Fill(d_y, y);
+    d_y.Fill(y);
     const DeviceArray<T> d_bias(bias);
     TPSERVE_ASSERT_CUDA(LaunchAddBias(d_y.get(), d_bias.get(), n, m, nullptr));
     TPSERVE_ASSERT_CUDA(cudaDeviceSynchronize());
@@ -80,7 +72,7 @@ TYPED_TEST(ElementwiseCudaTest, Add) {
       std::vector<float> want(count);
       for (int64_t i = 0; i < count; ++i) want[i] = y[i] + x[i];
       GuardedOutput<T> d_y(count);
-      Fill(d_y, y);
+      d_y.Fill(y);
       const DeviceArray<T> aligned(x_kind == X::kAligned ? x : std::vector<float>{});
       const Misaligned<T> misaligned(x_kind == X::kMisaligned ? x : std::vector<float>{});
       const T* d_x = x_kind == X::kAligned      ? aligned.get()

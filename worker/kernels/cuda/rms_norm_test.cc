@@ -24,14 +24,6 @@ struct Shape {
 constexpr Shape kShapes[] = {{1, 1},   {1, 4},    {5, 8},      {2, 16},   {3, 48},
                              {7, 129}, {2, 3001}, {333, 4096}, {4, 8192}, {3, 16392}};
 
-// The n elements of an output, loaded from host values (for in-place launches).
-template <typename T>
-void Fill(const GuardedOutput<T>& out, const std::vector<float>& host) {
-  const DeviceArray<T> staged(host);
-  ASSERT_EQ(cudaMemcpy(out.get(), staged.get(), host.size() * sizeof(T), cudaMemcpyDeviceToDevice),
-            cudaSuccess);
-}
-
 template <typename T>
 void CheckRmsNorm(const Shape& s, bool in_place, uint32_t seed) {
   const auto x = RoundTo<T>(RandomVector(s.n * s.dim, seed, 2.0f));
@@ -41,7 +33,7 @@ void CheckRmsNorm(const Shape& s, bool in_place, uint32_t seed) {
 
   const DeviceArray<T> d_x(x), d_weight(weight);
   GuardedOutput<T> out(x.size());
-  if (in_place) Fill(out, x);
+  if (in_place) out.Fill(x);
   const T* src = in_place ? out.get() : d_x.get();
   TPSERVE_ASSERT_CUDA(LaunchRmsNorm(src, d_weight.get(), s.n, s.dim, kEps, out.get(), nullptr));
   TPSERVE_ASSERT_CUDA(cudaDeviceSynchronize());
@@ -61,8 +53,8 @@ void CheckAddRmsNorm(const Shape& s, bool x_aliases_out, uint32_t seed) {
 
   const DeviceArray<T> d_x(x), d_weight(weight);
   GuardedOutput<T> d_residual(x.size()), out(x.size());
-  Fill(d_residual, residual);
-  if (x_aliases_out) Fill(out, x);
+  d_residual.Fill(residual);
+  if (x_aliases_out) out.Fill(x);
   const T* src = x_aliases_out ? out.get() : d_x.get();
   TPSERVE_ASSERT_CUDA(LaunchAddRmsNorm(d_residual.get(), src, d_weight.get(), s.n, s.dim, kEps,
                                        out.get(), nullptr));

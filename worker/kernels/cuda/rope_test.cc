@@ -47,14 +47,6 @@ const Scaled kScalings[] = {
     {500000.0, {RopeScaling::Type::kLlama3, 8.0, 1.0, 4.0, 256}},
 };
 
-// The n elements of an output, loaded from host values (for in-place launches).
-template <typename T>
-void Fill(const GuardedOutput<T>& out, const std::vector<float>& host) {
-  const DeviceArray<T> staged(host);
-  ASSERT_EQ(cudaMemcpy(out.get(), staged.get(), host.size() * sizeof(T), cudaMemcpyDeviceToDevice),
-            cudaSuccess);
-}
-
 // Columns [first, first + width) of n rows of `stride`, taken out as [n, width] or put back.
 void TakeColumns(const std::vector<float>& qkv, int64_t stride, int64_t n, int64_t first,
                  int64_t width, std::vector<float>* heads) {
@@ -101,7 +93,7 @@ void CheckRope(const RopeCase& c, const Scaled& s, Norm norm, uint32_t seed) {
   PutColumns(k, stride, c.n, int64_t{nq} * d, int64_t{nkv} * d, &want);
 
   GuardedOutput<T> d_qkv(qkv.size());
-  Fill(d_qkv, qkv);
+  d_qkv.Fill(qkv);
   const auto d_positions = DeviceArray<int32_t>::FromRaw(positions);
   const DeviceArray<float> d_table(table);
   const DeviceArray<T> d_q_norm(q_norm), d_k_norm(k_norm);
