@@ -92,7 +92,9 @@ absl::StatusOr<std::vector<Tensor>> ForwardSequences(
       if (take[i] == 0) continue;
       batch.token_ids.insert(batch.token_ids.end(), sequences[i].begin() + done[i],
                              sequences[i].begin() + done[i] + take[i]);
-      batch.seqs.push_back({take[i], done[i] + take[i], tables[i], /*all_logits=*/true});
+      // A one-token step's only row is its last: asking for just that lets a backend
+      // treat it as the decode step it is (CUDA graphs).
+      batch.seqs.push_back({take[i], done[i] + take[i], tables[i], /*all_logits=*/take[i] > 1});
       members.push_back(i);
     }
     if (members.empty()) {

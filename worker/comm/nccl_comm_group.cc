@@ -32,7 +32,8 @@ class PollBackoff {
 
  private:
   static constexpr int kSpins = 64;
-  static constexpr absl::Duration kMaxSleep = absl::Microseconds(250);
+  // A step's end is noticed at most this late: small beside a decode step of a few ms.
+  static constexpr absl::Duration kMaxSleep = absl::Microseconds(20);
   int spins_ = 0;
   absl::Duration sleep_ = absl::Microseconds(5);
 };

@@ -22,6 +22,7 @@ int DecodeGraphs::PaddedSize(int seqs) const {
 absl::Status DecodeGraphs::Run(int size, cudaStream_t stream,
                                absl::FunctionRef<absl::Status()> enqueue) {
   auto it = execs_.find(size);
+  if (it == execs_.end() && warmed_.insert(size).second) return enqueue();
   if (it == execs_.end()) {
     TPSERVE_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     const absl::Status enqueued = enqueue();
@@ -47,6 +48,7 @@ absl::Status DecodeGraphs::Run(int size, cudaStream_t stream,
 void DecodeGraphs::Clear() {
   for (auto& [size, exec] : execs_) cudaGraphExecDestroy(exec);
   execs_.clear();
+  warmed_.clear();
 }
 
 }  // namespace tpserve

@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include <map>
+#include <set>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -32,9 +33,11 @@ class DecodeGraphs {
 
   // The smallest size ≥ seqs, or 0 when seqs exceeds them all.
   int PaddedSize(int seqs) const;
-  // Replays the graph of `size` on `stream`, first capturing `enqueue` (which must only
-  // enqueue work on `stream`) if this size has none. A failed capture returns its status
-  // with the stream out of capture mode and nothing replayed.
+  // Runs a step of `size` on `stream`: the first time a size is seen, `enqueue` runs
+  // eagerly (so that lazy initialisation — module loading, library heuristics — happens
+  // outside a capture); the second time it is captured and replayed; after that the
+  // graph is replayed. `enqueue` must only enqueue work on `stream`. A failed capture
+  // returns its status with the stream out of capture mode and nothing replayed.
   absl::Status Run(int size, cudaStream_t stream, absl::FunctionRef<absl::Status()> enqueue);
   // Destroys every captured graph.
   void Clear();
@@ -47,6 +50,7 @@ class DecodeGraphs {
 
  private:
   std::vector<int> sizes_;
+  std::set<int> warmed_;  // sizes run eagerly once
   std::map<int, cudaGraphExec_t> execs_;
 };
 

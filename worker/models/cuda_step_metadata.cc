@@ -69,8 +69,10 @@ void PackStepMetadata(const StepBatch& batch, int block_size, const StepMetadata
     token += seq.num_new_tokens;
     query_start[s + 1] = token;
     i32(layout.context_lens)[s] = seq.context_len;
+    // A table may run past the blocks its context needs; those are never read.
+    const size_t entries = std::min<size_t>(seq.block_table.size(), layout.table_width);
     std::memcpy(i32(layout.block_tables) + s * layout.table_width, seq.block_table.data(),
-                seq.block_table.size() * 4);
+                entries * 4);
   }
 }
 
@@ -117,7 +119,7 @@ absl::StatusOr<CudaStepMetadata> CudaStepMetadataStager::StageDecode(const StepB
                                                                       cudaStream_t stream) {
   for (const SequenceStep& s : batch.seqs) {
     if (s.num_new_tokens != 1 || s.all_logits ||
-        static_cast<int>(s.block_table.size()) > table_width) {
+        (int64_t{s.context_len} + block_size_ - 1) / block_size_ > table_width) {
       return absl::InvalidArgumentError("StageDecode takes decode steps within the table width");
     }
   }

@@ -41,7 +41,8 @@ StepMetadataLayout PlanStepMetadata(int64_t num_tokens, int64_t num_seqs,
 // The layout `batch` needs: its table width is its longest block table.
 StepMetadataLayout PlanStepMetadata(const StepBatch& batch);
 
-// Writes `batch` into `dst` (layout.bytes bytes) as `layout` describes.
+// Writes `batch` into `dst` (layout.bytes bytes) as `layout` describes; block tables are
+// cut to layout.table_width (which must cover each sequence's context).
 void PackStepMetadata(const StepBatch& batch, int block_size, const StepMetadataLayout& layout,
                       uint8_t* dst);
 

@@ -74,6 +74,14 @@ TEST(StepMetadataTest, PaddedDecodeHasAFixedLayoutAndNeverWritesForPadding) {
   EXPECT_EQ(Read<int32_t>(buf, layout.query_start, 5), (std::vector<int32_t>{0, 1, 2, 3, 4}));
   EXPECT_EQ(Read<int32_t>(buf, layout.context_lens, 4), (std::vector<int32_t>{20, 5, 1, 1}));
   EXPECT_EQ(Read<int32_t>(buf, layout.logit_rows, 4), (std::vector<int32_t>{0, 1, 2, 3}));
+  // A table longer than the width is cut to it (its context needs no more).
+  StepBatch long_table;
+  long_table.token_ids = {5};
+  long_table.seqs.push_back({1, 3, {8, 1, 2, 3, 4, 5, 6, 7, 9, 10}, false});
+  const StepMetadataLayout narrow = PlanPaddedDecode(1, 2);
+  std::vector<uint8_t> cut(narrow.bytes);
+  PackStepMetadata(long_table, 16, narrow, cut.data());
+  EXPECT_EQ(Read<int32_t>(cut, narrow.block_tables, 2), (std::vector<int32_t>{8, 1}));
   // The layout depends on the padded size and the width only.
   StepBatch other;
   other.token_ids = {1};

@@ -97,6 +97,7 @@ class CudaLlamaModel : public CudaModelRunner {
   const KvCacheShape& cache_shape() const override { return shape_; }
   absl::StatusOr<Tensor> Forward(const StepBatch& batch) override;
   absl::StatusOr<const float*> ForwardToDevice(const StepBatch& batch) override;
+  int num_decode_graphs() const override { return graphs_.num_captured(); }
   void SetCudaGraphs(bool on) override {
     graphs_.SetSizes(on ? GraphSizes(options_, comm_->size()) : std::vector<int>{});
   }
@@ -104,7 +105,8 @@ class CudaLlamaModel : public CudaModelRunner {
  private:
   static std::vector<int> GraphSizes(const CudaModelOptions& options, int tp) {
     if (!options.cuda_graphs || tp != 1) return {};
-    return DecodeGraphSizes(std::min(options.max_sequences, options.max_logit_rows));
+    return DecodeGraphSizes(
+        std::min({options.max_sequences, options.max_logit_rows, options.max_batch_tokens}));
   }
   CudaLlamaModel(const ModelConfig& config, NcclCommGroup* comm, const CudaModelOptions& options)
       : config_(config),
@@ -170,6 +172,9 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaLlamaModel<T>::Create(
   model->ctx_ = CudaLayerContext{comm, model->gemm_.get()};
   TPSERVE_RETURN_IF_ERROR(model->Upload(host));
   TPSERVE_RETURN_IF_ERROR(model->AllocateActivations());
+  // Pageable uploads ride the legacy stream, which the non-blocking compute stream does
+  // not follow: let them land before any kernel reads the weights.
+  TPSERVE_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   TPSERVE_RETURN_IF_ERROR(comm->WaitStream(options.step_timeout));
   return std::unique_ptr<CudaModelRunner>(std::move(model));
 }
@@ -258,15 +263,28 @@ absl::Status CudaLlamaModel<T>::AllocateCache(int num_blocks, int block_size) {
     return absl::InvalidArgumentError("KV cache dimensions must be positive");
   }
   const KvCacheShape shape = CacheShape(num_blocks, block_size);
-  TPSERVE_ASSIGN_OR_RETURN(kv_, DeviceBuffer::Create(shape.bytes()));
   const int max_blocks_per_seq =
       (config_.max_position_embeddings + block_size - 1) / block_size;
-  TPSERVE_ASSIGN_OR_RETURN(
-      stager_, CudaStepMetadataStager::Create(options_.max_batch_tokens, options_.max_sequences,
-                                              max_blocks_per_seq, block_size));
+  absl::StatusOr<DeviceBuffer> kv = DeviceBuffer::Create(shape.bytes());
+  if (!kv.ok()) return kv.status();
+  absl::StatusOr<std::unique_ptr<CudaStepMetadataStager>> stager = CudaStepMetadataStager::Create(
+      options_.max_batch_tokens, options_.max_sequences, max_blocks_per_seq, block_size);
+  if (!stager.ok()) return stager.status();  // kv is freed: nothing half-built stays
+  kv_ = *std::move(kv);
+  stager_ = *std::move(stager);
   shape_ = shape;
   graph_context_ = std::min(options_.graph_max_context, config_.max_position_embeddings);
   graph_width_ = (graph_context_ + block_size - 1) / block_size;
+  // The largest workspace a graph step may need, now, so that growing it never drops
+  // captured graphs while load ramps up.
+  for (int size : GraphSizes(options_, comm_->size())) {
+    CudaStepMetadata plan;
+    plan.attention.num_seqs = plan.attention.num_tokens = size;
+    plan.attention.max_query_len = 1;
+    plan.attention.max_context_len = graph_context_;
+    plan.attention.max_blocks_per_seq = graph_width_;
+    TPSERVE_RETURN_IF_ERROR(ReserveWorkspace(plan));
+  }
   return absl::OkStatus();
 }
 
@@ -395,6 +413,7 @@ absl::StatusOr<CudaStepMetadata> CudaLlamaModel<T>::Enqueue(const StepBatch& bat
         absl::StrCat("the CUDA model is unusable after an earlier failure: ", broken_.message()));
   }
   if (stager_ == nullptr) return absl::FailedPreconditionError("no KV cache allocated");
+  if (batch.seqs.empty()) return absl::InvalidArgumentError("a step without sequences");
   TPSERVE_RETURN_IF_ERROR(batch.Validate(shape_, config_.max_position_embeddings));
   for (int32_t id : batch.token_ids) {
     if (id < 0 || id >= config_.vocab_size) {

@@ -61,6 +61,8 @@ class CudaModelRunner : public ModelRunner {
   // Turns decode graphs on (as options.cuda_graphs allows) or off from the next step;
   // for measuring what they save.
   virtual void SetCudaGraphs(bool on) = 0;
+  // How many decode graphs are captured now (0 when graphs are off or failed).
+  virtual int num_decode_graphs() const = 0;
 };
 
 // Copies `host` (loaded; built on `comm`) to comm's device.

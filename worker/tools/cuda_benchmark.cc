@@ -112,6 +112,9 @@ absl::StatusOr<Ceilings> MeasureCeilings(cudaStream_t stream) {
 
 struct ModelCounts {
   int64_t params = 0, embedding = 0;
+  int64_t decode_weights = 0;  // parameters a decode step reads: all but the embedding
+                               // gather (whose table a tied head does read)
+  int64_t token_weights = 0;   // parameters every prompt token multiplies (no head)
   int64_t kv_bytes_per_token = 0;  // all layers, keys and values
   int64_t attention_dim = 0;       // n_heads · head_dim
 };
@@ -123,6 +126,8 @@ ModelCounts Count(const ModelConfig& c, int bytes_per_element) {
   m.embedding = int64_t{c.vocab_size} * h;
   const int64_t layer = h * (q + 2 * kv) + q * h + 3 * h * i + 2 * h;
   m.params = m.embedding * (c.tie_word_embeddings ? 1 : 2) + c.num_hidden_layers * layer + h;
+  m.decode_weights = c.tie_word_embeddings ? m.params : m.params - m.embedding;
+  m.token_weights = int64_t{c.num_hidden_layers} * layer;
   m.kv_bytes_per_token = int64_t{c.num_hidden_layers} * 2 * kv * bytes_per_element;
   m.attention_dim = q;
   return m;
@@ -195,14 +200,17 @@ absl::Status Run(const Flags& f) {
   const ModelConfig& config = rank.model->config();
   TPSERVE_ASSIGN_OR_RETURN(const Ceilings ceil, MeasureCeilings(rank.comm->stream()));
 
+  // Decode reaches context + steps + 2 tokens (2 warm-up steps); sequence 0 also holds
+  // the prefill prompt.
   const int block = 16;
-  const int seq_len = static_cast<int>(f.context + f.steps + 1);
-  const int per_seq = (std::max<int>(seq_len, static_cast<int>(f.prefill)) + block - 1) / block;
+  const int decode_blocks = static_cast<int>((f.context + f.steps + 2 + block - 1) / block);
+  const int first_blocks = std::max<int>(decode_blocks, static_cast<int>((f.prefill + block - 1) / block));
   std::vector<std::vector<int32_t>> tables(max_batch);
+  int next_block = 0;
   for (int s = 0; s < max_batch; ++s) {
-    for (int b = 0; b < per_seq; ++b) tables[s].push_back(s * per_seq + b);
+    for (int b = 0; b < (s == 0 ? first_blocks : decode_blocks); ++b) tables[s].push_back(next_block++);
   }
-  TPSERVE_RETURN_IF_ERROR(rank.model->AllocateCache(max_batch * per_seq, block));
+  TPSERVE_RETURN_IF_ERROR(rank.model->AllocateCache(next_block, block));
   const ModelCounts counts = Count(config, dtype == DeviceDType::kFloat32 ? 4 : 2);
   const int e = dtype == DeviceDType::kFloat32 ? 4 : 2;
   std::string json = absl::StrFormat(
@@ -220,11 +228,16 @@ absl::Status Run(const Flags& f) {
     TPSERVE_RETURN_IF_ERROR(Prefill(*rank.model, tables, 0, b, static_cast<int>(f.context),
                                     options.max_batch_tokens, config.vocab_size));
     TPSERVE_ASSIGN_OR_RETURN(const double step_ms, DecodeMs(*rank.model, tables, b, f, config));
+    if (rank.model->num_decode_graphs() == 0) {
+      return absl::InternalError(absl::StrCat(
+          "decode at batch ", b, " ran without CUDA graphs (see stderr): the graph column "
+          "would measure eager steps"));
+    }
     rank.model->SetCudaGraphs(false);
     TPSERVE_ASSIGN_OR_RETURN(const double eager_ms, DecodeMs(*rank.model, tables, b, f, config));
     rank.model->SetCudaGraphs(true);
     const double ctx = f.context + f.steps / 2.0;
-    const double bytes = double(counts.params - counts.embedding) * e +
+    const double bytes = double(counts.decode_weights) * e +
                          double(b) * ctx * counts.kv_bytes_per_token;
     const double floor_ms = bytes / (ceil.hbm_gbps * 1e9) * 1e3;
     std::printf("%-8d %-8d %12.2f %12.2f %12.2f %9.1f%% %12.0f\n", b, int(f.context), step_ms,
@@ -242,8 +255,10 @@ absl::Status Run(const Flags& f) {
     if (rep > 0) prefill_s.push_back(Seconds(start));
   }
   const double t = Median(prefill_s), n = double(f.prefill);
-  const double flops = 2.0 * double(counts.params - counts.embedding) * n +
-                       2.0 * config.num_hidden_layers * counts.attention_dim * n * n;  // QKᵀ, PV causal
+  // Every token through the layers, the last one through the head, and causal
+  // attention (QKᵀ and PV over n²/2 pairs each).
+  const double flops = 2.0 * double(counts.token_weights) * n + 2.0 * double(counts.embedding) +
+                       2.0 * config.num_hidden_layers * counts.attention_dim * n * n;
   std::printf("prefill %d tokens: %.1f ms, %.0f tok/s, %.0f TFLOP/s = %.1f%% of measured GEMM\n",
               int(f.prefill), t * 1e3, n / t, flops / t / 1e12,
               100 * flops / t / 1e12 / ceil.gemm_tflops);
