@@ -26,14 +26,16 @@ constexpr size_t kDefaultSmem = 48 << 10;
 // (32 rows when a head has more than 128 dims, to stay in registers).
 constexpr int TileRows(bool decode, int max_dim) { return decode ? 8 : max_dim > 128 ? 32 : 64; }
 constexpr int TileKeys(bool decode) { return decode ? 64 : 32; }
-constexpr int DimBucket(int dim) { return dim <= 32 ? 32 : dim <= 64 ? 64 : dim <= 128 ? 128 : 256; }
+constexpr int DimBucket(int dim) {
+  return dim <= 32 ? 32 : dim <= 64 ? 64 : dim <= 128 ? 128 : 256;
+}
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The launch shape, from host sizes only (so a captured graph replays any batch within them).
 struct Plan {
   bool decode;
-  int max_dim;     // DimBucket(max(head_dim, v_head_dim))
+  int max_dim;        // DimBucket(max(head_dim, v_head_dim))
   int64_t row_tiles;  // per sequence and kv head
   int num_splits;
   int split_keys;  // context positions per split
@@ -61,15 +63,13 @@ Plan MakePlan(const AttentionMetadata& meta, int num_heads, int num_kv_heads, in
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-bool ValidSizes(const AttentionMetadata& meta, int64_t q_row_stride, int block_size,
-                int num_heads, int num_kv_heads, int head_dim, int v_head_dim,
-                int sliding_window) {
+bool ValidSizes(const AttentionMetadata& meta, int64_t q_row_stride, int block_size, int num_heads,
+                int num_kv_heads, int head_dim, int v_head_dim, int sliding_window) {
   return meta.num_seqs >= 0 && meta.num_tokens >= 0 && meta.max_query_len >= 0 &&
          meta.max_context_len >= 0 && meta.max_blocks_per_seq >= 0 && block_size >= 1 &&
          num_kv_heads >= 1 && num_heads >= num_kv_heads && num_heads % num_kv_heads == 0 &&
-         head_dim >= 1 && head_dim <= kMaxHeadDim && v_head_dim >= 1 &&
-         v_head_dim <= kMaxHeadDim && sliding_window >= 0 &&
-         q_row_stride >= int64_t{num_heads} * head_dim &&
+         head_dim >= 1 && head_dim <= kMaxHeadDim && v_head_dim >= 1 && v_head_dim <= kMaxHeadDim &&
+         sliding_window >= 0 && q_row_stride >= int64_t{num_heads} * head_dim &&
          int64_t{meta.max_blocks_per_seq} * block_size >= meta.max_context_len;
 }
 
@@ -99,44 +99,11 @@ cudaError_t LaunchBucket(const AttentionArgs<T>& args, const Plan& plan, int num
                      : LaunchTiles<T, kMaxD, false>(args, plan, num_seqs, stream);
 }
 
-}  // namespace
-
-size_t PagedAttentionWorkspaceBytes(const AttentionMetadata& meta, int num_heads,
-                                    int num_kv_heads, int head_dim, int v_head_dim) {
-  if (meta.num_seqs <= 0 || meta.num_tokens <= 0 || meta.max_query_len <= 0 ||
-      meta.max_context_len <= 0 || num_kv_heads <= 0 || num_heads % num_kv_heads != 0) {
-    return 0;
-  }
-  const Plan plan = MakePlan(meta, num_heads, num_kv_heads, head_dim, v_head_dim);
-  if (plan.num_splits == 1) return 0;
-  return sizeof(float) * static_cast<size_t>(plan.num_splits) * meta.num_tokens * num_heads *
-         (v_head_dim + 2);
-}
-
 template <typename T>
-cudaError_t LaunchPagedAttention(const T* q, int64_t q_row_stride, const T* k_cache,
-                                 const T* v_cache, const AttentionMetadata& meta,
-                                 int block_size, int num_heads, int num_kv_heads, int head_dim,
-                                 int v_head_dim, float scale, int sliding_window, T* out,
-                                 float* workspace, cudaStream_t stream) {
-  if (!ValidSizes(meta, q_row_stride, block_size, num_heads, num_kv_heads, head_dim,
-                  v_head_dim, sliding_window)) {
-    return cudaErrorInvalidValue;
-  }
-  if (meta.num_seqs == 0 || meta.num_tokens == 0 || meta.max_query_len == 0 ||
-      meta.max_context_len == 0) {
-    return cudaSuccess;
-  }
-  const Plan plan = MakePlan(meta, num_heads, num_kv_heads, head_dim, v_head_dim);
-  if (q == nullptr || k_cache == nullptr || v_cache == nullptr || out == nullptr ||
-      meta.query_start == nullptr || meta.context_lens == nullptr ||
-      meta.block_tables == nullptr || (plan.num_splits > 1 && workspace == nullptr) ||
-      plan.row_tiles > INT_MAX || meta.num_seqs > 65535 ||
-      int64_t{num_kv_heads} * plan.num_splits > 65535 ||
-      int64_t{meta.num_tokens} * num_heads > INT_MAX) {
-    return cudaErrorInvalidValue;
-  }
-
+AttentionArgs<T> MakeArgs(const T* q, int64_t q_row_stride, const T* k_cache, const T* v_cache,
+                          const AttentionMetadata& meta, int block_size, int num_heads,
+                          int num_kv_heads, int head_dim, int v_head_dim, float scale,
+                          int sliding_window, const Plan& plan, T* out, float* workspace) {
   constexpr int kVec = 16 / sizeof(T);
   const int64_t partial_rows = int64_t{plan.num_splits} * meta.num_tokens * num_heads;
   AttentionArgs<T> args;
@@ -149,8 +116,8 @@ cudaError_t LaunchPagedAttention(const T* q, int64_t q_row_stride, const T* k_ca
   args.block_tables = meta.block_tables;
   args.max_blocks_per_seq = meta.max_blocks_per_seq;
   args.block_size = block_size;
-  args.max_positions = static_cast<int>(
-      std::min<int64_t>(int64_t{meta.max_blocks_per_seq} * block_size, INT_MAX));
+  args.max_positions =
+      static_cast<int>(std::min<int64_t>(int64_t{meta.max_blocks_per_seq} * block_size, INT_MAX));
   args.num_tokens = meta.num_tokens;
   args.num_heads = num_heads;
   args.num_kv_heads = num_kv_heads;
@@ -164,35 +131,92 @@ cudaError_t LaunchPagedAttention(const T* q, int64_t q_row_stride, const T* k_ca
   args.k_vector = head_dim % kVec == 0 && Aligned16(k_cache);
   args.v_vector = v_head_dim % kVec == 0 && Aligned16(v_cache);
   args.out = out;
-  args.partial_out = workspace;
+  args.partial_out = plan.num_splits > 1 ? workspace : nullptr;
   args.partial_max = plan.num_splits > 1 ? workspace + partial_rows * v_head_dim : nullptr;
   args.partial_sum = plan.num_splits > 1 ? args.partial_max + partial_rows : nullptr;
+  return args;
+}
 
-  cudaError_t err;
+template <typename T>
+cudaError_t LaunchForDims(const AttentionArgs<T>& args, const Plan& plan, int num_seqs,
+                          cudaStream_t stream) {
   switch (plan.max_dim) {
-    case 32: err = LaunchBucket<T, 32>(args, plan, meta.num_seqs, stream); break;
-    case 64: err = LaunchBucket<T, 64>(args, plan, meta.num_seqs, stream); break;
-    case 128: err = LaunchBucket<T, 128>(args, plan, meta.num_seqs, stream); break;
-    default: err = LaunchBucket<T, 256>(args, plan, meta.num_seqs, stream); break;
+    case 32:
+      return LaunchBucket<T, 32>(args, plan, num_seqs, stream);
+    case 64:
+      return LaunchBucket<T, 64>(args, plan, num_seqs, stream);
+    case 128:
+      return LaunchBucket<T, 128>(args, plan, num_seqs, stream);
+    default:
+      return LaunchBucket<T, 256>(args, plan, num_seqs, stream);
   }
-  if (err != cudaSuccess || plan.num_splits == 1) return err;
+}
 
-  MergeArgs<T> merge{meta.query_start,  meta.num_seqs,    meta.num_tokens,  num_heads,
-                     v_head_dim,        plan.num_splits,  args.partial_out, args.partial_max,
-                     args.partial_sum,  out};
+// The split partials of LaunchTiles merged into args.out.
+template <typename T>
+cudaError_t LaunchMerge(const AttentionArgs<T>& args, const AttentionMetadata& meta,
+                        cudaStream_t stream) {
+  const MergeArgs<T> merge{meta.query_start, meta.num_seqs,   meta.num_tokens,  args.num_heads,
+                           args.v_head_dim,  args.num_splits, args.partial_out, args.partial_max,
+                           args.partial_sum, args.out};
   attention::MergeSplitsKernel<T>
-      <<<static_cast<unsigned>(int64_t{meta.num_tokens} * num_heads), kThreads, 0, stream>>>(
+      <<<static_cast<unsigned>(int64_t{meta.num_tokens} * args.num_heads), kThreads, 0, stream>>>(
           merge);
   return cudaGetLastError();
 }
 
-template cudaError_t LaunchPagedAttention<float>(const float*, int64_t, const float*,
-                                                 const float*, const AttentionMetadata&, int,
-                                                 int, int, int, int, float, int, float*,
-                                                 float*, cudaStream_t);
-template cudaError_t LaunchPagedAttention<__nv_bfloat16>(
-    const __nv_bfloat16*, int64_t, const __nv_bfloat16*, const __nv_bfloat16*,
-    const AttentionMetadata&, int, int, int, int, int, float, int, __nv_bfloat16*, float*,
-    cudaStream_t);
+}  // namespace
+
+size_t PagedAttentionWorkspaceBytes(const AttentionMetadata& meta, int num_heads, int num_kv_heads,
+                                    int head_dim, int v_head_dim) {
+  if (meta.num_seqs <= 0 || meta.num_tokens <= 0 || meta.max_query_len <= 0 ||
+      meta.max_context_len <= 0 || num_kv_heads <= 0 || num_heads % num_kv_heads != 0) {
+    return 0;
+  }
+  const Plan plan = MakePlan(meta, num_heads, num_kv_heads, head_dim, v_head_dim);
+  if (plan.num_splits == 1) return 0;
+  return sizeof(float) * static_cast<size_t>(plan.num_splits) * meta.num_tokens * num_heads *
+         (v_head_dim + 2);
+}
+
+template <typename T>
+cudaError_t LaunchPagedAttention(const T* q, int64_t q_row_stride, const T* k_cache,
+                                 const T* v_cache, const AttentionMetadata& meta, int block_size,
+                                 int num_heads, int num_kv_heads, int head_dim, int v_head_dim,
+                                 float scale, int sliding_window, T* out, float* workspace,
+                                 cudaStream_t stream) {
+  if (!ValidSizes(meta, q_row_stride, block_size, num_heads, num_kv_heads, head_dim, v_head_dim,
+                  sliding_window)) {
+    return cudaErrorInvalidValue;
+  }
+  if (meta.num_seqs == 0 || meta.num_tokens == 0 || meta.max_query_len == 0 ||
+      meta.max_context_len == 0) {
+    return cudaSuccess;
+  }
+  const Plan plan = MakePlan(meta, num_heads, num_kv_heads, head_dim, v_head_dim);
+  if (q == nullptr || k_cache == nullptr || v_cache == nullptr || out == nullptr ||
+      meta.query_start == nullptr || meta.context_lens == nullptr || meta.block_tables == nullptr ||
+      (plan.num_splits > 1 && workspace == nullptr) || plan.row_tiles > INT_MAX ||
+      meta.num_seqs > 65535 || int64_t{num_kv_heads} * plan.num_splits > 65535 ||
+      int64_t{meta.num_tokens} * num_heads > INT_MAX) {
+    return cudaErrorInvalidValue;
+  }
+
+  const AttentionArgs<T> args =
+      MakeArgs(q, q_row_stride, k_cache, v_cache, meta, block_size, num_heads, num_kv_heads,
+               head_dim, v_head_dim, scale, sliding_window, plan, out, workspace);
+  const cudaError_t err = LaunchForDims(args, plan, meta.num_seqs, stream);
+  if (err != cudaSuccess || plan.num_splits == 1) return err;
+  return LaunchMerge(args, meta, stream);
+}
+
+template cudaError_t LaunchPagedAttention<float>(const float*, int64_t, const float*, const float*,
+                                                 const AttentionMetadata&, int, int, int, int, int,
+                                                 float, int, float*, float*, cudaStream_t);
+template cudaError_t LaunchPagedAttention<__nv_bfloat16>(const __nv_bfloat16*, int64_t,
+                                                         const __nv_bfloat16*, const __nv_bfloat16*,
+                                                         const AttentionMetadata&, int, int, int,
+                                                         int, int, float, int, __nv_bfloat16*,
+                                                         float*, cudaStream_t);
 
 }  // namespace tpserve

@@ -50,16 +50,15 @@ struct AttentionMetadata {
 //   v_head_dim] (one layer)
 template <typename T>
 cudaError_t LaunchWriteKv(const T* qkv, int64_t row_stride, int64_t k_col, int64_t v_col,
-                          const int64_t* slots, int64_t num_tokens, int num_kv_heads,
-                          int head_dim, int v_head_dim, T* k_cache, T* v_cache,
-                          cudaStream_t stream);
+                          const int64_t* slots, int64_t num_tokens, int num_kv_heads, int head_dim,
+                          int v_head_dim, T* k_cache, T* v_cache, cudaStream_t stream);
 
 // Bytes of fp32 scratch LaunchPagedAttention needs for these sizes (0: none). Long contexts
 // with too few (sequence, kv head) pairs to fill the GPU are split across CTAs
 // (flash-decoding) and merged by a second kernel through this scratch. Reads only the host
 // sizes of `meta`; a captured graph needs the workspace of its own sizes.
-size_t PagedAttentionWorkspaceBytes(const AttentionMetadata& meta, int num_heads,
-                                    int num_kv_heads, int head_dim, int v_head_dim);
+size_t PagedAttentionWorkspaceBytes(const AttentionMetadata& meta, int num_heads, int num_kv_heads,
+                                    int head_dim, int v_head_dim);
 
 // Causal attention of every new token over its sequence's cached prefix. Query token i of
 // sequence s (num_new of them) sits at position p = context_lens[s] − num_new + i and
@@ -75,10 +74,10 @@ size_t PagedAttentionWorkspaceBytes(const AttentionMetadata& meta, int num_heads
 //   that is 0
 template <typename T>
 cudaError_t LaunchPagedAttention(const T* q, int64_t q_row_stride, const T* k_cache,
-                                 const T* v_cache, const AttentionMetadata& meta,
-                                 int block_size, int num_heads, int num_kv_heads, int head_dim,
-                                 int v_head_dim, float scale, int sliding_window, T* out,
-                                 float* workspace, cudaStream_t stream);
+                                 const T* v_cache, const AttentionMetadata& meta, int block_size,
+                                 int num_heads, int num_kv_heads, int head_dim, int v_head_dim,
+                                 float scale, int sliding_window, T* out, float* workspace,
+                                 cudaStream_t stream);
 
 }  // namespace tpserve
 

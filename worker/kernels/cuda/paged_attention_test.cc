@@ -40,15 +40,15 @@ struct AttentionCase {
   std::vector<SeqSpec> seqs;
   int block_size = 16;
   int sliding_window = 0;
-  int query_slack = 0;     // max_query_len = longest query + slack
-  int context_slack = 0;   // max_context_len = longest context + slack
-  int padding_seqs = 0;    // trailing sequences without new tokens (a padded graph batch)
-  int padding_tokens = 0;  // trailing token rows that no sequence owns (slot −1)
+  int query_slack = 0;        // max_query_len = longest query + slack
+  int context_slack = 0;      // max_context_len = longest context + slack
+  int padding_seqs = 0;       // trailing sequences without new tokens (a padded graph batch)
+  int padding_tokens = 0;     // trailing token rows that no sequence owns (slot −1)
   bool expect_split = false;  // the plan must split the context across CTAs
 };
 
-AttentionCase Case(std::string name, int num_heads, int num_kv_heads, int head_dim,
-                   int v_head_dim, std::vector<SeqSpec> seqs) {
+AttentionCase Case(std::string name, int num_heads, int num_kv_heads, int head_dim, int v_head_dim,
+                   std::vector<SeqSpec> seqs) {
   AttentionCase c;
   c.name = std::move(name);
   c.num_heads = num_heads, c.num_kv_heads = num_kv_heads;
@@ -96,8 +96,8 @@ StepBatch ScatteredBatch(const std::vector<SeqSpec>& seqs, int block_size, std::
 template <typename U>
 void Upload(const std::vector<U>& host, DeviceArray<U>& device) {
   ASSERT_EQ(host.size(), device.size());
-  TPSERVE_ASSERT_CUDA(cudaMemcpy(device.get(), host.data(), host.size() * sizeof(U),
-                                 cudaMemcpyHostToDevice));
+  TPSERVE_ASSERT_CUDA(
+      cudaMemcpy(device.get(), host.data(), host.size() * sizeof(U), cudaMemcpyHostToDevice));
 }
 
 // Equal, NaN matching NaN; counts the mismatches.
@@ -116,12 +116,12 @@ class AttentionHarness {
  public:
   // `first` fixes the sizes; later steps must fit them (same sequences and tokens, contexts
   // within max_context_len and the block tables' capacity).
-  AttentionHarness(const AttentionCase& c, const StepBatch& first, int num_blocks,
-                   int poison_block, uint32_t seed)
+  AttentionHarness(const AttentionCase& c, const StepBatch& first, int num_blocks, int poison_block,
+                   uint32_t seed)
       : c_(c),
-        cache_(*KvCache::Create({1, num_blocks, c.block_size, c.num_kv_heads, c.head_dim,
-                                 c.v_head_dim},
-                                std::numeric_limits<int64_t>::max())),
+        cache_(*KvCache::Create(
+            {1, num_blocks, c.block_size, c.num_kv_heads, c.head_dim, c.v_head_dim},
+            std::numeric_limits<int64_t>::max())),
         poison_block_(poison_block),
         sizes_(HostSizes(c, first)),
         q_width_(int64_t{c.num_heads} * c.head_dim),
@@ -155,32 +155,34 @@ class AttentionHarness {
     std::vector<int64_t> slots = batch.Slots(c_.block_size);
     slots.resize(sizes_.num_tokens, -1);
     std::vector<int32_t> query_start(sizes_.num_seqs + 1, 0), context_lens(sizes_.num_seqs, 0);
-    std::vector<int32_t> tables(int64_t{sizes_.num_seqs} * sizes_.max_blocks_per_seq, poison_block_);
+    std::vector<int32_t> tables(int64_t{sizes_.num_seqs} * sizes_.max_blocks_per_seq,
+                                poison_block_);
     for (size_t s = 0; s < batch.seqs.size(); ++s) {
       const SequenceStep& seq = batch.seqs[s];
       query_start[s + 1] = query_start[s] + seq.num_new_tokens;
       context_lens[s] = seq.context_len;
-      std::copy(seq.block_table.begin(), seq.block_table.end(), tables.begin() + s * sizes_.max_blocks_per_seq);
+      std::copy(seq.block_table.begin(), seq.block_table.end(),
+                tables.begin() + s * sizes_.max_blocks_per_seq);
     }
-    for (int s = static_cast<int>(batch.seqs.size()); s < sizes_.num_seqs; ++s) query_start[s + 1] = query_start[s];
+    for (int s = static_cast<int>(batch.seqs.size()); s < sizes_.num_seqs; ++s) {
+      query_start[s + 1] = query_start[s];  // padding sequences: no new tokens
+    }
     Upload(query_start, d_query_start_);
     Upload(context_lens, d_context_lens_);
     Upload(tables, d_block_tables_);
     Upload(slots, d_slots_);
-    Upload(std::vector<T>(ToT(qkv_)), d_qkv_);
+    Upload(ToT(qkv_), d_qkv_);
     slots_ = std::move(slots);
   }
 
   cudaError_t Launch(cudaStream_t stream) {
-    const cudaError_t err = LaunchWriteKv<T>(d_qkv_.get(), row_stride_, q_width_,
-                                             q_width_ + k_width_, d_slots_.get(), sizes_.num_tokens,
-                                             c_.num_kv_heads, c_.head_dim, c_.v_head_dim,
-                                             d_k_cache_.get(), d_v_cache_.get(), stream);
+    const cudaError_t err = LaunchWriteKv<T>(
+        d_qkv_.get(), row_stride_, q_width_, q_width_ + k_width_, d_slots_.get(), sizes_.num_tokens,
+        c_.num_kv_heads, c_.head_dim, c_.v_head_dim, d_k_cache_.get(), d_v_cache_.get(), stream);
     if (err != cudaSuccess) return err;
-    return LaunchPagedAttention<T>(d_qkv_.get(), row_stride_, d_k_cache_.get(),
-                                   d_v_cache_.get(), meta_, c_.block_size, c_.num_heads,
-                                   c_.num_kv_heads, c_.head_dim, c_.v_head_dim,
-                                   1.0f / std::sqrt(static_cast<float>(c_.head_dim)),
+    return LaunchPagedAttention<T>(d_qkv_.get(), row_stride_, d_k_cache_.get(), d_v_cache_.get(),
+                                   meta_, c_.block_size, c_.num_heads, c_.num_kv_heads, c_.head_dim,
+                                   c_.v_head_dim, 1.0f / std::sqrt(static_cast<float>(c_.head_dim)),
                                    c_.sliding_window, out_.get(),
                                    workspace_bytes_ > 0 ? workspace_.get() : nullptr, stream);
   }
@@ -252,14 +254,15 @@ class AttentionHarness {
     double worst = 0;
     size_t worst_row = 0;
     for (size_t r = 0; r * dv < want.size(); ++r) {
-      const double err = RelativeError(std::vector<float>(real.begin() + r * dv, real.begin() + (r + 1) * dv),
-                                       std::vector<float>(want.begin() + r * dv, want.begin() + (r + 1) * dv));
+      const double err =
+          RelativeError(std::vector<float>(real.begin() + r * dv, real.begin() + (r + 1) * dv),
+                        std::vector<float>(want.begin() + r * dv, want.begin() + (r + 1) * dv));
       if (!(err <= worst)) worst = err, worst_row = r;
     }
     EXPECT_LT(worst, 4 * KernelTolerance<T>())
         << "token " << worst_row / c_.num_heads << " head " << worst_row % c_.num_heads;
-    const int64_t written = std::count_if(got.begin() + want.size(), got.end(),
-                                          [](float x) { return !std::isnan(x); });
+    const int64_t written =
+        std::count_if(got.begin() + want.size(), got.end(), [](float x) { return !std::isnan(x); });
     EXPECT_EQ(written, 0) << "padding rows were written";
   }
 
@@ -403,7 +406,8 @@ TYPED_TEST(PagedAttentionCudaTest, CapturedGraphReplaysNewLengths) {
     SequenceStep& seq = next.seqs[s];
     seq.block_table = first.seqs[(s + 1) % first.seqs.size()].block_table;
     // Within the neighbour's old context: its slots past that hold NaN.
-    seq.context_len = 1 + static_cast<int>(rng() % first.seqs[(s + 1) % first.seqs.size()].context_len);
+    seq.context_len =
+        1 + static_cast<int>(rng() % first.seqs[(s + 1) % first.seqs.size()].context_len);
   }
   harness.SetStep(next, 502);
   TPSERVE_ASSERT_CUDA(cudaGraphLaunch(exec, stream));
@@ -431,12 +435,12 @@ TEST(PagedAttentionSizesTest, RejectsUnsupportedAndSkipsEmpty) {
   EXPECT_EQ(launch(8, 2, 64, 64, 16), cudaErrorInvalidValue);  // null pointers
   meta.num_tokens = 0;
   EXPECT_EQ(launch(8, 2, 64, 64, 16), cudaSuccess);
-  EXPECT_EQ(LaunchWriteKv<float>(nullptr, 64, 0, 32, nullptr, 0, 2, 16, 16, nullptr, nullptr,
-                                 nullptr),
-            cudaSuccess);
-  EXPECT_EQ(LaunchWriteKv<float>(nullptr, 64, 0, 32, nullptr, 1, 0, 16, 16, nullptr, nullptr,
-                                 nullptr),
-            cudaErrorInvalidValue);
+  EXPECT_EQ(
+      LaunchWriteKv<float>(nullptr, 64, 0, 32, nullptr, 0, 2, 16, 16, nullptr, nullptr, nullptr),
+      cudaSuccess);
+  EXPECT_EQ(
+      LaunchWriteKv<float>(nullptr, 64, 0, 32, nullptr, 1, 0, 16, 16, nullptr, nullptr, nullptr),
+      cudaErrorInvalidValue);
 }
 
 TEST(PagedAttentionSizesTest, SplitsOnlyLongContextsOfSmallBatches) {

@@ -43,14 +43,13 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 template <typename T>
 cudaError_t LaunchWriteKv(const T* qkv, int64_t row_stride, int64_t k_col, int64_t v_col,
-                          const int64_t* slots, int64_t num_tokens, int num_kv_heads,
-                          int head_dim, int v_head_dim, T* k_cache, T* v_cache,
-                          cudaStream_t stream) {
+                          const int64_t* slots, int64_t num_tokens, int num_kv_heads, int head_dim,
+                          int v_head_dim, T* k_cache, T* v_cache, cudaStream_t stream) {
   const int64_t k_width = int64_t{num_kv_heads} * head_dim;
   const int64_t v_width = int64_t{num_kv_heads} * v_head_dim;
   if (num_tokens < 0 || num_kv_heads < 1 || head_dim < 1 || v_head_dim < 1 ||
-      num_tokens > INT_MAX || k_width > INT_MAX || v_width > INT_MAX || k_col < 0 ||
-      v_col < 0 || row_stride < k_col + k_width || row_stride < v_col + v_width) {
+      num_tokens > INT_MAX || k_width > INT_MAX || v_width > INT_MAX || k_col < 0 || v_col < 0 ||
+      row_stride < k_col + k_width || row_stride < v_col + v_width) {
     return cudaErrorInvalidValue;
   }
   if (num_tokens == 0) return cudaSuccess;
@@ -59,20 +58,20 @@ cudaError_t LaunchWriteKv(const T* qkv, int64_t row_stride, int64_t k_col, int64
   }
   constexpr int64_t kVec = 16 / sizeof(T);
   const bool rows_aligned = Aligned16(qkv) && row_stride % kVec == 0;
-  const bool k_vector = rows_aligned && Aligned16(k_cache) && k_col % kVec == 0 && k_width % kVec == 0;
-  const bool v_vector = rows_aligned && Aligned16(v_cache) && v_col % kVec == 0 && v_width % kVec == 0;
+  const bool k_vector =
+      rows_aligned && Aligned16(k_cache) && k_col % kVec == 0 && k_width % kVec == 0;
+  const bool v_vector =
+      rows_aligned && Aligned16(v_cache) && v_col % kVec == 0 && v_width % kVec == 0;
   WriteKvKernel<T><<<static_cast<unsigned>(num_tokens), kThreads, 0, stream>>>(
-      qkv, row_stride, k_col, v_col, slots, static_cast<int>(k_width),
-      static_cast<int>(v_width), k_vector, v_vector, k_cache, v_cache);
+      qkv, row_stride, k_col, v_col, slots, static_cast<int>(k_width), static_cast<int>(v_width),
+      k_vector, v_vector, k_cache, v_cache);
   return cudaGetLastError();
 }
 
-template cudaError_t LaunchWriteKv<float>(const float*, int64_t, int64_t, int64_t,
-                                          const int64_t*, int64_t, int, int, int, float*, float*,
-                                          cudaStream_t);
-template cudaError_t LaunchWriteKv<__nv_bfloat16>(const __nv_bfloat16*, int64_t, int64_t,
-                                                  int64_t, const int64_t*, int64_t, int, int,
-                                                  int, __nv_bfloat16*, __nv_bfloat16*,
-                                                  cudaStream_t);
+template cudaError_t LaunchWriteKv<float>(const float*, int64_t, int64_t, int64_t, const int64_t*,
+                                          int64_t, int, int, int, float*, float*, cudaStream_t);
+template cudaError_t LaunchWriteKv<__nv_bfloat16>(const __nv_bfloat16*, int64_t, int64_t, int64_t,
+                                                  const int64_t*, int64_t, int, int, int,
+                                                  __nv_bfloat16*, __nv_bfloat16*, cudaStream_t);
 
 }  // namespace tpserve
