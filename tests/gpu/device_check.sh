@@ -78,11 +78,18 @@ if [ "$quick" != --quick ]; then
   [ -f "$ckpt/config.json" ] || run make_llama8b 240 python3 tests/gpu/make_llama8b.py "$ckpt"
   run cuda_benchmark 400 gpu_bundle/bin/cuda_benchmark --model "$ckpt" --json "$out/bench.json"
 fi
+run paged_attention_benchmark 60 gpu_bundle/bin/paged_attention_benchmark
+# The real race check of the attention tiles (the CPU has no model of warps).
+if [ "$quick" != --quick ] && command -v compute-sanitizer >/dev/null; then
+  run racecheck_paged_attention 120 compute-sanitizer --tool racecheck --error-exitcode 1 \
+    gpu_bundle/tests/paged_attention_test --gtest_filter='*Mixed*:*CapturedGraph*'
+fi
 
 echo
 grep -h "rel err\|relative error" "$out"/hf_gpu_llama_gqa.log 2>/dev/null | head -8
 cat "$out/golden_errors.txt" 2>/dev/null | sort -k4 -g | tail -4
 [ -f "$out/cuda_benchmark.log" ] && cat "$out/cuda_benchmark.log"
+tail -12 "$out/paged_attention_benchmark.log" 2>/dev/null
 echo
 printf "%-44s %-6s %7s\n" check result seconds
 printf "%s\n" "${rows[@]}"
