@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "worker/sampling_rules.h"
 
 namespace tpserve {
 namespace {
@@ -137,24 +138,6 @@ int32_t Argmax(absl::Span<const float> logits) {
 
 // ---- Per-request pieces. ---------------------------------------------------------------
 
-// SplitMix64's finaliser: a bijective 64-bit mix.
-uint64_t Mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// The request's uniform for this step: a function of (seed, step) alone.
-double Uniform(uint64_t seed, uint64_t step) {
-  return static_cast<double>(Mix64(Mix64(seed) ^ step) >> 11) * 0x1p-53;
-}
-
-bool HasPenalties(const SamplingParams& p) {
-  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
-         p.frequency_penalty != 0.0f;
-}
-
 // Steps 1 and 2 of the header, in place. Token ids were checked against the row size.
 void ApplyPenalties(const SamplingParams& p, const SampleRequest& r,
                     absl::Span<float> logits) {
@@ -164,8 +147,7 @@ void ApplyPenalties(const SamplingParams& p, const SampleRequest& r,
       for (int32_t t : part) {
         if (seen[t]) continue;
         seen[t] = true;
-        float& l = logits[t];
-        l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
+        logits[t] = RepetitionPenalised(logits[t], p.repetition_penalty);
       }
     }
   }
@@ -173,7 +155,7 @@ void ApplyPenalties(const SamplingParams& p, const SampleRequest& r,
     absl::flat_hash_map<int32_t, int32_t> counts;
     for (int32_t t : r.output_tokens) ++counts[t];
     for (const auto& [t, c] : counts) {
-      logits[t] -= p.presence_penalty + p.frequency_penalty * static_cast<float>(c);
+      logits[t] -= PresenceFrequencyPenalty(p.presence_penalty, p.frequency_penalty, c);
     }
   }
 }
@@ -190,7 +172,7 @@ absl::StatusOr<float> LogNormaliser(absl::Span<const float> row) {
   const float max = MaxOf(row);
   const double sum = ExpSum(row, max, 1.0f, /*out=*/nullptr);
   if (!std::isfinite(max) || !std::isfinite(sum) || sum <= 0) {
-    return absl::InternalError("logits row is not finite (NaN, inf or all -inf)");
+    return RowNotFiniteError();
   }
   return max + static_cast<float>(std::log(sum));
 }
@@ -274,32 +256,6 @@ int32_t SampleTemperature(absl::Span<const float> logits, const SamplingParams& 
   return PickInIdOrder(absl::MakeConstSpan(w, vocab), p.min_p, mass, u);
 }
 
-absl::Status CheckTokens(absl::Span<const int32_t> tokens, const char* field,
-                         int64_t vocab) {
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] >= vocab) {
-      return absl::InvalidArgumentError(absl::StrCat(field, "[", i, "] = ", tokens[i],
-                                                     " is outside [0, ", vocab, ")"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckRequest(const SampleRequest& r, int64_t rows, int64_t vocab) {
-  if (absl::Status s = r.params.Validate(vocab); !s.ok()) return s;
-  if (!r.params.seed.has_value()) {
-    return absl::InvalidArgumentError("seed is unset: the engine must fill it at start");
-  }
-  if (r.row < 0 || r.row >= rows) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("row ", r.row, " is outside [0, ", rows, ")"));
-  }
-  if (absl::Status s = CheckTokens(r.prompt_tokens, "prompt_tokens", vocab); !s.ok()) {
-    return s;
-  }
-  return CheckTokens(r.output_tokens, "output_tokens", vocab);
-}
-
 absl::StatusOr<SampleResult> SampleOne(absl::Span<const float> row, const SampleRequest& r,
                                        Scratch& scratch) {
   const absl::StatusOr<float> log_norm = LogNormaliser(row);
@@ -310,21 +266,14 @@ absl::StatusOr<SampleResult> SampleOne(absl::Span<const float> row, const Sample
     scratch.logits.assign(row.begin(), row.end());
     ApplyPenalties(p, r, absl::MakeSpan(scratch.logits));
     logits = scratch.logits;
-    if (!std::isfinite(MaxOf(logits))) {
-      return absl::InternalError("penalised logits overflowed");
-    }
+    if (!std::isfinite(MaxOf(logits))) return PenalisedOverflowError();
   }
   // Greedy also when 1/T overflows, where (l − max)/T would give 0·inf.
-  const bool greedy = !(1.0f / p.temperature < std::numeric_limits<float>::infinity());
   const int32_t token =
-      greedy ? Argmax(logits)
-          : SampleTemperature(logits, p, Uniform(*p.seed, r.output_tokens.size()), scratch);
+      IsGreedy(p) ? Argmax(logits)
+                  : SampleTemperature(logits, p, StepUniform(*p.seed, r.output_tokens.size()),
+                                      scratch);
   return Score(row, *log_norm, token, p.logprobs);
-}
-
-absl::Status OutOfRange(const char* field, const char* limit, double value) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, " must be ", limit, ", got ", value));
 }
 
 absl::StatusOr<int64_t> VocabSize(const Tensor& logits) {
@@ -372,8 +321,8 @@ absl::StatusOr<std::vector<SampleResult>> SampleBatch(
   if (!vocab.ok()) return vocab.status();
   const int64_t rows = logits.dim(0);
   for (size_t i = 0; i < requests.size(); ++i) {
-    if (absl::Status s = CheckRequest(requests[i], rows, *vocab); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("request ", i, ": ", s.message()));
+    if (absl::Status s = CheckSampleRequest(requests[i], rows, *vocab); !s.ok()) {
+      return ForRequest(i, s);
     }
   }
   Scratch scratch;
@@ -383,10 +332,7 @@ absl::StatusOr<std::vector<SampleResult>> SampleBatch(
     const SampleRequest& r = requests[i];
     absl::StatusOr<SampleResult> result =
         SampleOne(absl::MakeConstSpan(logits.row(r.row), *vocab), r, scratch);
-    if (!result.ok()) {
-      return absl::Status(result.status().code(),
-                          absl::StrCat("request ", i, ": ", result.status().message()));
-    }
+    if (!result.ok()) return ForRequest(i, result.status());
     results.push_back(*std::move(result));
   }
   return results;
@@ -397,23 +343,18 @@ absl::StatusOr<std::vector<SampleResult>> PromptLogprobs(
     int top_n) {
   const absl::StatusOr<int64_t> vocab = VocabSize(logits);
   if (!vocab.ok()) return vocab.status();
-  const int64_t count = next_tokens.size();
-  if (first_row < 0 || first_row + count > logits.dim(0)) {
-    return absl::InvalidArgumentError(absl::StrCat("rows [", first_row, ", ",
-                                                   first_row + count, ") exceed the ",
-                                                   logits.dim(0), " logits rows"));
+  if (absl::Status s =
+          CheckPromptLogprobs(logits.dim(0), first_row, next_tokens, top_n, *vocab);
+      !s.ok()) {
+    return s;
   }
-  if (top_n < 0 || top_n > kMaxLogprobs) return OutOfRange("top_n", "in [0, 20]", top_n);
-  if (absl::Status s = CheckTokens(next_tokens, "next_tokens", *vocab); !s.ok()) return s;
+  const int64_t count = next_tokens.size();
   std::vector<SampleResult> results;
   results.reserve(count);
   for (int64_t i = 0; i < count; ++i) {
     const absl::Span<const float> row(logits.row(first_row + i), *vocab);
     const absl::StatusOr<float> log_norm = LogNormaliser(row);
-    if (!log_norm.ok()) {
-      return absl::Status(log_norm.status().code(), absl::StrCat("row ", first_row + i, ": ",
-                                                                log_norm.status().message()));
-    }
+    if (!log_norm.ok()) return ForRow(first_row + i, log_norm.status());
     results.push_back(Score(row, *log_norm, next_tokens[i], top_n));
   }
   return results;
