@@ -5,6 +5,13 @@
 
 namespace tpserve {
 
+absl::StatusOr<std::unique_ptr<StepLogits>> ModelRunner::ForwardForSampling(
+    const StepBatch& batch, bool /*sampling*/) {
+  absl::StatusOr<Tensor> logits = Forward(batch);
+  if (!logits.ok()) return logits.status();
+  return std::make_unique<HostStepLogits>(*std::move(logits));
+}
+
 absl::Status CpuModelRunner::AllocateCache(int num_blocks, int block_size) {
   cache_.reset();
   shape_ = KvCacheShape();

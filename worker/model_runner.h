@@ -16,6 +16,7 @@
 #include "worker/loader/hf_config.h"
 #include "worker/models/llama.h"
 #include "worker/step_batch.h"
+#include "worker/step_logits.h"
 #include "worker/tensor.h"
 
 namespace tpserve {
@@ -35,6 +36,12 @@ class ModelRunner {
   // Runs one step (batch.Validate against cache_shape() first). Returns host logits
   // [batch.NumLogitRows(), vocab_size] in fp32, identical on every rank.
   virtual absl::StatusOr<Tensor> Forward(const StepBatch& batch) = 0;
+
+  // Runs one step for the rank executor, leaving the logits where this backend scores
+  // them best. `sampling`: whether this rank will score them (rank 0); other ranks may
+  // get logits that refuse to be scored. Default: Forward, scored on the host.
+  virtual absl::StatusOr<std::unique_ptr<StepLogits>> ForwardForSampling(const StepBatch& batch,
+                                                                        bool sampling);
 };
 
 // The CPU backend: fp32 LlamaModel over a host KvCache.

@@ -119,8 +119,9 @@ absl::StatusOr<StepResult> RankExecutor::Run(const StepPlan& plan) {
   result.set_step(plan.step());
   if (step->seqs.empty()) return result;  // a plan that only drops
   absl::Status s = step->batch.Validate(model_->cache_shape(), limits_.max_context);
-  absl::StatusOr<Tensor> logits = s.ok() ? model_->Forward(step->batch) : s;
-  if (logits.ok() && rank() == 0) s = FillOutputs(*step, *logits, &result);
+  absl::StatusOr<std::unique_ptr<StepLogits>> logits =
+      s.ok() ? model_->ForwardForSampling(step->batch, /*sampling=*/rank() == 0) : s;
+  if (logits.ok() && rank() == 0) s = FillOutputs(*step, **logits, &result);
   if (!logits.ok()) s = logits.status();
   if (!s.ok()) {
     broken_ = s;
@@ -129,7 +130,7 @@ absl::StatusOr<StepResult> RankExecutor::Run(const StepPlan& plan) {
   return result;
 }
 
-absl::Status RankExecutor::FillOutputs(const ScheduledStep& step, const Tensor& logits,
+absl::Status RankExecutor::FillOutputs(const ScheduledStep& step, StepLogits& logits,
                                        StepResult* result) const {
   std::vector<SampleRequest> requests;
   std::vector<SequenceOutput*> sampled;
@@ -140,8 +141,8 @@ absl::Status RankExecutor::FillOutputs(const ScheduledStep& step, const Tensor& 
     const SequenceState& state = *seq.state;
     const absl::Span<const int32_t> tokens(state.tokens);
     if (seq.num_prompt_logprobs > 0) {
-      absl::StatusOr<std::vector<SampleResult>> scored = PromptLogprobs(
-          logits, seq.first_row, tokens.subspan(seq.first_position + 1, seq.num_prompt_logprobs),
+      absl::StatusOr<std::vector<SampleResult>> scored = logits.PromptLogprobs(
+          seq.first_row, tokens.subspan(seq.first_position + 1, seq.num_prompt_logprobs),
           *state.sampling.prompt_logprobs);
       if (!scored.ok()) return scored.status();
       for (const SampleResult& r : *scored) ToProto(r, out->add_prompt_logprobs());
@@ -157,7 +158,7 @@ absl::Status RankExecutor::FillOutputs(const ScheduledStep& step, const Tensor& 
     wants_logprobs.push_back(state.wants_logprobs);
   }
   if (requests.empty()) return absl::OkStatus();
-  absl::StatusOr<std::vector<SampleResult>> samples = SampleBatch(logits, requests);
+  absl::StatusOr<std::vector<SampleResult>> samples = logits.Sample(requests);
   if (!samples.ok()) return samples.status();
   for (size_t i = 0; i < sampled.size(); ++i) {
     sampled[i]->set_token_id((*samples)[i].token);

@@ -67,7 +67,7 @@ class RankExecutor {
                const SequenceTableLimits& limits);
   absl::StatusOr<worker::v1::StepResult> Run(const worker::v1::StepPlan& plan);
   // Rank 0: fills result->sequences from the step's logits.
-  absl::Status FillOutputs(const ScheduledStep& step, const Tensor& logits,
+  absl::Status FillOutputs(const ScheduledStep& step, StepLogits& logits,
                            worker::v1::StepResult* result) const;
 
   std::unique_ptr<CommGroup> comm_;  // outlives model_, which holds a pointer to it

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "worker/cuda/cuda_status.h"
+#include "worker/cuda/cuda_sampler.h"
 #include "worker/cuda/device_buffer.h"
 #include "worker/cuda/pinned_buffer.h"
 #include "worker/kernels/cuda/elementwise.h"
@@ -59,6 +60,32 @@ namespace {
 
 absl::Status Launched(cudaError_t err, const char* what) { return CudaStatus(err, what); }
 
+// A step's logits left on the GPU, scored by rank 0's CudaSampler; only results come
+// back. `sampler` null: a rank that does not sample (its logits refuse to be scored).
+class DeviceStepLogits : public StepLogits {
+ public:
+  DeviceStepLogits(CudaSampler* sampler, const float* logits, int64_t rows)
+      : sampler_(sampler), logits_(logits), rows_(rows) {}
+  absl::StatusOr<std::vector<SampleResult>> Sample(
+      absl::Span<const SampleRequest> requests) override {
+    if (sampler_ == nullptr) return NotSampling();
+    return sampler_->SampleBatch(logits_, rows_, requests);
+  }
+  absl::StatusOr<std::vector<SampleResult>> PromptLogprobs(
+      int64_t first_row, absl::Span<const int32_t> next_tokens, int top_n) override {
+    if (sampler_ == nullptr) return NotSampling();
+    return sampler_->PromptLogprobs(logits_, rows_, first_row, next_tokens, top_n);
+  }
+
+ private:
+  static absl::Status NotSampling() {
+    return absl::FailedPreconditionError("this rank does not sample: it kept no scorable logits");
+  }
+  CudaSampler* sampler_;
+  const float* logits_;  // [rows_, V] on the device
+  int64_t rows_;
+};
+
 template <typename T>
 struct CudaDecoderLayer {
   CudaColumnParallelLinear<T> qkv;      // [n, (n_q + n_kv)·d + n_kv·dv]
@@ -98,6 +125,8 @@ class CudaLlamaModel : public CudaModelRunner {
   absl::StatusOr<Tensor> Forward(const StepBatch& batch) override;
   absl::StatusOr<const float*> ForwardToDevice(const StepBatch& batch) override;
   int num_decode_graphs() const override { return graphs_.num_captured(); }
+  absl::StatusOr<std::unique_ptr<StepLogits>> ForwardForSampling(const StepBatch& batch,
+                                                                bool sampling) override;
   void SetCudaGraphs(bool on) override {
     graphs_.SetSizes(on ? GraphSizes(options_, comm_->size()) : std::vector<int>{});
   }
@@ -158,6 +187,7 @@ class CudaLlamaModel : public CudaModelRunner {
   std::unique_ptr<CudaStepMetadataStager> stager_;
   DecodeGraphs graphs_;
   int graph_context_ = 0, graph_width_ = 0;  // context bound and table width of graph steps
+  std::unique_ptr<CudaSampler> sampler_;     // rank 0's, made at its first sampled step
   absl::Status broken_;
 };
 
@@ -481,6 +511,23 @@ absl::StatusOr<const float*> CudaLlamaModel<T>::ForwardToDevice(const StepBatch&
   TPSERVE_RETURN_IF_ERROR(Enqueue(batch).status());
   TPSERVE_RETURN_IF_ERROR(Broken(comm_->WaitStream(options_.step_timeout)));
   return acts_.logits.template as<float>();
+}
+
+template <typename T>
+absl::StatusOr<std::unique_ptr<StepLogits>> CudaLlamaModel<T>::ForwardForSampling(
+    const StepBatch& batch, bool sampling) {
+  // Steps with more logit rows than one head pass (all-position logits of a long prompt
+  // chunk) are rare: they go through the host.
+  if (batch.NumLogitRows() > options_.max_logit_rows) {
+    return ModelRunner::ForwardForSampling(batch, sampling);
+  }
+  TPSERVE_ASSIGN_OR_RETURN(const float* logits, ForwardToDevice(batch));
+  if (sampling && sampler_ == nullptr) {
+    TPSERVE_ASSIGN_OR_RETURN(sampler_, CudaSampler::Create(config_.vocab_size,
+                                                           options_.max_logit_rows, stream()));
+  }
+  return std::unique_ptr<StepLogits>(
+      new DeviceStepLogits(sampling ? sampler_.get() : nullptr, logits, batch.NumLogitRows()));
 }
 
 }  // namespace

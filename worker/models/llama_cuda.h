@@ -10,7 +10,9 @@
 //   down (all-reduce)] → add+RMSNorm on the logit rows only → LM head (all-gather)
 // every launch enqueued on the NcclCommGroup's stream; the host waits once per step,
 // through NcclCommGroup::WaitStream, so a hung peer fails the step within step_timeout.
-// Decode steps replay a CUDA graph per padded batch size (cuda_graphs.h).
+// Decode steps replay a CUDA graph per padded batch size (cuda_graphs.h). For the rank
+// executor, logits stay on the GPU and rank 0 samples there (CudaSampler); only the
+// results come back.
 //
 // One instance per rank; one thread at a time (the thread whose current device is the
 // comm group's). The comm group must outlive the model.
