@@ -1,5 +1,5 @@
-// Device primitives of the paged-attention kernels (paged_attention_tile.cuh): T <-> fp32,
-// vector loads from shared memory, cache rows staged into shared memory through cp.async,
+// Device primitives of the paged-attention kernels (paged_attention_tile.cuh), beside the
+// shared ones of vec.cuh (T <-> fp32): vector loads from shared memory, cache rows staged into shared memory through cp.async,
 // warp reductions. Included only through paged_attention_tile.cuh.
 #ifndef TPSERVE_WORKER_KERNELS_CUDA_PAGED_ATTENTION_PRIMITIVES_CUH_
 #define TPSERVE_WORKER_KERNELS_CUDA_PAGED_ATTENTION_PRIMITIVES_CUH_
@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "worker/kernels/cuda/vec.cuh"
+
 namespace tpserve {
 namespace attention {
 
@@ -17,24 +19,6 @@ constexpr int kThreads = 128;  // per CTA
 constexpr int kWarps = kThreads / 32;
 
 __host__ __device__ constexpr int RoundUp(int x, int m) { return (x + m - 1) / m * m; }
-
-template <typename T>
-__device__ __forceinline__ float ToF32(T v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else {
-    return __bfloat162float(v);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ T FromF32(float v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else {
-    return __float2bfloat16(v);
-  }
-}
 
 // f[0, N) = p[0, N), p aligned to N·sizeof(T) (16 bytes at most).
 template <typename T, int N>
@@ -53,7 +37,7 @@ __device__ __forceinline__ void LoadFloats(const T* p, float* f) {
       f[0] = p[0];
     }
   } else if constexpr (N == 1) {
-    f[0] = ToF32(p[0]);
+    f[0] = ToFloat(p[0]);
   } else {
     static_assert(N % 2 == 0);
     // bf16 pairs, in one load of min(2N, 16) bytes at a time.
@@ -133,7 +117,7 @@ __device__ __forceinline__ void StageRows(const T* __restrict__ cache, int64_t s
       const int row = i / row_elems, col = i - row * row_elems;
       const int64_t slot = s_slot[row];
       s_rows[row * smem_stride + col] =
-          slot >= 0 && col < width ? cache[slot * slot_stride + head_offset + col] : FromF32<T>(0);
+          slot >= 0 && col < width ? cache[slot * slot_stride + head_offset + col] : FromFloat<T>(0);
     }
   }
 }

@@ -136,7 +136,7 @@ __device__ __forceinline__ void StageQueries(const AttentionArgs<T>& a, const Ro
     if (r < t.num_rows && c < a.head_dim) {
       const int64_t token = t.q_begin + (t.row0 + r) / a.group;
       const int head = t.kv_head * a.group + (t.row0 + r) % a.group;
-      v = ToF32(a.q[token * a.q_row_stride + int64_t{head} * a.head_dim + c]) * a.scale_log2;
+      v = ToFloat(a.q[token * a.q_row_stride + int64_t{head} * a.head_dim + c]) * a.scale_log2;
     }
     m.q[i] = v;
   }
@@ -256,7 +256,7 @@ __device__ __forceinline__ void StoreRows(const AttentionArgs<T>& a, const RowTi
       T* o = a.out + out_row * dv + c0;
 #pragma unroll
       for (int c = 0; c < L::kCols; ++c) {
-        if (c0 + c < dv) o[c] = FromF32<T>(acc[i][c] * inv_sum);
+        if (c0 + c < dv) o[c] = FromFloat<T>(acc[i][c] * inv_sum);
       }
     } else {
       const int64_t part = int64_t{t.split} * a.num_tokens * a.num_heads + out_row;
@@ -365,7 +365,7 @@ __global__ void __launch_bounds__(kThreads) MergeSplitsKernel(const MergeArgs<T>
       const float w = exp2f(a.partial_max[s * rows + out_row] - max_all);
       o += w * a.partial_out[(s * rows + out_row) * a.v_head_dim + c];
     }
-    a.out[out_row * a.v_head_dim + c] = FromF32<T>(o * inv_sum);
+    a.out[out_row * a.v_head_dim + c] = FromFloat<T>(o * inv_sum);
   }
 }
 
