@@ -68,14 +68,8 @@ TEST_P(CudaGoldenTest, LogitsMatchTransformers) {
   options.cuda_graphs = c.graphs;
   absl::StatusOr<CudaRank> rank = LoadCudaRank(*files, comm, options);
   ASSERT_TRUE(rank.ok()) << rank.status();
-  std::vector<std::vector<std::vector<int32_t>>> groups;
-  if (c.mode == ForwardMode::kStaggered) {
-    groups.push_back(golden->prompts);
-  } else {
-    for (const auto& p : golden->prompts) groups.push_back({p});
-  }
   std::vector<Tensor> got;
-  for (const auto& group : groups) {
+  for (const auto& group : PromptGroups(*golden, c.mode == ForwardMode::kStaggered)) {
     absl::StatusOr<std::vector<Tensor>> logits =
         ForwardSequences(*rank->model, group, c.mode, /*block_size=*/4);
     ASSERT_TRUE(logits.ok()) << logits.status();

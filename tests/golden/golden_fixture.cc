@@ -13,6 +13,14 @@
 
 namespace tpserve {
 
+std::vector<std::vector<std::vector<int32_t>>> PromptGroups(const GoldenFixture& f,
+                                                             bool together) {
+  if (together) return {f.prompts};
+  std::vector<std::vector<std::vector<int32_t>>> groups;
+  for (const auto& p : f.prompts) groups.push_back({p});
+  return groups;
+}
+
 std::string FixtureRoot() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   const char* workspace = std::getenv("TEST_WORKSPACE");

@@ -31,6 +31,11 @@ struct GoldenFixture {
 std::vector<std::string> ListFixtures(const std::string& root);
 absl::StatusOr<GoldenFixture> LoadFixture(const std::string& dir);
 
+// The batches a golden test runs: every prompt in one batch (`together`, the staggered
+// schedule) or each prompt alone.
+std::vector<std::vector<std::vector<int32_t>>> PromptGroups(const GoldenFixture& f,
+                                                             bool together);
+
 // The runfiles path of tests/data/models.
 std::string FixtureRoot();
 

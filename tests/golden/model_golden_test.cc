@@ -60,14 +60,8 @@ TEST_P(ModelGoldenTest, LogitsMatchTransformers) {
   absl::StatusOr<ModelFiles> files = OpenModel(c.dir, c.tp);
   ASSERT_TRUE(files.ok()) << files.status();
   // One-shot and incremental run each prompt alone; staggered runs them all together.
-  std::vector<std::vector<std::vector<int32_t>>> groups;
-  if (c.mode == ForwardMode::kStaggered) {
-    groups.push_back(golden->prompts);
-  } else {
-    for (const auto& p : golden->prompts) groups.push_back({p});
-  }
   std::vector<Tensor> got;
-  for (const auto& group : groups) {
+  for (const auto& group : PromptGroups(*golden, c.mode == ForwardMode::kStaggered)) {
     std::vector<std::vector<Tensor>> per_rank(c.tp);
     RunOnLocalRanks(c.tp, [&](int rank, CommGroup& comm) {
       absl::StatusOr<std::unique_ptr<LlamaModel>> model = LoadModel(*files, &comm);
