@@ -237,11 +237,6 @@ void NcclCommGroup::Teardown() {
   }
 }
 
-void NcclCommGroup::PinnedFree::operator()(uint8_t* p) const {
-  // Nothing to report to from a deleter; a failure here leaks at most one buffer.
-  if (p != nullptr) cudaFreeHost(p);
-}
-
 absl::Status NcclCommGroup::Usable(absl::string_view what) const {
   if (broken_.ok()) return broken_;
   return absl::FailedPreconditionError(
@@ -329,17 +324,14 @@ absl::Status NcclCommGroup::ReserveStaging(size_t bytes) {
   // that it cannot block on a hung collective.
   if (absl::Status s = Wait(timeout_, "growing the staging buffers"); !s.ok()) return s;
   staging_device_ = DeviceBuffer();
-  staging_host_.reset();
+  staging_host_ = PinnedBuffer();
   staging_bytes_ = 0;
   absl::StatusOr<DeviceBuffer> device = DeviceBuffer::Create(bytes);
   if (!device.ok()) return WithRank(device.status(), rank_, size_);
-  void* host = nullptr;
-  if (absl::Status s = CudaStatus(cudaMallocHost(&host, bytes), "cudaMallocHost (staging)");
-      !s.ok()) {
-    return WithRank(s, rank_, size_);
-  }
+  absl::StatusOr<PinnedBuffer> host = PinnedBuffer::Create(bytes);
+  if (!host.ok()) return WithRank(host.status(), rank_, size_);
   staging_device_ = *std::move(device);
-  staging_host_.reset(static_cast<uint8_t*>(host));
+  staging_host_ = *std::move(host);
   staging_bytes_ = bytes;
   return absl::OkStatus();
 }
@@ -350,7 +342,7 @@ absl::Status NcclCommGroup::RunStaged(absl::string_view what, absl::Span<const u
   if (absl::Status s = Usable(what); !s.ok()) return s;
   if (absl::Status s = ReserveStaging(staged_bytes); !s.ok()) return s;
   uint8_t* device = staging_device_.as<uint8_t>();
-  uint8_t* host = staging_host_.get();
+  uint8_t* host = staging_host_.as<uint8_t>();
   if (!in.empty()) {
     std::memcpy(host + offset, in.data(), in.size());
     if (absl::Status s = CudaStatus(cudaMemcpyAsync(device + offset, host + offset, in.size(),

@@ -53,6 +53,7 @@
 #include "worker/comm/comm_group.h"
 #include "worker/cuda/device_buffer.h"
 #include "worker/cuda/device_dtype.h"
+#include "worker/cuda/pinned_buffer.h"
 
 namespace tpserve {
 
@@ -124,10 +125,6 @@ class NcclCommGroup : public CommGroup {
   absl::Status Barrier() override;
 
  private:
-  struct PinnedFree {
-    void operator()(uint8_t* p) const;
-  };
-
   NcclCommGroup(int rank, int size, cudaStream_t stream, ncclComm_t comm, absl::Duration timeout);
 
   // Finalises and destroys the communicator (aborts it when broken); never hangs.
@@ -158,7 +155,7 @@ class NcclCommGroup : public CommGroup {
   absl::Status broken_;  // The failure that broke the group, if any.
   // Staging for the host-span API, grown on demand; both hold staging_bytes_.
   DeviceBuffer staging_device_;
-  std::unique_ptr<uint8_t, PinnedFree> staging_host_;
+  PinnedBuffer staging_host_;
   size_t staging_bytes_ = 0;
 };
 
