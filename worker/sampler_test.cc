@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "worker/sampler_test_util.h"
 
 namespace tpserve {
 namespace {
@@ -230,15 +231,6 @@ TEST(SamplerTest, DifferentSeedsAndStepsDiffer) {
   EXPECT_NE(outputs[0], outputs[1]);
   std::vector<int> counts = Histogram(RandomLogits(1, 300, 1), Seeded(0), {}, 500);
   EXPECT_GT(std::count_if(counts.begin(), counts.end(), [](int c) { return c > 0; }), 50);
-}
-
-std::vector<double> LogSoftmax(const float* row, int64_t n) {
-  const double max = *std::max_element(row, row + n);
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += std::exp(row[i] - max);
-  std::vector<double> out(n);
-  for (int64_t i = 0; i < n; ++i) out[i] = row[i] - max - std::log(sum);
-  return out;
 }
 
 void ExpectRawLogprobs(const float* row, int64_t vocab, const SampleResult& r, int n) {

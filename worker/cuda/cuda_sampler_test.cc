@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "worker/sampler_test_util.h"
 #include "worker/kernels/cuda/cuda_test_util.h"
 #include "worker/sampler.h"
 #include "worker/sampling_rules.h"
@@ -66,16 +67,6 @@ void ExpectSameLogprobs(const SampleResult& gpu, const SampleResult& cpu, float 
     EXPECT_EQ(gpu.top[i].token, cpu.top[i].token) << "top " << i;
     EXPECT_NEAR(gpu.top[i].logprob, cpu.top[i].logprob, 1e-5) << "top " << i;
   }
-}
-
-// Raw log_softmax of one row, in double.
-std::vector<double> LogSoftmax(const float* row, int64_t n) {
-  const double max = *std::max_element(row, row + n);
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += std::exp(row[i] - max);
-  std::vector<double> out(n);
-  for (int64_t i = 0; i < n; ++i) out[i] = row[i] - max - std::log(sum);
-  return out;
 }
 
 // The tokens a draw may return: the CPU's steps 1–6 in double, each cut loosened by a
