@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 
+#include "worker/kernels/cuda/paged_attention_mma.cuh"
 #include "worker/kernels/cuda/paged_attention_tile.cuh"
 
 namespace tpserve {
@@ -13,6 +15,7 @@ namespace {
 using attention::AttentionArgs;
 using attention::kThreads;
 using attention::MergeArgs;
+using attention::MmaTile;
 using attention::Tile;
 
 constexpr int kMaxHeadDim = 256;
@@ -73,14 +76,11 @@ bool ValidSizes(const AttentionMetadata& meta, int64_t q_row_stride, int block_s
          int64_t{meta.max_blocks_per_seq} * block_size >= meta.max_context_len;
 }
 
-template <typename T, int kMaxD, bool kDecode>
-cudaError_t LaunchTiles(const AttentionArgs<T>& args, const Plan& plan, int num_seqs,
-                        cudaStream_t stream) {
-  constexpr int kRows = TileRows(kDecode, kMaxD), kKeys = TileKeys(kDecode);
-  using Layout = Tile<T, kMaxD, kRows, kKeys>;
-  const auto kernel = attention::PagedAttentionKernel<T, kMaxD, kRows, kKeys>;
-  // Raised to the bucket's maximum, the same value on every call and every thread.
-  const size_t max_smem = Layout::SmemBytes(kMaxD, kMaxD);
+// One launch of an attention kernel over the plan's grid, its shared-memory limit first
+// raised to `max_smem` (the bucket's maximum: the same value on every call and thread).
+template <typename Kernel, typename T>
+cudaError_t LaunchOnGrid(Kernel kernel, size_t max_smem, size_t smem, const AttentionArgs<T>& args,
+                         const Plan& plan, int num_seqs, cudaStream_t stream) {
   if (max_smem > kDefaultSmem) {
     const cudaError_t err = cudaFuncSetAttribute(
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(max_smem));
@@ -88,15 +88,47 @@ cudaError_t LaunchTiles(const AttentionArgs<T>& args, const Plan& plan, int num_
   }
   const dim3 grid(static_cast<unsigned>(plan.row_tiles), num_seqs,
                   args.num_kv_heads * plan.num_splits);
-  kernel<<<grid, kThreads, Layout::SmemBytes(args.head_dim, args.v_head_dim), stream>>>(args);
+  kernel<<<grid, kThreads, smem, stream>>>(args);
   return cudaGetLastError();
+}
+
+template <typename T, int kMaxD, bool kDecode>
+cudaError_t LaunchTiles(const AttentionArgs<T>& args, const Plan& plan, int num_seqs,
+                        cudaStream_t stream) {
+  constexpr int kRows = TileRows(kDecode, kMaxD), kKeys = TileKeys(kDecode);
+  using Layout = Tile<T, kMaxD, kRows, kKeys>;
+  return LaunchOnGrid(attention::PagedAttentionKernel<T, kMaxD, kRows, kKeys>,
+                      Layout::SmemBytes(kMaxD, kMaxD),
+                      Layout::SmemBytes(args.head_dim, args.v_head_dim), args, plan, num_seqs,
+                      stream);
+}
+
+// The tensor-core prefill tiles: bf16 head dims that are multiples of 16 (up to 128),
+// with rows aligned for their 32-bit fragment loads and 16-byte cache copies.
+bool MmaTilesFit(const AttentionArgs<__nv_bfloat16>& args) {
+  const auto aligned4 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; };
+  return args.head_dim % 16 == 0 && args.v_head_dim % 16 == 0 && args.k_vector &&
+         args.v_vector && args.q_row_stride % 2 == 0 && aligned4(args.q) && aligned4(args.out);
+}
+
+template <int kMaxD>
+cudaError_t LaunchMmaTiles(const AttentionArgs<__nv_bfloat16>& args, const Plan& plan,
+                           int num_seqs, cudaStream_t stream) {
+  using Layout = MmaTile<kMaxD>;
+  static_assert(Layout::kRows == TileRows(false, kMaxD), "MakePlan's row tiles");
+  return LaunchOnGrid(attention::PagedAttentionMmaKernel<kMaxD>, Layout::SmemBytes(kMaxD, kMaxD),
+                      Layout::SmemBytes(args.head_dim, args.v_head_dim), args, plan, num_seqs,
+                      stream);
 }
 
 template <typename T, int kMaxD>
 cudaError_t LaunchBucket(const AttentionArgs<T>& args, const Plan& plan, int num_seqs,
                          cudaStream_t stream) {
-  return plan.decode ? LaunchTiles<T, kMaxD, true>(args, plan, num_seqs, stream)
-                     : LaunchTiles<T, kMaxD, false>(args, plan, num_seqs, stream);
+  if (plan.decode) return LaunchTiles<T, kMaxD, true>(args, plan, num_seqs, stream);
+  if constexpr (std::is_same_v<T, __nv_bfloat16> && kMaxD <= 128) {
+    if (MmaTilesFit(args)) return LaunchMmaTiles<kMaxD>(args, plan, num_seqs, stream);
+  }
+  return LaunchTiles<T, kMaxD, false>(args, plan, num_seqs, stream);
 }
 
 template <typename T>
