@@ -34,12 +34,14 @@ def generate_stubs(out_dir):
 class Server:
     """The tpserve process; its stdout is scanned for the serving line."""
 
-    def __init__(self, model, tp=2, extra_args=(), until="serving"):
-        """Starts tpserve and waits for its "tpserve: <until> on ADDRESS" line."""
-        args = [SERVER, "--model", model, "--tp", str(tp), "--device", "cpu", "--host",
-                "127.0.0.1", "--port", "0", "--worker-binary", WORKER, "--kv-blocks", "128",
-                "--drain-grace-ms", "20000"] + list(extra_args)
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    def __init__(self, model=None, tp=2, extra_args=(), until="serving", argv=None):
+        """Starts tpserve and waits for its "tpserve: <until> on ADDRESS" line. argv, when
+        given, is the whole command line instead of the tests' flags for `model`."""
+        if argv is None:
+            argv = [SERVER, "--model", model, "--tp", str(tp), "--device", "cpu", "--host",
+                    "127.0.0.1", "--port", "0", "--worker-binary", WORKER, "--kv-blocks", "128",
+                    "--drain-grace-ms", "20000"] + list(extra_args)
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         self.lines = []
         self.address = None
         ready = threading.Event()

@@ -1,0 +1,258 @@
+"""deploy/ against itself and against the real binaries, without a container engine or
+a cluster (the image half is image_checks.py):
+  - the Dockerfile's runtime stage installs a Debian package for every shared library
+    that ldd reports for the three built binaries (and no package that none needs),
+    copies the rest, and installs the binaries and the demo model where its command
+    line looks for them;
+  - every Deployment runs the image's ENTRYPOINT flags, and the CPU one exactly the
+    image's ENTRYPOINT and CMD; its port, probes, Service, grace period, user and
+    resources agree with those flags;
+  - tpserve started with exactly that command line (only the binaries, the model and the
+    port swapped for the built ones, the repo's and a free one) turns SERVING on
+    grpc.health.v1, passes the image's HEALTHCHECK, generates, stays within the memory
+    request, and on SIGTERM exits 0 within terminationGracePeriodSeconds.
+Every broken rule is reported with its file. Runs from the Bazel runfiles root with
+Debian's python3 (PyYAML, grpcio)."""
+import collections
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+sys.path[:0] = ["tests/deploy", "tests/e2e"]
+import manifests  # noqa: E402
+from harness import CLI, SERVER, WORKER, Server, cli, health_status, stubs  # noqa: E402
+from image_checks import (DEMO, DOCKERFILE, Failures, Image, check_image,  # noqa: E402
+                          check_libraries, parse_flags)
+
+MANIFESTS = "deploy/kubernetes/*.yaml"
+PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
+POOL_STOP_S = 5  # what the grace period leaves, beyond --drain-grace-ms, to stop the ranks
+
+# The CPU Deployment: where it is, its command line, grace period (s) and memory request
+# (bytes).
+Reference = collections.namedtuple("Reference", "where argv grace memory")
+
+
+def differences(flags, image_flags, only_theirs=False):
+    """"--port 50052 (image: 50051), ..." for the flags whose values differ; with
+    only_theirs, only for the flags that image_flags has."""
+    def shown(value):
+        return {None: "absent", True: "set"}.get(value, value)
+    names = image_flags if only_theirs else dict(image_flags, **flags)
+    return ", ".join("--%s %s (image: %s)" % (k, shown(flags.get(k)), shown(image_flags.get(k)))
+                     for k in sorted(names) if flags.get(k) != image_flags.get(k))
+
+
+def check_probes(where, container, port, flags, f):
+    for name in PROBES:
+        probe = container.get(name) or {}
+        grpc = probe.get("grpc") or {}
+        f.check(grpc.get("port") == port, where, "%s is not a grpc probe on the serving port "
+                "%d (a grpc probe takes a number, not a port name)" % (name, port))
+        f.check(grpc.get("service", "") == "", where, "%s asks for a service other than \"\", "
+                "the whole server's health" % name)
+    startup = container.get("startupProbe") or {}
+    budget = (startup.get("initialDelaySeconds", 0) +
+              startup.get("periodSeconds", 10) * startup.get("failureThreshold", 3))
+    if f.check("start-timeout-s" in flags, where, "--start-timeout-s is not set"):
+        f.check(budget >= int(flags["start-timeout-s"]), where, "startupProbe allows %d s, less "
+                "than --start-timeout-s %s" % (budget, flags["start-timeout-s"]))
+
+
+def check_resources(where, container, flags, f):
+    resources = container.get("resources", {})
+    requests, limits = resources.get("requests", {}), resources.get("limits", {})
+    for key in ("cpu", "memory"):
+        if f.check(key in requests and key in limits, where, "no %s request and limit" % key):
+            f.check(manifests.quantity(requests[key]) <= manifests.quantity(limits[key]), where,
+                    "the %s request exceeds its limit" % key)
+    if flags.get("device") == "cpu" and "cpu" in requests:
+        f.check(manifests.quantity(requests["cpu"]) >= int(flags.get("tp", 1)), where,
+                "requests fewer cores than --tp ranks")
+    return manifests.quantity(requests.get("memory", 0))
+
+
+def check_deployment(path, deployment, image, image_flags, known, f):
+    """Returns the Reference of a CPU Deployment, else None."""
+    where = "%s: Deployment %s" % (path, deployment["metadata"]["name"])
+    spec, pod = deployment["spec"], deployment["spec"]["template"]["spec"]
+    f.check(spec.get("replicas") == 1, where, "replicas is not 1")
+    f.check(manifests.selects(spec["selector"].get("matchLabels"),
+                              manifests.pod_labels(deployment)),
+            where, "selector does not match the pod template's labels")
+    if not f.check(len(pod["containers"]) == 1, where, "has more than one container"):
+        return None
+    container = pod["containers"][0]
+    argv = manifests.effective_argv(container, image.entrypoint, image.cmd)
+    f.check(argv[0] == image.entrypoint[0], where, "runs %s, not the image's tpserve" % argv[0])
+    flags = parse_flags(argv[1:], known, where, f)
+    if not flags:
+        return None
+    fixed = parse_flags(image.entrypoint[1:], known, where, f)
+    changed = differences(flags, fixed, only_theirs=True)
+    f.check(not changed, where, "changes the image's ENTRYPOINT flags: " + changed)
+    if flags.get("device") == "cpu":
+        changed = differences(flags, image_flags)
+        f.check(not changed, where, "differs from the image's ENTRYPOINT and CMD: " + changed)
+    f.check(flags.get("exit-on-pool-failure") is True, where, "no --exit-on-pool-failure")
+    port = int(flags["port"]) if str(flags.get("port")).isdigit() else -1
+    ports = {p.get("name"): p.get("containerPort") for p in container.get("ports", [])}
+    f.check(ports.get("grpc") == port, where, "containerPort named grpc is not --port %d" % port)
+    check_probes(where, container, port, flags, f)
+    grace = pod.get("terminationGracePeriodSeconds", 30)
+    if f.check("drain-grace-ms" in flags, where, "--drain-grace-ms is not set"):
+        f.check(grace >= int(flags["drain-grace-ms"]) / 1000 + POOL_STOP_S, where,
+                "terminationGracePeriodSeconds %d leaves under %d s beyond --drain-grace-ms %s"
+                % (grace, POOL_STOP_S, flags["drain-grace-ms"]))
+    context = dict(pod.get("securityContext", {}), **container.get("securityContext", {}))
+    f.check(context.get("runAsNonRoot") is True and str(context.get("runAsUser")) == image.user,
+            where, "does not run as non-root with the image's uid %s" % image.user)
+    mounts = [m["mountPath"] for m in container.get("volumeMounts", [])]
+    f.check(not context.get("readOnlyRootFilesystem") or "/tmp" in mounts, where,
+            "the root filesystem is read-only but /tmp (the ranks' control socket) is not mounted")
+    memory = check_resources(where, container, flags, f)
+    return Reference(where, argv, grace, memory) if flags.get("device") == "cpu" else None
+
+
+def check_services(path, documents, f):
+    deployments = manifests.of_kind(documents, "Deployment")
+    for service in manifests.of_kind(documents, "Service"):
+        where = "%s: Service %s" % (path, service["metadata"]["name"])
+        spec = service["spec"]
+        f.check(spec.get("type", "ClusterIP") == "ClusterIP", where, "is not ClusterIP")
+        picked = [d for d in deployments
+                  if manifests.selects(spec.get("selector"), manifests.pod_labels(d))]
+        if not f.check(len(picked) == 1, where,
+                       "selects %d Deployments of this file, not 1" % len(picked)):
+            continue
+        container = picked[0]["spec"]["template"]["spec"]["containers"][0]
+        grpc_port = next((p.get("containerPort") for p in container.get("ports", [])
+                          if p.get("name") == "grpc"), None)
+        port = next((p for p in spec.get("ports", []) if p.get("name") == "grpc"), {})
+        f.check(port.get("targetPort") in ("grpc", grpc_port), where,
+                "has no port named grpc whose targetPort is the container's grpc port")
+
+
+def check_manifests(image, image_flags, known, f):
+    """Returns the Reference of the one CPU Deployment, or None."""
+    found = manifests.load(MANIFESTS)
+    f.check(found, MANIFESTS, "no manifests")
+    reference = []
+    for path, documents in found.items():
+        f.check(manifests.of_kind(documents, "Deployment"), path, "no Deployment")
+        for deployment in manifests.of_kind(documents, "Deployment"):
+            result = check_deployment(path, deployment, image, image_flags, known, f)
+            reference += [result] if result else []
+        check_services(path, documents, f)
+    f.check(len(reference) == 1, MANIFESTS,
+            "%d Deployments with --device cpu, not 1" % len(reference))
+    return reference[0] if len(reference) == 1 else None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def replace_flags(argv, values):
+    """argv with the values of the flags in `values` replaced, in either spelling."""
+    out = []
+    for word in argv:
+        name = word[2:].partition("=")[0]
+        if out and out[-1][2:] in values and "=" not in out[-1]:
+            word = values[out[-1][2:]]
+        elif word.startswith("--") and "=" in word and name in values:
+            word = "--%s=%s" % (name, values[name])
+        out.append(word)
+    return out
+
+
+def peak_memory(server):
+    """Bytes: the highest resident set of the frontend and its ranks, summed."""
+    total = 0
+    for pid in [server.proc.pid] + server.worker_pids():
+        status = open("/proc/%d/status" % pid).read()
+        total += int(status.split("VmHWM:")[1].split()[0]) * 1024
+    return total
+
+
+def check_serving(server, address, healthcheck, memory, where, f):
+    f.check(health_status(address) == "SERVING", where, "health is not SERVING")
+    health = [CLI] + replace_flags(healthcheck[1:], {"target": address})
+    out = subprocess.run(health, capture_output=True, text=True, timeout=30)
+    f.check(out.returncode == 0, where, "the image's HEALTHCHECK fails: %s" % out.stdout)
+    rc, out, err = cli(address, "generate", "And God said", "--max-tokens", "8",
+                       "--temperature", "0", "--json")
+    f.check(rc == 0 and '"text"' in out, where, "generate failed: %s %s" % (out, err))
+    rc, out, err = cli(address, "bench", "--num-prompts", "32", "--input-len", "32",
+                       "--output-len", "32", "--concurrency", "8")
+    f.check(rc == 0, where, "bench failed: %s" % err)
+    peak = peak_memory(server)
+    f.check(peak <= memory, where, "peaked at %d MiB, above the memory request %d MiB"
+            % (peak >> 20, int(memory) >> 20))
+
+
+def check_sigterm(server, address, grace, where, f):
+    """SIGTERM with a stream in flight, as the kubelet sends it: the stream finishes and
+    tpserve exits 0 within the grace period."""
+    stream = subprocess.Popen([CLI, "--target", address, "generate", "And God said",
+                               "--max-tokens", "300", "--ignore-eos", "--stream"],
+                              stdout=subprocess.PIPE)
+    stream.stdout.read(1)  # the first chunk: the request is in flight
+    start = time.monotonic()
+    server.proc.send_signal(signal.SIGTERM)
+    try:
+        code = server.proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        code = "none"
+    f.check(code == 0, where, "SIGTERM: exit %s after %.1f s (grace period %d s)"
+            % (code, time.monotonic() - start, grace))
+    stream.stdout.read()
+    f.check(stream.wait(30) == 0, where, "the stream in flight at SIGTERM did not finish")
+
+
+def run_reference(reference, healthcheck, f):
+    where = "%s, run as %s" % (reference.where, " ".join(reference.argv))
+    local = free_port()
+    argv = [SERVER] + replace_flags(reference.argv[1:], {"model": DEMO, "worker-binary": WORKER,
+                                                         "port": str(local)})
+    stubs()
+    try:
+        server = Server(argv=argv)
+    except AssertionError as e:
+        f.check(False, where, "tpserve does not start: %s" % e)
+        return
+    address = "127.0.0.1:%d" % local
+    try:
+        f.check(server.address.endswith(":%d" % local), where, "serves on %s" % server.address)
+        check_serving(server, address, healthcheck, reference.memory, where, f)
+        check_sigterm(server, address, reference.grace, where, f)
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+
+
+def main():
+    f = Failures()
+    usage = subprocess.run([SERVER, "--help"], capture_output=True, text=True).stderr
+    known = manifests.help_flags(usage)
+    assert known.get("port") is True and known.get("exit-on-pool-failure") is False, usage
+    image = Image(DOCKERFILE)
+    check_libraries(image, f)
+    image_flags = check_image(image, known, f)
+    if image.entrypoint and image.cmd:
+        reference = check_manifests(image, image_flags, known, f)
+        if reference and image.healthcheck:
+            run_reference(reference, image.healthcheck, f)
+    for rule in f.rules:
+        print("FAIL " + rule, flush=True)
+    if f.rules:
+        sys.exit(1)
+    print("PASS the image, the manifests and tpserve with their flags agree", flush=True)
+
+
+if __name__ == "__main__":
+    main()

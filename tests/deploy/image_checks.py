@@ -1,0 +1,138 @@
+"""The image half of tests/deploy: what deploy/Dockerfile's runtime stage installs and
+runs, checked against the built binaries (their shared libraries, through ldd and
+dpkg) and against tpserve's own flags."""
+import os
+import subprocess
+
+import dockerfile
+import manifests
+from harness import CLI, SERVER, WORKER
+
+DOCKERFILE = "deploy/Dockerfile"
+DEMO = "models/demo"
+
+
+class Failures:
+    """Broken rules, each naming its file, so that one run reports all of them."""
+
+    def __init__(self):
+        self.rules = []
+
+    def check(self, ok, where, rule):
+        if not ok:
+            self.rules.append("%s: %s" % (where, rule))
+        return ok
+
+
+class Image:
+    """What the Dockerfile's last (runtime) stage sets up."""
+
+    def __init__(self, path):
+        stage = dockerfile.stages(path)[-1]
+        text = {k: getattr(dockerfile.find(stage, k), "rest", "")
+                for k in ("ENTRYPOINT", "CMD", "USER", "EXPOSE", "HEALTHCHECK")}
+        self.entrypoint = dockerfile.exec_form(text["ENTRYPOINT"])
+        self.cmd = dockerfile.exec_form(text["CMD"])
+        self.healthcheck = dockerfile.healthcheck_command(text["HEALTHCHECK"])
+        self.user = text["USER"].split(":")[0]
+        self.exposed = text["EXPOSE"].split()
+        self.packages = dockerfile.apt_packages(stage)
+        self.installed = {}  # source path -> where it lands in the image
+        for _, sources, destination in dockerfile.copies(stage):
+            for source in sources:
+                into_folder = destination.endswith("/")
+                self.installed[source] = (destination + os.path.basename(source)
+                                          if into_folder else destination)
+
+    def installed_as(self, name):
+        """Where a copied file whose base name is `name` lands, or None."""
+        return next((d for s, d in self.installed.items() if os.path.basename(s) == name), None)
+
+
+def deb_owners(paths):
+    """{path: Debian package} for the files that a package owns, each tried as given,
+    resolved and as its /usr-merged twin (one dpkg query for all of them)."""
+    candidates = {}
+    for path in paths:
+        twin = path[4:] if path.startswith("/usr/") else "/usr" + path
+        for candidate in (path, os.path.realpath(path), twin):
+            candidates.setdefault(candidate, path)
+    out = subprocess.run(["dpkg", "-S"] + list(candidates), capture_output=True, text=True)
+    owners = {}
+    for line in out.stdout.splitlines():
+        packages, _, owned = line.rpartition(": ")
+        if packages and not line.startswith("diversion") and owned in candidates:
+            owners.setdefault(candidates[owned], packages.split(",")[0].split(":")[0])
+    return owners
+
+
+def shared_libraries(binary):
+    """[(name, path or None)] that ldd reports for a binary."""
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
+    for words in (line.split() for line in out.splitlines()):
+        if "=>" in words and words[words.index("=>") + 1] != "not found":
+            path = words[words.index("=>") + 1]
+            if path.startswith("/"):
+                yield words[0], path
+        elif "=>" in words:
+            yield words[0], None
+        elif words and words[0].startswith("/"):
+            yield os.path.basename(words[0]), words[0]
+
+
+def check_libraries(image, f):
+    where = DOCKERFILE + ": runtime stage"
+    loaded = {}  # path -> the first binary that loads it
+    for binary in (SERVER, WORKER, CLI):
+        for name, path in shared_libraries(binary):
+            if f.check(path, where, "ldd finds no %s for %s here" % (name, binary)):
+                loaded.setdefault(path, binary)
+    owners = deb_owners(loaded)
+    for path, binary in sorted(loaded.items()):
+        if path in owners:
+            f.check(owners[path] in image.packages, where,
+                    "%s (loaded by %s) is in Debian package %s, which apt-get install "
+                    "does not list" % (path, binary, owners[path]))
+        else:
+            copied = image.installed_as(os.path.basename(path))
+            f.check(copied and os.path.dirname(copied) == os.path.dirname(path), where,
+                    "%s (loaded by %s) is in no Debian package, and no COPY puts it in "
+                    "%s/" % (path, binary, os.path.dirname(path)))
+    for package in image.packages:
+        f.check(not package.endswith("-dev"), where, "installs %s, a -dev package" % package)
+        f.check(package in owners.values(), where, "installs %s, which owns none of the "
+                "libraries that ldd reports for the three binaries" % package)
+
+
+def parse_flags(arguments, known, where, f):
+    """manifests.flag_map, with what is wrong reported as a broken rule ({} then)."""
+    try:
+        return manifests.flag_map(arguments, known)
+    except ValueError as e:
+        f.check(False, where, str(e))
+        return {}
+
+
+def check_image(image, known, f):
+    """Returns the flags of the image's default command line."""
+    where = DOCKERFILE + ": runtime stage"
+    if not (f.check(image.entrypoint and image.cmd, where, "ENTRYPOINT and CMD are not in "
+                    "exec form, so tpserve would not be PID 1 and get SIGTERM")):
+        return {}
+    flags = parse_flags(image.entrypoint[1:] + image.cmd, known, where, f)
+    for binary in (SERVER, WORKER, CLI):
+        f.check(image.installed_as(os.path.basename(binary)), where,
+                "no COPY installs %s" % os.path.basename(binary))
+    f.check(image.entrypoint[0] == image.installed_as("tpserve"), where,
+            "ENTRYPOINT runs %s, not the tpserve it installs" % image.entrypoint[0])
+    f.check(flags.get("worker-binary") == image.installed_as("tpserve_worker"), where,
+            "--worker-binary is not where tpserve_worker is installed")
+    f.check(flags.get("model") == image.installed.get(DEMO), where,
+            "--model is not where %s is copied" % DEMO)
+    f.check(image.user.isdigit() and image.user != "0", where, "USER is not a numeric non-root uid")
+    f.check(flags.get("port") in image.exposed, where, "EXPOSE does not list --port")
+    health = image.healthcheck or []
+    f.check(health[:1] == [image.installed_as("tpserve-cli")] and "health" in health and
+            any(w.endswith(":" + str(flags.get("port"))) for w in health), where,
+            "HEALTHCHECK is not tpserve-cli health on --port")
+    return flags
