@@ -137,6 +137,7 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> BuildCudaRank(const Assignment& a,
   if (a.max_batch_tokens() > 0) model.max_batch_tokens = a.max_batch_tokens();
   if (a.max_sequences() > 0) model.max_sequences = a.max_sequences();
   model.max_sequences = std::min(model.max_sequences, model.max_batch_tokens);
+  model.max_context = a.max_context();  // 0: the model's
   model.step_timeout = nccl.timeout;
   absl::StatusOr<CudaRank> rank = LoadCudaRank(files, nccl, model);
   if (!rank.ok()) return rank.status();

@@ -91,6 +91,37 @@ TEST_P(CudaGoldenTest, LogitsMatchTransformers) {
   std::printf("%s: worst relative error %.3g\n", CaseName({c, 0}).c_str(), worst);
 }
 
+// A served max_context below the model's bounds the steps (and sizes the RoPE table and
+// block tables to it): a sequence that fits runs, one token longer is refused by name.
+TEST(CudaModelLimitsTest, ServedMaxContextBoundsSteps) {
+  TPSERVE_SKIP_WITHOUT_CUDA();
+  const std::string dir = ListFixtures(FixtureRoot()).front();
+  absl::StatusOr<GoldenFixture> golden = LoadFixture(dir);
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  absl::StatusOr<ModelFiles> files = OpenModel(dir, 1);
+  ASSERT_TRUE(files.ok()) << files.status();
+  absl::StatusOr<std::unique_ptr<StoreServer>> store = StoreServer::Start();
+  ASSERT_TRUE(store.ok()) << store.status();
+  NcclOptions comm;
+  comm.store_port = (*store)->port();
+  comm.prefix = "limits/";
+  const std::vector<int32_t>& prompt = golden->prompts.front();
+  ASSERT_GE(prompt.size(), 2u);
+  CudaModelOptions options;
+  options.max_batch_tokens = 512;
+  options.max_context = static_cast<int>(prompt.size()) - 1;
+  absl::StatusOr<CudaRank> rank = LoadCudaRank(*files, comm, options);
+  ASSERT_TRUE(rank.ok()) << rank.status();
+  const std::vector<int32_t> fits(prompt.begin(), prompt.end() - 1);
+  for (ForwardMode mode : {ForwardMode::kOneShot, ForwardMode::kIncremental}) {
+    EXPECT_TRUE(ForwardSequences(*rank->model, {fits}, mode, /*block_size=*/4).ok());
+    const absl::StatusOr<std::vector<Tensor>> too_long =
+        ForwardSequences(*rank->model, {prompt}, mode, /*block_size=*/4);
+    ASSERT_FALSE(too_long.ok());
+    EXPECT_EQ(too_long.status().code(), absl::StatusCode::kInvalidArgument) << too_long.status();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGoldenTest, ::testing::ValuesIn(AllCases()), CaseName);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaGoldenTest);
 

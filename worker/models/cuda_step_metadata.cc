@@ -141,7 +141,7 @@ absl::StatusOr<CudaStepMetadata> CudaStepMetadataStager::Send(const StepBatch& b
         ", max_sequences ", max_seqs_, ")"));
   }
   if (layout.bytes > host_.bytes()) {
-    return absl::InvalidArgumentError("a block table is longer than max_position_embeddings allows");
+    return absl::InvalidArgumentError("a block table is longer than max_context allows");
   }
   PackStepMetadata(batch, block_size_, layout, host_.as<uint8_t>());
   MarkPaddingSlots(real_seqs, layout, host_.as<uint8_t>());

@@ -36,6 +36,7 @@ absl::Status CudaModelOptions::Validate() const {
     return absl::InvalidArgumentError("step_timeout must be positive");
   }
   if (graph_max_context < 1) return absl::InvalidArgumentError("graph_max_context must be ≥ 1");
+  if (max_context < 0) return absl::InvalidArgumentError("max_context must be ≥ 0");
   return absl::OkStatus();
 }
 
@@ -141,6 +142,8 @@ class CudaLlamaModel : public CudaModelRunner {
       : config_(config),
         comm_(comm),
         options_(options),
+        max_context_(options.max_context > 0 ? options.max_context
+                                             : config.max_position_embeddings),
         graphs_(GraphSizes(options, comm->size())) {}
   absl::Status Upload(const LlamaModel& host);
   absl::Status AllocateActivations();
@@ -170,6 +173,7 @@ class CudaLlamaModel : public CudaModelRunner {
   ModelConfig config_;
   NcclCommGroup* comm_;
   CudaModelOptions options_;
+  int max_context_;  // options_.max_context, or the model's max_position_embeddings
   std::unique_ptr<CudaGemm> gemm_;
   CudaLayerContext ctx_;
   int64_t num_heads_ = 0, num_kv_heads_ = 0, head_dim_ = 0, v_head_dim_ = 0;
@@ -179,7 +183,7 @@ class CudaLlamaModel : public CudaModelRunner {
   std::vector<CudaDecoderLayer<T>> layers_;
   DeviceBuffer final_norm_;  // [H]
   CudaLMHead<T> lm_head_;
-  DeviceBuffer cos_sin_;     // [max_position_embeddings, d] fp32
+  DeviceBuffer cos_sin_;     // [max_context_, d] fp32
   Activations<T> acts_;
   DeviceBuffer attn_workspace_;
   KvCacheShape shape_;
@@ -240,8 +244,7 @@ absl::Status CudaLlamaModel<T>::Upload(const LlamaModel& host) {
   TPSERVE_ASSIGN_OR_RETURN(
       lm_head_, CudaLMHead<T>::FromHost(host.lm_head(),
                                         config_.tie_word_embeddings ? &embed_ : nullptr, ctx_));
-  const int max_pos = config_.max_position_embeddings;
-  const std::vector<float> table = host.rope().CosSinTable(max_pos);  // [max_pos, d]
+  const std::vector<float> table = host.rope().CosSinTable(max_context_);  // [max_context_, d]
   TPSERVE_ASSIGN_OR_RETURN(cos_sin_, DeviceBuffer::Create(table.size() * sizeof(float)));
   return cos_sin_.CopyFromHost(table.data(), table.size() * sizeof(float));
 }
@@ -293,8 +296,7 @@ absl::Status CudaLlamaModel<T>::AllocateCache(int num_blocks, int block_size) {
     return absl::InvalidArgumentError("KV cache dimensions must be positive");
   }
   const KvCacheShape shape = CacheShape(num_blocks, block_size);
-  const int max_blocks_per_seq =
-      (config_.max_position_embeddings + block_size - 1) / block_size;
+  const int max_blocks_per_seq = (max_context_ + block_size - 1) / block_size;
   absl::StatusOr<DeviceBuffer> kv = DeviceBuffer::Create(shape.bytes());
   if (!kv.ok()) return kv.status();
   absl::StatusOr<std::unique_ptr<CudaStepMetadataStager>> stager = CudaStepMetadataStager::Create(
@@ -303,7 +305,7 @@ absl::Status CudaLlamaModel<T>::AllocateCache(int num_blocks, int block_size) {
   kv_ = *std::move(kv);
   stager_ = *std::move(stager);
   shape_ = shape;
-  graph_context_ = std::min(options_.graph_max_context, config_.max_position_embeddings);
+  graph_context_ = std::min(options_.graph_max_context, max_context_);
   graph_width_ = (graph_context_ + block_size - 1) / block_size;
   // The largest workspace a graph step may need, now, so that growing it never drops
   // captured graphs while load ramps up.
@@ -444,7 +446,7 @@ absl::StatusOr<CudaStepMetadata> CudaLlamaModel<T>::Enqueue(const StepBatch& bat
   }
   if (stager_ == nullptr) return absl::FailedPreconditionError("no KV cache allocated");
   if (batch.seqs.empty()) return absl::InvalidArgumentError("a step without sequences");
-  TPSERVE_RETURN_IF_ERROR(batch.Validate(shape_, config_.max_position_embeddings));
+  TPSERVE_RETURN_IF_ERROR(batch.Validate(shape_, max_context_));
   for (int32_t id : batch.token_ids) {
     if (id < 0 || id >= config_.vocab_size) {
       return absl::InvalidArgumentError(

@@ -39,6 +39,9 @@ struct CudaModelOptions {
   int max_sequences = 256;
   // LM-head rows per pass; steps with more logit rows (all-position logits) loop.
   int max_logit_rows = 256;
+  // The longest context served (0: the model's max_position_embeddings): it sizes the
+  // RoPE table and the block tables a step may carry.
+  int max_context = 0;
   // A step that has not finished by then (a hung peer, a stuck kernel) fails the rank.
   absl::Duration step_timeout = absl::Seconds(60);
   // Decode steps (one new token per sequence) of up to min(max_sequences,
