@@ -3,6 +3,9 @@
 Bazel 4 has no CUDA rules, so each .cu becomes one genrule that calls nvcc and the
 objects are linked through a plain cc_library. Code is built for Hopper (sm_90) with a
 compute_90 PTX fallback.
+
+cuda_emulated_library (or cuda_library's `emulated = True`, which adds NAME_emu): the
+same sources as C++ on the CPU emulator, for tests in CI.
 """
 
 _NVCC = "/usr/local/cuda/bin/nvcc"
@@ -18,22 +21,60 @@ _NVCC_FLAGS = " ".join([
     "--expt-relaxed-constexpr",
 ])
 
-def cuda_library(name, srcs, hdrs = [], deps = [], textual_hdrs = [], **kwargs):
-    objs = []
+def _genrule_per_source(name, srcs, out_pattern, cmd_pattern, extra_srcs = []):
+    """One genrule per .cu: cmd_pattern ({src}: the .cu) writes out_pattern % (name, stem)."""
+    outs = []
     for src in srcs:
-        obj = "_nvcc_%s_%s.pic.o" % (name, src.replace("/", "_").replace(".cu", ""))
+        out = out_pattern % (name, src.replace("/", "_").replace(".cu", ""))
         native.genrule(
-            name = obj.replace(".", "_"),
-            srcs = [src] + hdrs + textual_hdrs,
-            outs = [obj],
-            cmd = "%s %s -c $(location %s) -o $@" % (_NVCC, _NVCC_FLAGS, src),
+            name = out.replace(".", "_"),
+            srcs = [src] + extra_srcs,
+            outs = [out],
+            cmd = cmd_pattern.format(src = src),
         )
-        objs.append(obj)
+        outs.append(out)
+    return outs
+
+def cuda_library(name, srcs, hdrs = [], deps = [], textual_hdrs = [], emulated = False, **kwargs):
+    objs = _genrule_per_source(
+        name,
+        srcs,
+        "_nvcc_%s_%s.pic.o",
+        "%s %s -c $(location {src}) -o $@" % (_NVCC, _NVCC_FLAGS),
+        hdrs + textual_hdrs,
+    )
     native.cc_library(
         name = name,
         srcs = objs,
         hdrs = hdrs,
         textual_hdrs = textual_hdrs,
         deps = deps + ["@cuda//:cudart"],
+        **kwargs
+    )
+    if emulated:
+        cuda_emulated_library(name + "_emu", srcs, hdrs, deps, textual_hdrs, **kwargs)
+
+def cuda_emulated_library(name, srcs, hdrs = [], deps = [], textual_hdrs = [], **kwargs):
+    """The same .cu sources compiled as C++ for the CPU emulator (worker/kernels/cuda/emu).
+
+    Each .cu is copied unchanged to a .cc (Bazel's C++ rules take no .cu) and built with
+    TPSERVE_CUDA_EMULATOR defined, which routes the kernels' launches, dynamic shared
+    memory and cp.async to the emulator. Test-only; links no CUDA library.
+    """
+    ccs = _genrule_per_source(name, srcs, "_emu_%s_%s.cc", "cp $(location {src}) $@")
+    native.cc_library(
+        name = name,
+        testonly = True,
+        srcs = ccs,
+        hdrs = hdrs,
+        textual_hdrs = textual_hdrs,
+        # CUDA code type-puns through reinterpret_cast (bf16 pairs as words, chunks as uint4),
+        # which nvcc allows and g++ at -O2 may miscompile; #pragma unroll means nothing here.
+        copts = [
+            "-fno-strict-aliasing",
+            "-Wno-unknown-pragmas",
+        ],
+        local_defines = ["TPSERVE_CUDA_EMULATOR"],
+        deps = deps + ["//worker/kernels/cuda/emu"],
         **kwargs
     )

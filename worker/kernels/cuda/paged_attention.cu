@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "worker/kernels/cuda/launch.cuh"
 #include "worker/kernels/cuda/paged_attention_mma.cuh"
 #include "worker/kernels/cuda/paged_attention_tile.cuh"
 
@@ -88,8 +89,7 @@ cudaError_t LaunchOnGrid(Kernel kernel, size_t max_smem, size_t smem, const Atte
   }
   const dim3 grid(static_cast<unsigned>(plan.row_tiles), num_seqs,
                   args.num_kv_heads * plan.num_splits);
-  kernel<<<grid, kThreads, smem, stream>>>(args);
-  return cudaGetLastError();
+  return LaunchKernel(kernel, grid, kThreads, smem, stream, args);
 }
 
 template <typename T, int kMaxD, bool kDecode>
@@ -191,10 +191,9 @@ cudaError_t LaunchMerge(const AttentionArgs<T>& args, const AttentionMetadata& m
   const MergeArgs<T> merge{meta.query_start, meta.num_seqs,   meta.num_tokens,  args.num_heads,
                            args.v_head_dim,  args.num_splits, args.partial_out, args.partial_max,
                            args.partial_sum, args.out};
-  attention::MergeSplitsKernel<T>
-      <<<static_cast<unsigned>(int64_t{meta.num_tokens} * args.num_heads), kThreads, 0, stream>>>(
-          merge);
-  return cudaGetLastError();
+  return LaunchKernel(attention::MergeSplitsKernel<T>,
+                      static_cast<unsigned>(int64_t{meta.num_tokens} * args.num_heads), kThreads,
+                      0, stream, merge);
 }
 
 }  // namespace

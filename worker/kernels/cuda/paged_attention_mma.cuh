@@ -247,7 +247,7 @@ template <int kMaxD>
 __global__ void __launch_bounds__(kThreads, 2)
     PagedAttentionMmaKernel(const AttentionArgs<__nv_bfloat16> a) {
   using L = MmaTile<kMaxD>;
-  extern __shared__ __align__(16) unsigned char smem[];
+  TPSERVE_DYNAMIC_SMEM(smem);
   const RowTile t = LocateTile(a, L::kRows);
   if (t.num_rows <= 0) return;  // the whole CTA: past this sequence's rows
 

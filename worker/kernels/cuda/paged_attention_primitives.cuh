@@ -64,6 +64,8 @@ __device__ __forceinline__ void CopyChunkAsync(void* smem, const void* global, b
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global),
                "r"(valid ? 16 : 0)
                : "memory");
+#elif defined(TPSERVE_CUDA_EMULATOR)
+  emu::CopyAsync16(smem, global, valid);
 #else
   *static_cast<uint4*>(smem) = valid ? *static_cast<const uint4*>(global) : make_uint4(0, 0, 0, 0);
 #endif
@@ -72,6 +74,8 @@ __device__ __forceinline__ void CopyChunkAsync(void* smem, const void* global, b
 __device__ __forceinline__ void CommitCopies() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;\n" ::: "memory");
+#elif defined(TPSERVE_CUDA_EMULATOR)
+  emu::CommitCopies();
 #endif
 }
 
@@ -80,6 +84,8 @@ template <int kPending>
 __device__ __forceinline__ void WaitCopies() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+#elif defined(TPSERVE_CUDA_EMULATOR)
+  emu::WaitCopies(kPending);
 #endif
 }
 

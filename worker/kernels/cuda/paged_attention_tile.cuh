@@ -275,7 +275,7 @@ template <typename T, int kMaxD, int kRows, int kKeys>
 __global__ void __launch_bounds__(kThreads, (Tile<T, kMaxD, kRows, kKeys>::kMinCtasPerSm))
     PagedAttentionKernel(const AttentionArgs<T> a) {
   using L = Tile<T, kMaxD, kRows, kKeys>;
-  extern __shared__ __align__(16) unsigned char smem[];
+  TPSERVE_DYNAMIC_SMEM(smem);
   const RowTile t = LocateTile(a, kRows);
   if (t.num_rows <= 0) return;  // the whole CTA: past this sequence's rows
   const SmemTile<T> m = CarveSmem<L, T>(smem, a.head_dim, a.v_head_dim);

@@ -1,6 +1,7 @@
 // Device helpers shared by the CUDA kernels (textual header, .cu files only): element
 // conversion between T (float or __nv_bfloat16) and fp32, 16-byte chunks for wide loads
-// and stores, and a warp-wide sum.
+// and stores, a warp-wide sum, and the declaration of dynamic shared memory that also
+// compiles on the CPU emulator (emu/emu.h).
 #ifndef TPSERVE_WORKER_KERNELS_CUDA_VEC_CUH_
 #define TPSERVE_WORKER_KERNELS_CUDA_VEC_CUH_
 
@@ -8,6 +9,18 @@
 
 #include <cstdint>
 #include <type_traits>
+
+#if defined(TPSERVE_CUDA_EMULATOR)
+#include "worker/kernels/cuda/emu/emu.h"
+#endif
+
+// Declares `name`, the CTA's dynamic shared memory as unsigned char, 16-byte aligned: the
+// `extern __shared__` array on a device, the emulator's buffer for the running CTA.
+#if defined(TPSERVE_CUDA_EMULATOR)
+#define TPSERVE_DYNAMIC_SMEM(name) unsigned char* const name = ::tpserve::emu::DynamicSmem()
+#else
+#define TPSERVE_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+#endif
 
 namespace tpserve {
 

@@ -3,6 +3,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "worker/kernels/cuda/launch.cuh"
 #include "worker/kernels/cuda/paged_attention.h"
 
 namespace tpserve {
@@ -62,10 +63,9 @@ cudaError_t LaunchWriteKv(const T* qkv, int64_t row_stride, int64_t k_col, int64
       rows_aligned && Aligned16(k_cache) && k_col % kVec == 0 && k_width % kVec == 0;
   const bool v_vector =
       rows_aligned && Aligned16(v_cache) && v_col % kVec == 0 && v_width % kVec == 0;
-  WriteKvKernel<T><<<static_cast<unsigned>(num_tokens), kThreads, 0, stream>>>(
-      qkv, row_stride, k_col, v_col, slots, static_cast<int>(k_width), static_cast<int>(v_width),
-      k_vector, v_vector, k_cache, v_cache);
-  return cudaGetLastError();
+  return LaunchKernel(WriteKvKernel<T>, static_cast<unsigned>(num_tokens), kThreads, 0, stream,
+                      qkv, row_stride, k_col, v_col, slots, static_cast<int>(k_width),
+                      static_cast<int>(v_width), k_vector, v_vector, k_cache, v_cache);
 }
 
 template cudaError_t LaunchWriteKv<float>(const float*, int64_t, int64_t, int64_t, const int64_t*,

@@ -1,0 +1,263 @@
+// The CUDA runtime API that the kernels and their tests call, defined for the emulator
+// (emu.h) in place of libcudart: a test links this and none of libcudart. Work runs
+// synchronously at the launch, so streams only matter for capture; one capture at a time,
+// in the semantics of cudaStreamCaptureModeGlobal.
+//
+// Device memory is host memory, a GuardedMemory per allocation: an access past its end
+// faults at once, a write before its start aborts after the launch.
+#include <cuda_runtime_api.h>
+
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "worker/kernels/cuda/emu/cta.h"
+#include "worker/kernels/cuda/emu/emu.h"
+#include "worker/kernels/cuda/emu/guarded_memory.h"
+
+// The opaque handles of driver_types.h.
+struct CUstream_st {
+  bool capturing = false;
+  bool invalidated = false;  // an operation the capture forbids happened during it
+  std::vector<std::function<void()>> captured;
+};
+struct CUgraph_st {
+  std::vector<std::function<void()>> launches;
+};
+struct CUgraphExec_st {
+  std::vector<std::function<void()>> launches;
+};
+
+namespace tpserve {
+namespace emu {
+namespace {
+
+constexpr size_t kDefaultSmem = 48 << 10;
+constexpr int kMaxSmem = 227 << 10;  // sm_90's opt-in limit per CTA
+constexpr size_t kAlignment = 256;   // of cudaMalloc's pointers
+
+struct Allocation {
+  size_t bytes;  // as asked for
+  std::unique_ptr<GuardedMemory> memory;
+};
+
+struct Runtime {
+  cudaError_t last_error = cudaSuccess;
+  std::map<const void*, int> smem_limits;  // by kernel, from cudaFuncSetAttribute
+  std::map<uintptr_t, Allocation> allocations;  // by start
+  CUstream_st* capture = nullptr;               // the stream capturing, if any
+};
+
+Runtime& State() {
+  static Runtime* runtime = new Runtime;
+  return *runtime;
+}
+
+cudaError_t Error(cudaError_t err) {
+  State().last_error = err;
+  return err;
+}
+
+bool IsLegacy(cudaStream_t s) {
+  return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
+
+// For a call that a global-mode capture forbids: whether one is active, which the call
+// then invalidates.
+bool CaptureForbids() {
+  if (State().capture == nullptr) return false;
+  State().capture->invalidated = true;
+  return true;
+}
+
+bool InDeviceMemory(const void* p, size_t bytes) {
+  const auto& allocations = State().allocations;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  auto it = allocations.upper_bound(a);
+  if (it == allocations.begin()) return false;
+  --it;
+  return a + bytes <= it->first + it->second.bytes;
+}
+
+// RunGrid, then the check that no thread wrote into the slack before an allocation.
+void RunChecked(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()>& body) {
+  RunGrid(grid, block, smem_bytes, body);
+  for (const auto& [start, a] : State().allocations) {
+    if (const size_t before = a.memory->SlackWritten(); before > 0) {
+      std::fprintf(stderr, "emu: a kernel wrote %zu bytes before the device allocation of %zu "
+                   "bytes at %#zx\n", before, a.bytes, static_cast<size_t>(start));
+      std::abort();
+    }
+  }
+}
+
+}  // namespace
+
+void LaunchGrid(const void* kernel, dim3 grid, dim3 block, size_t smem_bytes,
+                cudaStream_t stream, std::function<void()> body) {
+  Runtime& rt = State();
+  const uint64_t threads = uint64_t{block.x} * block.y * block.z;
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > INT_MAX || grid.y > 65535 ||
+      grid.z > 65535 || threads == 0 || threads > 1024 || block.z > 64) {
+    std::fprintf(stderr, "emu: launch of grid (%u, %u, %u) x block (%u, %u, %u): invalid\n",
+                 grid.x, grid.y, grid.z, block.x, block.y, block.z);
+    Error(cudaErrorInvalidConfiguration);
+    return;
+  }
+  const auto limit = rt.smem_limits.find(kernel);
+  const size_t max_smem = limit == rt.smem_limits.end() ? kDefaultSmem : limit->second;
+  if (smem_bytes > max_smem) {
+    std::fprintf(stderr, "emu: launch with %zu bytes of dynamic shared memory, limit %zu\n",
+                 smem_bytes, max_smem);
+    Error(cudaErrorInvalidValue);
+    return;
+  }
+  if (!IsLegacy(stream) && stream->capturing) {
+    stream->captured.push_back(
+        [=, body = std::move(body)] { RunChecked(grid, block, smem_bytes, body); });
+  } else if (IsLegacy(stream) && CaptureForbids()) {
+    Error(cudaErrorStreamCaptureImplicit);
+  } else {
+    RunChecked(grid, block, smem_bytes, body);
+  }
+}
+
+}  // namespace emu
+}  // namespace tpserve
+
+using tpserve::emu::CaptureForbids;
+using tpserve::emu::Error;
+using tpserve::emu::IsLegacy;
+using tpserve::emu::State;
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError() {
+  const cudaError_t err = State().last_error;
+  State().last_error = cudaSuccess;
+  return err;
+}
+
+cudaError_t cudaPeekAtLastError() { return State().last_error; }
+
+cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+  if (ptr == nullptr) return Error(cudaErrorInvalidValue);
+  if (CaptureForbids()) return Error(cudaErrorStreamCaptureUnsupported);
+  // Poisoned: uninitialised device memory reads as NaN.
+  auto memory = std::make_unique<tpserve::emu::GuardedMemory>(std::max<size_t>(bytes, 1),
+                                                              tpserve::emu::kAlignment);
+  *ptr = memory->data();
+  State().allocations[reinterpret_cast<uintptr_t>(*ptr)] = {bytes, std::move(memory)};
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;
+  if (CaptureForbids()) return Error(cudaErrorStreamCaptureUnsupported);
+  if (State().allocations.erase(reinterpret_cast<uintptr_t>(ptr)) == 0) {
+    return Error(cudaErrorInvalidValue);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (CaptureForbids()) return Error(cudaErrorStreamCaptureImplicit);
+  if (bytes == 0) return cudaSuccess;
+  const bool src_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  const bool dst_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  if (dst == nullptr || src == nullptr ||
+      (src_device && !tpserve::emu::InDeviceMemory(src, bytes)) ||
+      (dst_device && !tpserve::emu::InDeviceMemory(dst, bytes))) {
+    std::fprintf(stderr, "emu: cudaMemcpy of %zu bytes from %p to %p (kind %d): not device "
+                 "memory where the kind says so\n", bytes, src, dst, static_cast<int>(kind));
+    return Error(cudaErrorInvalidValue);
+  }
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() {
+  return CaptureForbids() ? Error(cudaErrorStreamCaptureUnsupported) : cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (!IsLegacy(stream) && stream->capturing) {
+    stream->invalidated = true;
+    return Error(cudaErrorStreamCaptureUnsupported);
+  }
+  return IsLegacy(stream) && CaptureForbids() ? Error(cudaErrorStreamCaptureImplicit)
+                                              : cudaSuccess;
+}
+
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;
+  if (value < 0 || value > tpserve::emu::kMaxSmem) return Error(cudaErrorInvalidValue);
+  State().smem_limits[func] = value;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  *stream = new CUstream_st;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (IsLegacy(stream) || stream->capturing) return Error(cudaErrorInvalidValue);
+  delete stream;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
+  if (IsLegacy(stream)) return Error(cudaErrorStreamCaptureUnsupported);
+  if (State().capture != nullptr) return Error(cudaErrorIllegalState);  // one at a time
+  stream->capturing = true;
+  stream->invalidated = false;
+  stream->captured.clear();
+  State().capture = stream;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  if (IsLegacy(stream) || !stream->capturing) return Error(cudaErrorIllegalState);
+  stream->capturing = false;
+  State().capture = nullptr;
+  if (stream->invalidated) {
+    *graph = nullptr;
+    return Error(cudaErrorStreamCaptureInvalidated);
+  }
+  *graph = new CUgraph_st{std::move(stream->captured)};
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  if (graph == nullptr) return Error(cudaErrorInvalidValue);
+  *exec = new CUgraphExec_st{graph->launches};
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  if (exec == nullptr) return Error(cudaErrorInvalidValue);
+  if (IsLegacy(stream) && CaptureForbids()) return Error(cudaErrorStreamCaptureImplicit);
+  for (const std::function<void()>& launch : exec->launches) launch();
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
+  return cudaSuccess;
+}
