@@ -89,9 +89,9 @@ StepMetadataLayout PlanPaddedDecode(int padded_seqs, int table_width) {
   return PlanStepMetadata(padded_seqs, padded_seqs, padded_seqs, table_width);
 }
 
-void MarkPaddingSlots(int real_seqs, const StepMetadataLayout& layout, uint8_t* dst) {
+void MarkPaddingSlots(int real_tokens, const StepMetadataLayout& layout, uint8_t* dst) {
   int64_t* slots = reinterpret_cast<int64_t*>(dst + layout.slots);
-  for (int64_t t = real_seqs; t < layout.num_tokens; ++t) slots[t] = -1;
+  for (int64_t t = real_tokens; t < layout.num_tokens; ++t) slots[t] = -1;
 }
 
 absl::StatusOr<std::unique_ptr<CudaStepMetadataStager>> CudaStepMetadataStager::Create(
@@ -110,7 +110,8 @@ absl::StatusOr<std::unique_ptr<CudaStepMetadataStager>> CudaStepMetadataStager::
 
 absl::StatusOr<CudaStepMetadata> CudaStepMetadataStager::Stage(const StepBatch& batch,
                                                                 cudaStream_t stream) {
-  return Send(batch, PlanStepMetadata(batch), static_cast<int>(batch.seqs.size()), stream);
+  // No padding: every token is real (a prefill has more tokens than sequences).
+  return Send(batch, PlanStepMetadata(batch), static_cast<int>(batch.token_ids.size()), stream);
 }
 
 absl::StatusOr<CudaStepMetadata> CudaStepMetadataStager::StageDecode(const StepBatch& batch,
@@ -132,7 +133,7 @@ absl::StatusOr<CudaStepMetadata> CudaStepMetadataStager::StageDecode(const StepB
 
 absl::StatusOr<CudaStepMetadata> CudaStepMetadataStager::Send(const StepBatch& batch,
                                                                const StepMetadataLayout& layout,
-                                                               int real_seqs,
+                                                               int real_tokens,
                                                                cudaStream_t stream) {
   if (layout.num_tokens > max_tokens_ || layout.num_seqs > max_seqs_) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -144,7 +145,7 @@ absl::StatusOr<CudaStepMetadata> CudaStepMetadataStager::Send(const StepBatch& b
     return absl::InvalidArgumentError("a block table is longer than max_context allows");
   }
   PackStepMetadata(batch, block_size_, layout, host_.as<uint8_t>());
-  MarkPaddingSlots(real_seqs, layout, host_.as<uint8_t>());
+  MarkPaddingSlots(real_tokens, layout, host_.as<uint8_t>());
   TPSERVE_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(device_.data(), host_.data(), layout.bytes, cudaMemcpyHostToDevice, stream));
   const uint8_t* base = device_.as<uint8_t>();

@@ -52,8 +52,9 @@ void PackStepMetadata(const StepBatch& batch, int block_size, const StepMetadata
 // hold token 0 at position 0 with cache slot −1 (never written), context 1 and block 0.
 StepBatch PadDecodeBatch(const StepBatch& batch, int padded_seqs);
 StepMetadataLayout PlanPaddedDecode(int padded_seqs, int table_width);
-// Overwrites the slots of the padding tokens (those past `real_seqs`) with −1.
-void MarkPaddingSlots(int real_seqs, const StepMetadataLayout& layout, uint8_t* dst);
+// Overwrites the slots of the padding tokens (those from `real_tokens` on; a padded
+// decode step has one real token per real sequence) with −1.
+void MarkPaddingSlots(int real_tokens, const StepMetadataLayout& layout, uint8_t* dst);
 
 // Device pointers into the staged buffer, plus the sizes the kernels take.
 struct CudaStepMetadata {
@@ -84,7 +85,7 @@ class CudaStepMetadataStager {
 
  private:
   absl::StatusOr<CudaStepMetadata> Send(const StepBatch& batch, const StepMetadataLayout& layout,
-                                        int real_seqs, cudaStream_t stream);
+                                        int real_tokens, cudaStream_t stream);
   CudaStepMetadataStager(int max_tokens, int max_seqs, int block_size)
       : max_tokens_(max_tokens), max_seqs_(max_seqs), block_size_(block_size) {}
   int max_tokens_, max_seqs_, block_size_;
