@@ -6,6 +6,10 @@ compute_90 PTX fallback.
 
 cuda_emulated_library (or cuda_library's `emulated = True`, which adds NAME_emu): the
 same sources as C++ on the CPU emulator, for tests in CI.
+
+cuda_host_library: a cc_library of host code that calls CUDA, cuBLAS or NCCL, plus its
+NAME_emu twin on the emulator and its shims, so that a whole stack (up to
+//worker:cuda_rank_emu) runs there.
 """
 
 _NVCC = "/usr/local/cuda/bin/nvcc"
@@ -76,5 +80,69 @@ def cuda_emulated_library(name, srcs, hdrs = [], deps = [], textual_hdrs = [], *
         ],
         local_defines = ["TPSERVE_CUDA_EMULATOR"],
         deps = deps + ["//worker/kernels/cuda/emu"],
+        **kwargs
+    )
+
+# What each CUDA library becomes in an _emu twin: the emulated runtime and its shims.
+_EMULATED_CUDA_LIBRARIES = {
+    "@cuda//:cudart": "//worker/kernels/cuda/emu",
+    "@cuda//:cublas": "//worker/kernels/cuda/emu:cublas",
+    "@cuda//:nccl": "//worker/kernels/cuda/emu:nccl",
+}
+
+def _emulated_label(label):
+    if label in _EMULATED_CUDA_LIBRARIES:
+        return _EMULATED_CUDA_LIBRARIES[label]
+    if ":" not in label:  # //a/b means //a/b:b
+        label = label + ":" + label.split("/")[-1]
+    return label + "_emu"
+
+def cuda_host_library(name, deps = [], cuda_deps = [], **kwargs):
+    """A cc_library of host C++ that calls CUDA, plus NAME_emu: the same sources on the emulator.
+
+    deps: what both link. cuda_deps: the CUDA side, each either @cuda//:cudart, :cublas or
+    :nccl (the twin links the emulated runtime, cuBLAS or NCCL of worker/kernels/cuda/emu
+    instead) or a target with an _emu twin of its own (a cuda_library with emulated = True,
+    or another cuda_host_library), which the twin links instead. Test-only, the twin keeps
+    the CUDA headers and links no CUDA library.
+    """
+    native.cc_library(name = name, deps = deps + cuda_deps, **kwargs)
+    emu_kwargs = dict(kwargs)
+    emu_kwargs.pop("visibility", None)
+    native.cc_library(
+        name = name + "_emu",
+        testonly = True,
+        deps = deps + [_emulated_label(d) for d in cuda_deps] + ["@cuda//:headers"],
+        visibility = kwargs.get("visibility"),
+        **{k: v for k, v in emu_kwargs.items() if k != "testonly"}
+    )
+
+_CUDA_TEST_UTIL = "//worker/kernels/cuda:cuda_test_util"
+
+def cuda_test(name, srcs, cuda_deps, deps = [], emu_args = [], **kwargs):
+    """A GPU test and its twin on the CPU emulator, from the same sources.
+
+    NAME (tagged "gpu": runs only where a device is, `--config=gpu`) links cuda_deps and
+    :cuda_test_util; NAME with _test → _emu_test (untagged: CI runs it) links each
+    cuda_dep's _emu twin and takes cuda_test_util.h as a source, so no CUDA library is
+    linked. deps: what both link. emu_args: the twin's arguments only (a --gtest_filter
+    for cases too slow to emulate). NAME must end in _test.
+    """
+    if not name.endswith("_test"):
+        fail("cuda_test: %s must end in _test" % name)
+    native.cc_test(
+        name = name,
+        srcs = srcs,
+        linkstatic = True,
+        tags = ["gpu"],
+        deps = [_CUDA_TEST_UTIL] + cuda_deps + deps,
+        **kwargs
+    )
+    native.cc_test(
+        name = name[:-len("_test")] + "_emu_test",
+        srcs = srcs + [_CUDA_TEST_UTIL + ".h"],
+        linkstatic = True,
+        deps = [_emulated_label(d) for d in cuda_deps] + deps,
+        args = emu_args,
         **kwargs
     )

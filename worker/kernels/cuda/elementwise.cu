@@ -4,6 +4,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "worker/kernels/cuda/launch.cuh"
 #include "worker/kernels/cuda/vec.cuh"
 
 namespace tpserve {
@@ -147,8 +148,7 @@ cudaError_t LaunchAddBias(T* y, const T* bias, int64_t n, int64_t m, cudaStream_
   int threads;
   if (!RowGrid(n, vector ? m / kVec<T> : m, &grid, &threads)) return cudaErrorInvalidValue;
   const auto kernel = vector ? AddBiasKernel<T, kVec<T>> : AddBiasKernel<T, 1>;
-  kernel<<<grid, threads, 0, stream>>>(y, bias, static_cast<int>(m));
-  return cudaGetLastError();
+  return LaunchKernel(kernel, grid, threads, 0, stream, y, bias, static_cast<int>(m));
 }
 
 template <typename T>
@@ -156,11 +156,10 @@ cudaError_t LaunchAdd(T* y, const T* x, int64_t count, cudaStream_t stream) {
   if (count < 0) return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
   if (Aligned16(y) && Aligned16(x)) {
-    AddKernel<T, kVec<T>><<<FlatBlocks(count / kVec<T>), kThreads, 0, stream>>>(y, x, count);
-  } else {
-    AddKernel<T, 1><<<FlatBlocks(count), kThreads, 0, stream>>>(y, x, count);
+    return LaunchKernel(AddKernel<T, kVec<T>>, FlatBlocks(count / kVec<T>), kThreads, 0, stream, y,
+                        x, count);
   }
-  return cudaGetLastError();
+  return LaunchKernel(AddKernel<T, 1>, FlatBlocks(count), kThreads, 0, stream, y, x, count);
 }
 
 template <typename T>
@@ -175,8 +174,7 @@ cudaError_t LaunchGatherRows(const T* x, const int32_t* rows, int64_t num_rows, 
     return cudaErrorInvalidValue;
   }
   const auto kernel = vector ? GatherRowsKernel<T, kVec<T>> : GatherRowsKernel<T, 1>;
-  kernel<<<grid, threads, 0, stream>>>(x, rows, static_cast<int>(dim), out);
-  return cudaGetLastError();
+  return LaunchKernel(kernel, grid, threads, 0, stream, x, rows, static_cast<int>(dim), out);
 }
 
 template <typename Src, typename Dst>
@@ -186,11 +184,11 @@ cudaError_t LaunchConvert(const Src* in, int64_t count, Dst* out, cudaStream_t s
   if (count < 0) return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
   if (Aligned16(in) && Aligned16(out)) {
-    ConvertKernel<Src, Dst, kN><<<FlatBlocks(count / kN), kThreads, 0, stream>>>(in, count, out);
-  } else {
-    ConvertKernel<Src, Dst, 1><<<FlatBlocks(count), kThreads, 0, stream>>>(in, count, out);
+    return LaunchKernel(ConvertKernel<Src, Dst, kN>, FlatBlocks(count / kN), kThreads, 0, stream,
+                        in, count, out);
   }
-  return cudaGetLastError();
+  return LaunchKernel(ConvertKernel<Src, Dst, 1>, FlatBlocks(count), kThreads, 0, stream, in, count,
+                      out);
 }
 
 template <typename T>
@@ -212,8 +210,8 @@ cudaError_t LaunchUngatherVocab(const T* gathered, int tp, int64_t n, int64_t co
   const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(tp),
                   static_cast<unsigned>(column_blocks));
   const auto kernel = vector ? UngatherVocabKernel<T, kVec<T>> : UngatherVocabKernel<T, 1>;
-  kernel<<<grid, threads, 0, stream>>>(gathered, n, static_cast<int>(cols), vocab, logits);
-  return cudaGetLastError();
+  return LaunchKernel(kernel, grid, threads, 0, stream, gathered, n, static_cast<int>(cols), vocab,
+                      logits);
 }
 
 #define TPSERVE_INSTANTIATE(T)                                                               \

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "worker/kernels/cuda/launch.cuh"
 #include "worker/kernels/cuda/vec.cuh"
 
 namespace tpserve {
@@ -42,8 +43,8 @@ cudaError_t LaunchEmbedding(const int32_t* ids, int64_t n, const T* weight, int6
   if (column_blocks > 65535) return cudaErrorInvalidValue;  // gridDim.y's limit
   const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(column_blocks));
   const auto kernel = vector ? EmbeddingKernel<T, kVec<T>> : EmbeddingKernel<T, 1>;
-  kernel<<<grid, threads, 0, stream>>>(ids, weight, vocab_start, rows, static_cast<int>(dim), out);
-  return cudaGetLastError();
+  return LaunchKernel(kernel, grid, threads, 0, stream, ids, weight, vocab_start, rows,
+                      static_cast<int>(dim), out);
 }
 
 template cudaError_t LaunchEmbedding(const int32_t*, int64_t, const float*, int64_t, int64_t,

@@ -4,6 +4,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "worker/kernels/cuda/launch.cuh"
 #include "worker/kernels/cuda/vec.cuh"
 
 namespace tpserve {
@@ -68,9 +69,8 @@ cudaError_t Launch(T* residual, const T* x, const T* weight, int64_t n, int64_t 
   const int64_t chunks = vector ? dim / kVec<T> : dim;
   const int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, (chunks + 31) / 32 * 32));
   const auto kernel = vector ? RmsNormKernel<T, kVec<T>, kAdd> : RmsNormKernel<T, 1, kAdd>;
-  kernel<<<static_cast<unsigned>(n), threads, 0, stream>>>(residual, x, weight,
-                                                           static_cast<int>(dim), eps, out);
-  return cudaGetLastError();
+  return LaunchKernel(kernel, static_cast<unsigned>(n), threads, 0, stream, residual, x, weight,
+                      static_cast<int>(dim), eps, out);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "worker/kernels/cuda/launch.cuh"
 #include "worker/kernels/cuda/vec.cuh"
 
 namespace tpserve {
@@ -119,10 +120,9 @@ cudaError_t LaunchRope(T* qkv, int64_t row_stride, const int32_t* positions, int
   if constexpr (kVec<T> == 8) {
     if (pairs == 8) kernel = RopeKernel<T, 8>;
   }
-  kernel<<<static_cast<unsigned>(blocks), kWarps * 32, 0, stream>>>(
-      qkv, row_stride, positions, total_heads, heads_per_row, num_q_heads, head_dim, cos_sin,
-      q_norm, k_norm, eps);
-  return cudaGetLastError();
+  return LaunchKernel(kernel, static_cast<unsigned>(blocks), kWarps * 32, 0, stream, qkv,
+                      row_stride, positions, total_heads, heads_per_row, num_q_heads, head_dim,
+                      cos_sin, q_norm, k_norm, eps);
 }
 
 template cudaError_t LaunchRope(float*, int64_t, const int32_t*, int64_t, int, int, int,

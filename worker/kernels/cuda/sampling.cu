@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "worker/kernels/cuda/launch.cuh"
 #include "worker/kernels/cuda/sampling_block.cuh"
 #include "worker/kernels/cuda/sampling_select.cuh"
 
@@ -321,9 +322,8 @@ cudaError_t LaunchSamplingLogprobs(const float* logits, int64_t vocab,
                                    cudaStream_t stream) {
   if (sampling::BadVocab(vocab) || count < 0) return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
-  sampling::LogprobsKernel<<<count, sampling::kThreads, 0, stream>>>(
-      logits, static_cast<int>(vocab), rows, stats, results);
-  return cudaGetLastError();
+  return LaunchKernel(sampling::LogprobsKernel, count, sampling::kThreads, 0, stream, logits,
+                      static_cast<int>(vocab), rows, stats, results);
 }
 
 cudaError_t LaunchSamplingPenalties(const float* logits, int64_t vocab,
@@ -333,9 +333,8 @@ cudaError_t LaunchSamplingPenalties(const float* logits, int64_t vocab,
                                     SamplingResult* results, cudaStream_t stream) {
   if (sampling::BadVocab(vocab) || count < 0) return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
-  sampling::PenaltiesKernel<<<count, sampling::kThreads, 0, stream>>>(
-      logits, static_cast<int>(vocab), params, history, penalised, counts, stats, results);
-  return cudaGetLastError();
+  return LaunchKernel(sampling::PenaltiesKernel, count, sampling::kThreads, 0, stream, logits,
+                      static_cast<int>(vocab), params, history, penalised, counts, stats, results);
 }
 
 cudaError_t LaunchSamplingDraw(const float* logits, int64_t vocab,
@@ -344,9 +343,8 @@ cudaError_t LaunchSamplingDraw(const float* logits, int64_t vocab,
                                SamplingResult* results, cudaStream_t stream) {
   if (sampling::BadVocab(vocab) || count < 0) return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
-  sampling::DrawKernel<<<count, sampling::kThreads, 0, stream>>>(
-      logits, static_cast<int>(vocab), params, penalised, stats, results);
-  return cudaGetLastError();
+  return LaunchKernel(sampling::DrawKernel, count, sampling::kThreads, 0, stream, logits,
+                      static_cast<int>(vocab), params, penalised, stats, results);
 }
 
 }  // namespace tpserve

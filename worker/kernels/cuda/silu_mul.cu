@@ -4,6 +4,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "worker/kernels/cuda/launch.cuh"
 #include "worker/kernels/cuda/vec.cuh"
 
 namespace tpserve {
@@ -41,8 +42,7 @@ cudaError_t LaunchSiluMul(const T* gate_up, int64_t n, int64_t width, T* out, cu
   if (column_blocks > 65535) return cudaErrorInvalidValue;  // gridDim.y's limit
   const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(column_blocks));
   const auto kernel = vector ? SiluMulKernel<T, kVec<T>> : SiluMulKernel<T, 1>;
-  kernel<<<grid, threads, 0, stream>>>(gate_up, static_cast<int>(width), out);
-  return cudaGetLastError();
+  return LaunchKernel(kernel, grid, threads, 0, stream, gate_up, static_cast<int>(width), out);
 }
 
 template cudaError_t LaunchSiluMul(const float*, int64_t, int64_t, float*, cudaStream_t);

@@ -49,7 +49,7 @@ struct Thread {
   bool done = false;
   const Barrier* waiting = nullptr;  // blocked until this barrier's generation moves on
   uint64_t wait_generation = 0;
-  uint64_t shuffles = 0;  // parity picks the exchange buffer of the next shuffle
+  uint64_t shuffles = 0;  // parity picks the exchange buffer of the next shuffle or ballot
   std::vector<AsyncCopy> uncommitted;
   std::deque<std::vector<AsyncCopy>> committed;  // groups, oldest first
 
@@ -72,6 +72,7 @@ class Cta {
     Wait(warps_[current_->linear / 32]);
   }
   uint64_t Shuffle(unsigned mask, uint64_t bits, int src_lane);
+  unsigned Ballot(unsigned mask, bool predicate);
   void CopyAsync(void* dst, const void* src, bool valid);
   void WaitCopies(int max_pending);
 
@@ -80,6 +81,7 @@ class Cta {
   void Schedule(bool descending);
   void Wait(Barrier& barrier);
   void CheckMask(unsigned mask) const;
+  const uint64_t* Exchange(unsigned mask, uint64_t bits);
   [[noreturn]] void Deadlock() const;
 
   Fiber scheduler_;  // this OS thread's own stack
@@ -197,20 +199,36 @@ void Cta::Deadlock() const {
        blockIdx.x, blockIdx.y, blockIdx.z, num_threads_, at_block, at_warp, exited);
 }
 
-uint64_t Cta::Shuffle(unsigned mask, uint64_t bits, int src_lane) {
+// Posts this lane's bits, waits for its warp, and returns the values of the warp's lanes.
+const uint64_t* Cta::Exchange(unsigned mask, uint64_t bits) {
   CheckMask(mask);
   Thread& t = *current_;
   const int warp = t.linear / 32;
-  // Alternate buffers: a lane can write the next shuffle's value before the others have
+  // Alternate buffers: a lane can write the next exchange's value before the others have
   // read this one's, but not the one after (it would have to pass their barrier first).
   uint64_t* lanes = exchange_[t.shuffles++ % 2].data() + warp * 32;
   lanes[t.linear % 32] = bits;
   Wait(warps_[warp]);
-  if (src_lane >= warps_[warp].expected) {
-    Fail("thread %d: shuffle from lane %d of a warp of %d", t.linear, src_lane,
-         warps_[warp].expected);
+  return lanes;
+}
+
+uint64_t Cta::Shuffle(unsigned mask, uint64_t bits, int src_lane) {
+  const uint64_t* lanes = Exchange(mask, bits);
+  const int warp_size = warps_[current_->linear / 32].expected;
+  if (src_lane >= warp_size) {
+    Fail("thread %d: shuffle from lane %d of a warp of %d", current_->linear, src_lane,
+         warp_size);
   }
   return lanes[src_lane];
+}
+
+unsigned Cta::Ballot(unsigned mask, bool predicate) {
+  const uint64_t* lanes = Exchange(mask, predicate);
+  unsigned votes = 0;
+  for (int i = 0; i < warps_[current_->linear / 32].expected; ++i) {
+    votes |= static_cast<unsigned>(lanes[i] != 0) << i;
+  }
+  return votes;
 }
 
 void Cta::CopyAsync(void* dst, const void* src, bool valid) {
@@ -259,6 +277,7 @@ int LaneId() { return Running().current().linear % 32; }
 uint64_t ShuffleBits(unsigned mask, uint64_t bits, int src_lane) {
   return Running().Shuffle(mask, bits, src_lane);
 }
+unsigned Ballot(unsigned mask, bool predicate) { return Running().Ballot(mask, predicate); }
 void CopyAsync16(void* smem, const void* global, bool valid) {
   Running().CopyAsync(smem, global, valid);
 }

@@ -11,13 +11,19 @@
 //    deterministically. Neighbouring CTAs (by the parity of blockIdx.x + y + z) sweep
 //    their threads in ascending and in descending order, so a shared-memory read that no
 //    barrier separates from another thread's write sees the stale value in one of them.
-//  - Barriers: __syncthreads, __syncwarp, and the warp shuffles __shfl_sync and
-//    __shfl_xor_sync (any type of 4 or 8 bytes, full warp masks only). A barrier that some
-//    thread never reaches (divergent code, an early return) aborts as a deadlock.
+//  - Barriers: __syncthreads, __syncwarp, __ballot_sync, and the warp shuffles
+//    __shfl_sync, __shfl_xor_sync and __shfl_up_sync (any type of 4 or 8 bytes, full warp
+//    masks only). A barrier that some thread never reaches (divergent code, an early
+//    return) aborts as a deadlock.
 //  - Dynamic shared memory (TPSERVE_DYNAMIC_SMEM): exactly the launch's bytes (rounded to
 //    16), poisoned with 0xFF bytes (NaN in fp32 and bf16) for every CTA, followed by an
 //    inaccessible page (guarded_memory.h): a read or write past its end faults. A static
-//    __shared__ variable is one object per OS thread (shared by the CTA), not poisoned.
+//    __shared__ variable is a function-local static, one object per OS thread: since CTAs
+//    run one at a time, it is the running CTA's, but it keeps the previous CTA's values
+//    instead of being poisoned (g++ ignores a section attribute on a template's local
+//    statics, so there is no cheap way to find them all).
+//  - Atomics and the intrinsics the kernels call (intrinsics.h): atomic because threads
+//    switch only at barriers.
 //  - cp.async (CopyAsync16, CommitCopies, WaitCopies): a copy lands only when its thread
 //    waits for its committed group, so a missing wait or commit leaves stale shared memory.
 //    A misaligned copy, one outside the dynamic shared memory, and a thread exiting with
@@ -33,7 +39,7 @@
 //    a capture fails and invalidates it, as CUDA's global mode does.
 // What it does not:
 //  - No memory model: nothing is ordered but by the barriers above, and a race between
-//    CTAs never shows (they run one at a time); no atomics, no warp that runs in lockstep
+//    CTAs never shows (they run one at a time), nor one between atomics; no warp in lockstep
 //    without a __syncwarp, no bank conflicts. Global accesses are checked only at the
 //    edges of allocations: a wild index that lands in another allocation goes unseen.
 //  - No PTX: code under __CUDA_ARCH__ never compiles here, so mma.cuh runs its shuffle
@@ -60,6 +66,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "worker/kernels/cuda/emu/intrinsics.h"
+
 // CUDA's execution-space keywords mean nothing to a host compiler.
 #ifndef __launch_bounds__
 #define __launch_bounds__(...)
@@ -76,6 +84,7 @@ void SyncThreads();
 void SyncWarp(unsigned mask);
 int LaneId();
 uint64_t ShuffleBits(unsigned mask, uint64_t bits, int src_lane);  // src_lane's bits
+unsigned Ballot(unsigned mask, bool predicate);  // bit i: lane i's predicate
 void CopyAsync16(void* smem, const void* global, bool valid);
 void CommitCopies();
 void WaitCopies(int max_pending);
@@ -119,6 +128,9 @@ inline thread_local uint3 blockIdx;
 inline thread_local dim3 blockDim;
 inline thread_local dim3 gridDim;
 
+using std::isfinite;
+using std::isinf;
+using std::isnan;
 using std::max;
 using std::min;
 
@@ -140,6 +152,16 @@ T __shfl_sync(unsigned mask, T v, int src_lane) {
 template <typename T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
   return __shfl_sync(mask, v, tpserve::emu::LaneId() ^ lane_mask);
+}
+
+template <typename T>
+T __shfl_up_sync(unsigned mask, T v, unsigned delta) {
+  const int lane = tpserve::emu::LaneId(), src = lane - static_cast<int>(delta);
+  return __shfl_sync(mask, v, src >= 0 ? src : lane);
+}
+
+inline unsigned __ballot_sync(unsigned mask, int predicate) {
+  return tpserve::emu::Ballot(mask, predicate != 0);
 }
 
 #endif  // TPSERVE_WORKER_KERNELS_CUDA_EMU_EMU_H_

@@ -115,6 +115,50 @@ TEST(EmuTest, ShufflesExchangeWithinEachWarp) {
   cudaFree(sums), cudaFree(doubles), cudaFree(ints);
 }
 
+// Per thread: its warp's ballot of lanes % 3 == 0, its lane's __shfl_up_sync by one, and
+// the CTA's count and maximum of thread indices, through shared atomics.
+__global__ void VotesAndAtomics(unsigned* votes, int* up, unsigned* count, int* max) {
+  __shared__ unsigned cta_count;
+  __shared__ int cta_max;
+  const int lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) cta_count = 0, cta_max = -1;
+  __syncthreads();
+  votes[threadIdx.x] = __ballot_sync(0xffffffffu, lane % 3 == 0);
+  up[threadIdx.x] = __shfl_up_sync(0xffffffffu, lane, 1);
+  atomicAdd(&cta_count, 1u);
+  atomicMax(&cta_max, static_cast<int>(threadIdx.x));
+  __syncthreads();
+  count[threadIdx.x] = cta_count;
+  max[threadIdx.x] = cta_max;
+}
+
+TEST(EmuTest, BallotsShuffleUpAndAtomicsSeeTheirWarpAndCta) {
+  constexpr int kThreads = 48;  // a full warp and one of 16 lanes
+  unsigned* votes = DeviceArray<unsigned>(kThreads);
+  int* up = DeviceArray<int>(kThreads);
+  unsigned* count = DeviceArray<unsigned>(kThreads);
+  int* max = DeviceArray<int>(kThreads);
+  emu::Launch(VotesAndAtomics, 1, kThreads, 0, nullptr, votes, up, count, max);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const std::vector<unsigned> v = ToHost(votes, kThreads), c = ToHost(count, kThreads);
+  const std::vector<int> u = ToHost(up, kThreads), m = ToHost(max, kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(v[t], t < 32 ? 0x49249249u : 0x9249u) << t;  // lanes 0, 3, 6, ... of the warp
+    EXPECT_EQ(u[t], t % 32 == 0 ? 0 : t % 32 - 1) << t;
+    EXPECT_EQ(c[t], static_cast<unsigned>(kThreads));
+    EXPECT_EQ(m[t], kThreads - 1);
+  }
+  cudaFree(votes), cudaFree(up), cudaFree(count), cudaFree(max);
+}
+
+TEST(EmuTest, FloatToUnsignedRoundsToEvenAndSaturatesAsADeviceDoes) {
+  EXPECT_EQ(__float2ull_rn(2.5f), 2u);
+  EXPECT_EQ(__float2ull_rn(3.5f), 4u);
+  EXPECT_EQ(__float2ull_rn(-7.0f), 0u);
+  EXPECT_EQ(__float2ull_rn(NAN), 1ull << 63);
+  EXPECT_EQ(__float2ull_rn(0x1p70f), ~0ull);
+}
+
 // out[0..3] = shared memory before the wait, out[4..7] after: one copied chunk (valid) or
 // zeros (not).
 __global__ void CopyOneChunk(const uint32_t* src, bool valid, uint32_t* out) {

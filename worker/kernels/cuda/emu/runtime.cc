@@ -21,9 +21,11 @@
 #include "worker/kernels/cuda/emu/cta.h"
 #include "worker/kernels/cuda/emu/emu.h"
 #include "worker/kernels/cuda/emu/guarded_memory.h"
+#include "worker/kernels/cuda/emu/stream_work.h"
 
 // The opaque handles of driver_types.h.
 struct CUstream_st {
+  unsigned flags = cudaStreamDefault;
   bool capturing = false;
   bool invalidated = false;  // an operation the capture forbids happened during it
   std::vector<std::function<void()>> captured;
@@ -42,6 +44,7 @@ namespace {
 constexpr size_t kDefaultSmem = 48 << 10;
 constexpr int kMaxSmem = 227 << 10;  // sm_90's opt-in limit per CTA
 constexpr size_t kAlignment = 256;   // of cudaMalloc's pointers
+constexpr size_t kDeviceBytes = size_t{80} << 30;  // an H100's memory
 
 struct Allocation {
   size_t bytes;  // as asked for
@@ -52,6 +55,8 @@ struct Runtime {
   cudaError_t last_error = cudaSuccess;
   std::map<const void*, int> smem_limits;  // by kernel, from cudaFuncSetAttribute
   std::map<uintptr_t, Allocation> allocations;  // by start
+  std::map<void*, std::unique_ptr<GuardedMemory>> host_allocations;  // cudaMallocHost's
+  size_t allocated_bytes = 0;                   // device bytes, for cudaMemGetInfo
   CUstream_st* capture = nullptr;               // the stream capturing, if any
 };
 
@@ -84,6 +89,21 @@ bool InDeviceMemory(const void* p, size_t bytes) {
   if (it == allocations.begin()) return false;
   --it;
   return a + bytes <= it->first + it->second.bytes;
+}
+
+// Whether the pointers of a copy of `bytes` are device memory where `kind` says so; says
+// why not on stderr.
+bool CopyMatchesKind(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                     const char* what) {
+  const bool src_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  const bool dst_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  if (dst != nullptr && src != nullptr && (!src_device || InDeviceMemory(src, bytes)) &&
+      (!dst_device || InDeviceMemory(dst, bytes))) {
+    return true;
+  }
+  std::fprintf(stderr, "emu: %s of %zu bytes from %p to %p (kind %d): not device memory where "
+               "the kind says so\n", what, bytes, src, dst, static_cast<int>(kind));
+  return false;
 }
 
 // RunGrid, then the check that no thread wrote into the slack before an allocation.
@@ -129,6 +149,19 @@ void LaunchGrid(const void* kernel, dim3 grid, dim3 block, size_t smem_bytes,
   }
 }
 
+cudaError_t EnqueueStreamWork(cudaStream_t stream, std::function<void()> work) {
+  if (!IsLegacy(stream) && stream->capturing) {
+    stream->captured.push_back(std::move(work));
+  } else if (IsLegacy(stream) && CaptureForbids()) {
+    return Error(cudaErrorStreamCaptureImplicit);
+  } else {
+    work();
+  }
+  return cudaSuccess;
+}
+
+bool IsDeviceMemory(const void* p, size_t bytes) { return InDeviceMemory(p, bytes); }
+
 }  // namespace emu
 }  // namespace tpserve
 
@@ -153,33 +186,33 @@ cudaError_t cudaPeekAtLastError() { return State().last_error; }
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   if (ptr == nullptr) return Error(cudaErrorInvalidValue);
   if (CaptureForbids()) return Error(cudaErrorStreamCaptureUnsupported);
+  using tpserve::emu::kDeviceBytes;
+  if (bytes > kDeviceBytes - std::min(State().allocated_bytes, kDeviceBytes)) {
+    return Error(cudaErrorMemoryAllocation);  // more than the device has free
+  }
   // Poisoned: uninitialised device memory reads as NaN.
   auto memory = std::make_unique<tpserve::emu::GuardedMemory>(std::max<size_t>(bytes, 1),
                                                               tpserve::emu::kAlignment);
   *ptr = memory->data();
   State().allocations[reinterpret_cast<uintptr_t>(*ptr)] = {bytes, std::move(memory)};
+  State().allocated_bytes += bytes;
   return cudaSuccess;
 }
 
 cudaError_t cudaFree(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
   if (CaptureForbids()) return Error(cudaErrorStreamCaptureUnsupported);
-  if (State().allocations.erase(reinterpret_cast<uintptr_t>(ptr)) == 0) {
-    return Error(cudaErrorInvalidValue);
-  }
+  const auto it = State().allocations.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == State().allocations.end()) return Error(cudaErrorInvalidValue);
+  State().allocated_bytes -= it->second.bytes;
+  State().allocations.erase(it);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   if (CaptureForbids()) return Error(cudaErrorStreamCaptureImplicit);
   if (bytes == 0) return cudaSuccess;
-  const bool src_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
-  const bool dst_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
-  if (dst == nullptr || src == nullptr ||
-      (src_device && !tpserve::emu::InDeviceMemory(src, bytes)) ||
-      (dst_device && !tpserve::emu::InDeviceMemory(dst, bytes))) {
-    std::fprintf(stderr, "emu: cudaMemcpy of %zu bytes from %p to %p (kind %d): not device "
-                 "memory where the kind says so\n", bytes, src, dst, static_cast<int>(kind));
+  if (!tpserve::emu::CopyMatchesKind(dst, src, bytes, kind, "cudaMemcpy")) {
     return Error(cudaErrorInvalidValue);
   }
   std::memmove(dst, src, bytes);
@@ -207,9 +240,21 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+  if (stream == nullptr || (flags & ~cudaStreamNonBlocking) != 0) {
+    return Error(cudaErrorInvalidValue);
+  }
   *stream = new CUstream_st;
+  (*stream)->flags = flags;
   return cudaSuccess;
 }
+
+// Work ran when it was enqueued, so a stream is always idle: a query is a synchronisation
+// that never waits, with the same capture rules.
+cudaError_t cudaStreamQuery(cudaStream_t stream) { return cudaStreamSynchronize(stream); }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (IsLegacy(stream) || stream->capturing) return Error(cudaErrorInvalidValue);
@@ -260,4 +305,86 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
 cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
   delete graph;
   return cudaSuccess;
+}
+
+// --- Errors, the device, host memory, async copies: what the model stack calls. ---
+
+const char* cudaGetErrorName(cudaError_t err) {
+  switch (err) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
+    default: return "cudaErrorUnknown (emulated)";
+  }
+}
+
+const char* cudaGetErrorString(cudaError_t err) {
+  return err == cudaSuccess ? "no error" : "an error of the CUDA emulator (see its stderr)";
+}
+
+cudaError_t cudaSetDevice(int device) {
+  return device == 0 ? cudaSuccess : Error(cudaErrorInvalidDevice);
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  if (device == nullptr) return Error(cudaErrorInvalidValue);
+  *device = 0;
+  return cudaSuccess;
+}
+
+// The device's memory, less what is allocated.
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  if (free_bytes == nullptr || total_bytes == nullptr) return Error(cudaErrorInvalidValue);
+  *total_bytes = tpserve::emu::kDeviceBytes;
+  *free_bytes = *total_bytes - std::min(State().allocated_bytes, *total_bytes);
+  return cudaSuccess;
+}
+
+// Host memory, guarded like device memory but never taken for it by a copy's kind check.
+cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
+  if (ptr == nullptr) return Error(cudaErrorInvalidValue);
+  if (CaptureForbids()) return Error(cudaErrorStreamCaptureUnsupported);
+  auto memory = std::make_unique<tpserve::emu::GuardedMemory>(std::max<size_t>(bytes, 1),
+                                                              tpserve::emu::kAlignment);
+  *ptr = memory->data();
+  State().host_allocations[*ptr] = std::move(memory);
+  return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;
+  if (CaptureForbids()) return Error(cudaErrorStreamCaptureUnsupported);
+  if (State().host_allocations.erase(ptr) == 0) return Error(cudaErrorInvalidValue);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+  return cudaMemsetAsync(ptr, value, bytes, nullptr);
+}
+
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
+  if (bytes == 0) return cudaSuccess;
+  if (!tpserve::emu::InDeviceMemory(ptr, bytes)) {
+    std::fprintf(stderr, "emu: cudaMemset of %zu bytes at %p: not device memory\n", bytes, ptr);
+    return Error(cudaErrorInvalidValue);
+  }
+  return tpserve::emu::EnqueueStreamWork(stream, [=] { std::memset(ptr, value, bytes); });
+}
+
+// Pageable or pinned host memory alike; the copy happens at the call (or at each replay
+// of a graph that captured it).
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+  if (bytes == 0) return cudaSuccess;
+  if (!tpserve::emu::CopyMatchesKind(dst, src, bytes, kind, "cudaMemcpyAsync")) {
+    return Error(cudaErrorInvalidValue);
+  }
+  return tpserve::emu::EnqueueStreamWork(stream, [=] { std::memmove(dst, src, bytes); });
 }
