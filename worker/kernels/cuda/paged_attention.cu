@@ -65,8 +65,6 @@ Plan MakePlan(const AttentionMetadata& meta, int num_heads, int num_kv_heads, in
   return plan;
 }
 
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 bool ValidSizes(const AttentionMetadata& meta, int64_t q_row_stride, int block_size, int num_heads,
                 int num_kv_heads, int head_dim, int v_head_dim, int sliding_window) {
   return meta.num_seqs >= 0 && meta.num_tokens >= 0 && meta.max_query_len >= 0 &&
@@ -106,9 +104,8 @@ cudaError_t LaunchTiles(const AttentionArgs<T>& args, const Plan& plan, int num_
 // The tensor-core prefill tiles: bf16 head dims that are multiples of 16 (up to 128),
 // with rows aligned for their 32-bit fragment loads and 16-byte cache copies.
 bool MmaTilesFit(const AttentionArgs<__nv_bfloat16>& args) {
-  const auto aligned4 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; };
   return args.head_dim % 16 == 0 && args.v_head_dim % 16 == 0 && args.k_vector &&
-         args.v_vector && args.q_row_stride % 2 == 0 && aligned4(args.q) && aligned4(args.out);
+         args.v_vector && args.q_row_stride % 2 == 0 && Aligned(args.q, 4) && Aligned(args.out, 4);
 }
 
 template <int kMaxD>

@@ -152,7 +152,9 @@ __device__ __forceinline__ void SoftmaxKeys(float (&s)[L::kKeyTiles][4], float (
   for (int h = 0; h < 2; ++h) {
     float tile_max = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < L::kKeyTiles; ++j) tile_max = fmaxf(tile_max, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
+    for (int j = 0; j < L::kKeyTiles; ++j) {
+      tile_max = fmaxf(tile_max, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
+    }
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
     const float new_max = fmaxf(row_max[h], tile_max);
@@ -226,7 +228,9 @@ __device__ __forceinline__ void StoreLaneRows(const AttentionArgs<__nv_bfloat16>
       uint32_t* out = reinterpret_cast<uint32_t*>(a.out + out_row * dv + 2 * tq);
 #pragma unroll
       for (int n = 0; n < L::kNTiles; ++n) {
-        if (n < n_tiles) out[n * 4] = mma::PackBf16(o[n][2 * h] * inv_sum, o[n][2 * h + 1] * inv_sum);
+        if (n < n_tiles) {
+          out[n * 4] = mma::PackBf16(o[n][2 * h] * inv_sum, o[n][2 * h + 1] * inv_sum);
+        }
       }
     } else {
       const int64_t part = int64_t{t.split} * a.num_tokens * a.num_heads + out_row;

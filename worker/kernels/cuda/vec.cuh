@@ -76,7 +76,11 @@ __device__ __forceinline__ float WarpSum(float v) {
   return v;
 }
 
-inline bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+// p is a multiple of `bytes` (a power of two).
+inline bool Aligned(const void* p, uintptr_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+inline bool Aligned16(const void* p) { return Aligned(p, 16); }
 
 }  // namespace tpserve
 
