@@ -37,6 +37,11 @@
 //    its kind matches the pointers. Stream capture records launches with their arguments
 //    copied, and a graph launch replays them; allocating, copying or synchronising during
 //    a capture fails and invalidates it, as CUDA's global mode does.
+//  - Devices: eight ordinals for cudaSetDevice, so that rank r of a pool (a process each)
+//    drives device r; a process's allocations are its own, whichever device is current.
+//  - cuBLAS and NCCL through shims (cublas.cc, nccl.cc), NCCL for 1 to 8 ranks that are
+//    processes of this host, meeting in shared memory, with failures of a peer (exit,
+//    abort, never arriving) turned into the waiting rank's async error.
 // What it does not:
 //  - No memory model: nothing is ordered but by the barriers above, and a race between
 //    CTAs never shows (they run one at a time), nor one between atomics; no warp in lockstep

@@ -45,6 +45,9 @@ constexpr size_t kDefaultSmem = 48 << 10;
 constexpr int kMaxSmem = 227 << 10;  // sm_90's opt-in limit per CTA
 constexpr size_t kAlignment = 256;   // of cudaMalloc's pointers
 constexpr size_t kDeviceBytes = size_t{80} << 30;  // an H100's memory
+// Devices a node has, so that rank r of a pool (one process each) drives device r. A
+// process's allocations are its own whichever device is current.
+constexpr int kDevices = 8;
 
 struct Allocation {
   size_t bytes;  // as asked for
@@ -53,6 +56,7 @@ struct Allocation {
 
 struct Runtime {
   cudaError_t last_error = cudaSuccess;
+  int device = 0;  // cudaSetDevice's
   std::map<const void*, int> smem_limits;  // by kernel, from cudaFuncSetAttribute
   std::map<uintptr_t, Allocation> allocations;  // by start
   std::map<void*, std::unique_ptr<GuardedMemory>> host_allocations;  // cudaMallocHost's
@@ -171,7 +175,8 @@ using tpserve::emu::IsLegacy;
 using tpserve::emu::State;
 
 cudaError_t cudaGetDeviceCount(int* count) {
-  *count = 1;
+  if (count == nullptr) return Error(cudaErrorInvalidValue);
+  *count = tpserve::emu::kDevices;
   return cudaSuccess;
 }
 
@@ -256,6 +261,13 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) 
 // that never waits, with the same capture rules.
 cudaError_t cudaStreamQuery(cudaStream_t stream) { return cudaStreamSynchronize(stream); }
 
+// Runs fn on the host thread at the call (or at each replay of a graph that captured it):
+// a stream never runs behind its host here, so a host function cannot hold it up.
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data) {
+  if (fn == nullptr) return Error(cudaErrorInvalidValue);
+  return tpserve::emu::EnqueueStreamWork(stream, [fn, user_data] { fn(user_data); });
+}
+
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (IsLegacy(stream) || stream->capturing) return Error(cudaErrorInvalidValue);
   delete stream;
@@ -330,12 +342,14 @@ const char* cudaGetErrorString(cudaError_t err) {
 }
 
 cudaError_t cudaSetDevice(int device) {
-  return device == 0 ? cudaSuccess : Error(cudaErrorInvalidDevice);
+  if (device < 0 || device >= tpserve::emu::kDevices) return Error(cudaErrorInvalidDevice);
+  State().device = device;
+  return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int* device) {
   if (device == nullptr) return Error(cudaErrorInvalidValue);
-  *device = 0;
+  *device = State().device;
   return cudaSuccess;
 }
 
