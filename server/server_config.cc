@@ -36,6 +36,8 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
   args.AddBool("external-workers", &c.external_workers, "wait for --tp workers to attach");
   args.AddBool("exit-on-pool-failure", &c.exit_on_pool_failure,
                "exit non-zero when the worker pool fails instead of rebuilding it");
+  args.AddBool("enforce-eager", &c.enforce_eager,
+               "cuda: run decode steps eagerly instead of replaying CUDA graphs");
   args.AddString("worker-binary", &c.worker_binary, "path of tpserve_worker");
   args.AddString("control-address", &c.control_address,
                  "where workers dial in: unix:PATH or HOST:PORT");
@@ -97,6 +99,9 @@ absl::Status ServerConfig::Validate() const {
   if (!(gpu_memory_fraction > 0 && gpu_memory_fraction <= 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--gpu-memory-fraction must be in (0, 1], got ", gpu_memory_fraction));
+  }
+  if (enforce_eager && device != "cuda") {
+    return absl::InvalidArgumentError("--enforce-eager applies to --device cuda only");
   }
   if (kv_blocks > 0 && kv_memory_mb > 0) {
     return absl::InvalidArgumentError("give --kv-blocks or --kv-memory-mb, not both");

@@ -44,6 +44,10 @@ TEST(ServerConfigTest, DtypeAndGpuMemoryFraction) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->ComputeDType(), "float32");
   EXPECT_DOUBLE_EQ(c->gpu_memory_fraction, 0.5);
+  EXPECT_FALSE(c->enforce_eager);
+  c = Parse({"--model", "/m", "--port", "0", "--device", "cuda", "--enforce-eager"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->enforce_eager);
   c = Parse({"--model", "/m", "--port", "0"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->ComputeDType(), "float32");
@@ -71,6 +75,8 @@ TEST(ServerConfigTest, BadFlagsNameTheFlag) {
        "cuda computes in float32 or bfloat16"},
       {{"--model", "/m", "--port", "1", "--device", "cuda", "--gpu-memory-fraction", "1.5"},
        "--gpu-memory-fraction must be in (0, 1], got 1.5"},
+      {{"--model", "/m", "--port", "1", "--enforce-eager"},
+       "--enforce-eager applies to --device cuda only"},
   };
   for (const auto& c : cases) {
     const absl::StatusOr<ServerConfig> config = Parse(c.args);

@@ -86,6 +86,7 @@ absl::StatusOr<WorkerPoolOptions> PoolOptions(const ServerConfig& config, int ma
   pool.tp = config.tp;
   pool.device = config.device;
   pool.dtype = config.ComputeDType();
+  pool.eager_decode = config.enforce_eager;
   pool.spawn_workers = !config.external_workers;
   pool.worker_binary = config.worker_binary;
   if (pool.spawn_workers && pool.worker_binary.empty()) {

@@ -37,6 +37,7 @@ struct WorkerPoolOptions {
   int tp = 1;
   std::string device = "cpu";      // "cpu" (Gloo) or "cuda" (NCCL; rank r on GPU r)
   std::string dtype = "float32";   // compute dtype; cuda also takes "bfloat16"
+  bool eager_decode = false;       // cuda: decode steps without CUDA graphs
   bool spawn_workers = true;       // false: wait for tp external workers to attach
   std::string worker_binary;       // path of tpserve_worker when spawning
   // Where workers dial in: "unix:/path/sock" for local workers, "host:port" for remote.

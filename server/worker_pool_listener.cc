@@ -51,6 +51,7 @@ FrontendMessage WorkerPool::Impl::MakeAssignment(int rank) const {
   a->set_max_context(options.max_context);
   a->set_max_batch_tokens(options.max_batch_tokens);
   a->set_max_sequences(options.max_sequences);
+  a->set_eager_decode(options.eager_decode);
   return m;
 }
 

@@ -70,8 +70,10 @@ absl::Status RunCudaRank(const Flags& f, const std::vector<int32_t>& ids) {
   if (!rank.ok()) return rank.status();
   absl::StatusOr<std::vector<Tensor>> logits = ForwardSequences(*rank->model, {ids}, Mode(f));
   if (!logits.ok()) return logits.status();
-  if (f.rank == 0) return WriteNpy(f.output, (*logits)[0]);
-  return absl::OkStatus();
+  if (f.rank != 0) return absl::OkStatus();
+  std::fprintf(stderr, "forward: decode steps replayed %d CUDA graph(s)\n",
+               rank->model->num_decode_graphs());
+  return WriteNpy(f.output, (*logits)[0]);
 }
 
 // One rank: join the group, load this rank's shards, run, and (rank 0) write the output.

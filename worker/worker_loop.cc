@@ -139,8 +139,11 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> BuildCudaRank(const Assignment& a,
   model.max_sequences = std::min(model.max_sequences, model.max_batch_tokens);
   model.max_context = a.max_context();  // 0: the model's
   model.step_timeout = nccl.timeout;
+  model.cuda_graphs = !a.eager_decode();
   absl::StatusOr<CudaRank> rank = LoadCudaRank(files, nccl, model);
   if (!rank.ok()) return rank.status();
+  std::fprintf(stderr, "tpserve_worker: rank %d: decode steps %s\n", a.rank(),
+               model.cuda_graphs ? "replay CUDA graphs" : "run eagerly (--enforce-eager)");
   RankExecutorOptions options = ExecutorOptions(a);
   // The plans must respect the buffers' limits, so the executor checks them too.
   options.max_batch_tokens = model.max_batch_tokens;

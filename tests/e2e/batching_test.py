@@ -41,10 +41,10 @@ def run_concurrently(fn, args_list):
     return results
 
 
-def check_concurrent_equals_alone(stub, pb, vocab):
+def check_concurrent_equals_alone(stub, pb, vocab, count=32):
     rng = random.Random(7)
     requests = [([rng.randrange(vocab) for _ in range(rng.randint(1, 40))], rng.randint(1, 24))
-                for _ in range(32)]
+                for _ in range(count)]
     alone = [generate(stub, pb, ids, n, temperature=0) for ids, n in requests]
     together = run_concurrently(lambda ids, n: generate(stub, pb, ids, n, temperature=0), requests)
     for i, (a, b) in enumerate(zip(alone, together)):

@@ -61,7 +61,7 @@ class Server:
             raise AssertionError("server did not announce itself: %r" % self.lines)
 
     def worker_pids(self):
-        """The live tpserve_worker children of the server."""
+        """The live worker children of the server."""
         pids = []
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
@@ -71,7 +71,9 @@ class Server:
             except OSError:
                 continue
             name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
-            if name == "tpserve_worker" and int(fields[1]) == self.proc.pid and fields[0] != "Z":
+            # tpserve_worker, or tpserve_worker_emu (whose name the kernel cuts to 15).
+            if (name.startswith("tpserve_worker") and int(fields[1]) == self.proc.pid and
+                    fields[0] != "Z"):
                 pids.append(int(entry))
         return pids
 

@@ -42,8 +42,8 @@ def kill_a_worker_mid_stream(server, stub, pb):
     raise AssertionError("the stream finished although a rank died")
 
 
-def check_rebuild(pb, pb_grpc):
-    server = Server(MODEL, extra_args=["--step-timeout-ms", "5000"])
+def check_rebuild(pb, pb_grpc, make_server=lambda extra: Server(MODEL, extra_args=extra)):
+    server = make_server(["--step-timeout-ms", "5000"])
     try:
         stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
         old = set(server.worker_pids())

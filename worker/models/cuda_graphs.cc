@@ -20,10 +20,12 @@ int DecodeGraphs::PaddedSize(int seqs) const {
 }
 
 absl::Status DecodeGraphs::Run(int size, cudaStream_t stream,
-                               absl::FunctionRef<absl::Status()> enqueue) {
+                               absl::FunctionRef<absl::Status()> enqueue, bool* capture_failed) {
+  *capture_failed = false;
   auto it = execs_.find(size);
   if (it == execs_.end() && warmed_.insert(size).second) return enqueue();
   if (it == execs_.end()) {
+    *capture_failed = true;  // until the graph is made
     TPSERVE_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     const absl::Status enqueued = enqueue();
     cudaGraph_t graph = nullptr;
@@ -41,6 +43,7 @@ absl::Status DecodeGraphs::Run(int size, cudaStream_t stream,
     cudaGraphDestroy(graph);
     if (!made.ok()) return made;
     it = execs_.emplace(size, exec).first;
+    *capture_failed = false;
   }
   return CudaStatus(cudaGraphLaunch(it->second, stream), "cudaGraphLaunch");
 }

@@ -37,8 +37,11 @@ class DecodeGraphs {
   // eagerly (so that lazy initialisation — module loading, library heuristics — happens
   // outside a capture); the second time it is captured and replayed; after that the
   // graph is replayed. `enqueue` must only enqueue work on `stream`. A failed capture
-  // returns its status with the stream out of capture mode and nothing replayed.
-  absl::Status Run(int size, cudaStream_t stream, absl::FunctionRef<absl::Status()> enqueue);
+  // (or instantiation) returns its status with the stream out of capture mode, nothing
+  // enqueued, and *capture_failed set; any other failure (of the eager run, of the
+  // launch) leaves *capture_failed false, and the stream's state unknown.
+  absl::Status Run(int size, cudaStream_t stream, absl::FunctionRef<absl::Status()> enqueue,
+                   bool* capture_failed);
   // Destroys every captured graph.
   void Clear();
   // Destroys them and captures these sizes from now on ({}: none, PaddedSize is 0).

@@ -129,12 +129,12 @@ class CudaLlamaModel : public CudaModelRunner {
   absl::StatusOr<std::unique_ptr<StepLogits>> ForwardForSampling(const StepBatch& batch,
                                                                 bool sampling) override;
   void SetCudaGraphs(bool on) override {
-    graphs_.SetSizes(on ? GraphSizes(options_, comm_->size()) : std::vector<int>{});
+    graphs_.SetSizes(on ? GraphSizes(options_) : std::vector<int>{});
   }
 
  private:
-  static std::vector<int> GraphSizes(const CudaModelOptions& options, int tp) {
-    if (!options.cuda_graphs || tp != 1) return {};
+  static std::vector<int> GraphSizes(const CudaModelOptions& options) {
+    if (!options.cuda_graphs) return {};
     return DecodeGraphSizes(
         std::min({options.max_sequences, options.max_logit_rows, options.max_batch_tokens}));
   }
@@ -144,7 +144,7 @@ class CudaLlamaModel : public CudaModelRunner {
         options_(options),
         max_context_(options.max_context > 0 ? options.max_context
                                              : config.max_position_embeddings),
-        graphs_(GraphSizes(options, comm->size())) {}
+        graphs_(GraphSizes(options)) {}
   absl::Status Upload(const LlamaModel& host);
   absl::Status AllocateActivations();
   cudaStream_t stream() const { return comm_->stream(); }
@@ -309,7 +309,7 @@ absl::Status CudaLlamaModel<T>::AllocateCache(int num_blocks, int block_size) {
   graph_width_ = (graph_context_ + block_size - 1) / block_size;
   // The largest workspace a graph step may need, now, so that growing it never drops
   // captured graphs while load ramps up.
-  for (int size : GraphSizes(options_, comm_->size())) {
+  for (int size : GraphSizes(options_)) {
     CudaStepMetadata plan;
     plan.attention.num_seqs = plan.attention.num_tokens = size;
     plan.attention.max_query_len = 1;
@@ -459,8 +459,18 @@ absl::StatusOr<CudaStepMetadata> CudaLlamaModel<T>::Enqueue(const StepBatch& bat
                              stager_->StageDecode(batch, padded, graph_width_, stream()));
     meta.attention.max_context_len = graph_context_;  // the bound every replay honours
     TPSERVE_RETURN_IF_ERROR(Broken(ReserveWorkspace(meta)));
-    absl::Status s = graphs_.Run(padded, stream(), [&] { return EnqueueStep(meta, padded); });
+    bool capture_failed = false;
+    absl::Status s = graphs_.Run(padded, stream(), [&] { return EnqueueStep(meta, padded); },
+                                 &capture_failed);
     if (s.ok()) return meta;
+    if (!capture_failed) return Broken(s);
+    if (comm_->size() > 1) {
+      // Whether a collective is captured must agree across ranks: the peers may be
+      // replaying this step, so this rank cannot run it eagerly instead.
+      return Broken(absl::InternalError(absl::StrCat(
+          s.message(), " (at tp ", comm_->size(),
+          " every rank must replay the same graphs; serve with --enforce-eager)")));
+    }
     // A failed capture enqueued nothing: this step runs eagerly, and so does every later
     // one, since capturing would fail again.
     std::fprintf(stderr, "tpserve: CUDA graphs off: %s\n", std::string(s.message()).c_str());

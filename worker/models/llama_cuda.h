@@ -46,8 +46,10 @@ struct CudaModelOptions {
   absl::Duration step_timeout = absl::Seconds(60);
   // Decode steps (one new token per sequence) of up to min(max_sequences,
   // max_logit_rows) sequences whose contexts fit graph_max_context replay CUDA graphs,
-  // padded to the next captured size. Single-rank only for now: capturing NCCL calls of
-  // a non-blocking communicator is unverified.
+  // padded to the next captured size. At tp > 1 the graphs hold the step's NCCL
+  // collectives too; every rank captures and replays the same sizes at the same steps
+  // (their plans are the same), as NCCL requires, and a rank whose capture fails fails
+  // the step rather than running it eagerly while its peers replay.
   bool cuda_graphs = true;
   int graph_max_context = 8192;
 
