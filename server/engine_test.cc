@@ -127,9 +127,12 @@ TEST(EngineTest, LogprobsPerTokenAndPromptLogprobsOnce) {
   auto results = t.RunAll({request});
   const std::vector<EngineChunk> chunks = results[0]->chunks();
   ASSERT_FALSE(chunks.empty());
-  ASSERT_EQ(chunks[0].prompt_logprobs.size(), 19u);
-  for (size_t i = 0; i < 19; ++i) {
-    EXPECT_EQ(chunks[0].prompt_logprobs[i].chosen.token_id, request.prompt_ids[i + 1]);
+  // One per prompt token; the first has no context: logprob 0, no alternatives.
+  ASSERT_EQ(chunks[0].prompt_logprobs.size(), 20u);
+  EXPECT_EQ(chunks[0].prompt_logprobs[0].chosen.logprob, 0.0f);
+  EXPECT_TRUE(chunks[0].prompt_logprobs[0].top.empty());
+  for (size_t i = 0; i < 20; ++i) {
+    EXPECT_EQ(chunks[0].prompt_logprobs[i].chosen.token_id, request.prompt_ids[i]);
   }
   for (const EngineChunk& chunk : chunks) {
     ASSERT_EQ(chunk.logprobs.size(), chunk.token_ids.size());

@@ -25,6 +25,11 @@ Sequence::Sequence(uint64_t id, EngineRequest request, const Tokenizer* tokenize
     detokenizer_ =
         std::make_unique<IncrementalDetokenizer>(tokenizer_, request_.skip_special_tokens);
   }
+  // One entry per prompt token: the first has no context, so logprob 0 and no
+  // alternatives (the API's promise); the ranks score the others.
+  if (request_.prompt_logprobs >= 0 && !request_.prompt_ids.empty()) {
+    prompt_logprobs_.push_back({{request_.prompt_ids[0], 0.0f, ""}, {}});
+  }
 }
 
 std::vector<int32_t> Sequence::TokenRange(int64_t begin, int64_t end) const {
@@ -80,8 +85,8 @@ void Sequence::AddPromptLogprobs(
   if (request_.prompt_logprobs < 0 || first_chunk_taken_) return;
   for (int i = 0; i < logprobs.size(); ++i) {
     const int64_t position = first_position + i;
-    // Position p carries the logprob of prompt token p + 1.
-    if (position != static_cast<int64_t>(prompt_logprobs_.size())) continue;
+    // Position p carries the logprob of prompt token p + 1, entry p + 1.
+    if (position + 1 != static_cast<int64_t>(prompt_logprobs_.size())) continue;
     if (position + 1 >= num_prompt_tokens()) break;
     prompt_logprobs_.push_back(ToLogprobs(logprobs[i]));
   }

@@ -173,8 +173,13 @@ TEST_F(SequenceTest, PromptLogprobsAreKeptOnceInOrder) {
   seq.AddPromptLogprobs(0, lps);  // a recompute repeats position 0; position 2 is past the prompt
   ASSERT_TRUE(seq.AppendToken(4, {}).ok());
   EngineChunk first = seq.TakeChunk();
-  ASSERT_EQ(first.prompt_logprobs.size(), 2u);
-  EXPECT_EQ(first.prompt_logprobs[1].chosen.token_id, 101);
+  // Prompt [1, 2, 3]: entry 0 is token 1 (no context); rows 0 and 1 score tokens 2 and 3.
+  ASSERT_EQ(first.prompt_logprobs.size(), 3u);
+  EXPECT_EQ(first.prompt_logprobs[0].chosen.token_id, request.prompt_ids[0]);
+  EXPECT_EQ(first.prompt_logprobs[0].chosen.logprob, 0.0f);
+  EXPECT_TRUE(first.prompt_logprobs[0].top.empty());
+  EXPECT_EQ(first.prompt_logprobs[1].chosen.token_id, 100);
+  EXPECT_EQ(first.prompt_logprobs[2].chosen.token_id, 101);
   ASSERT_TRUE(seq.AppendToken(5, {}).ok());
   EXPECT_TRUE(seq.TakeChunk().prompt_logprobs.empty());
 }

@@ -149,6 +149,31 @@ def check_seeds(stub, pb):
     assert len(set(map(tuple, drawn))) > 1, drawn
 
 
+def check_prompt_logprobs(stub, pb, model_dir, golden):
+    """prompt_logprobs against HF's recorded logits: one entry per prompt token, the first
+    with logprob 0 and no alternatives, entry j the log-softmax of position j - 1 at
+    prompt token j, with the top 2 alternatives HF's."""
+    import numpy
+    for i, prompt in enumerate(golden["prompts"]):
+        logits = numpy.load(os.path.join(model_dir, "logits_%d.npy" % i)).astype(numpy.float64)
+        peak = logits.max(axis=1, keepdims=True)
+        want = logits - peak - numpy.log(numpy.exp(logits - peak).sum(axis=1, keepdims=True))
+        response = stub.GenerateUnary(pb.GenerateRequest(
+            token_ids=pb.TokenIds(ids=prompt),
+            sampling=pb.SamplingParams(max_tokens=1, temperature=0, prompt_logprobs=2)),
+            timeout=120)
+        got = response.prompt_logprobs
+        assert [lp.token_id for lp in got] == prompt, (i, [lp.token_id for lp in got])
+        assert got[0].logprob == 0 and not got[0].top, got[0]
+        for j in range(1, len(prompt)):
+            row = want[j - 1]
+            assert abs(got[j].logprob - row[prompt[j]]) < LOGPROB_TOLERANCE, (i, j, got[j])
+            best = numpy.argsort(-row)[:2]
+            assert [t.token_id for t in got[j].top] == list(best), (i, j, got[j].top, best)
+            for t in got[j].top:
+                assert abs(t.logprob - row[t.token_id]) < LOGPROB_TOLERANCE, (i, j, t)
+
+
 def check_bench(address):
     for pacing in (["--concurrency", "4"], ["--request-rate", "50"]):
         rc, out, err = cli(address, "bench", "--num-prompts", "8", "--input-len", "8",
@@ -191,6 +216,8 @@ def main():
             ("(d) health SERVING after start", lambda: check_health_serving(server.address)),
             ("(a) CLI greedy == golden", lambda: check_cli_greedy(server.address, golden)),
             ("(b) gRPC stream logprobs ~ golden", lambda: check_grpc_stream_logprobs(stub, pb, golden)),
+            ("prompt logprobs ~ golden logits", lambda: check_prompt_logprobs(
+                stub, pb, MODEL, golden)),
             ("info and cancel", lambda: check_info_and_cancel(stub, pb)),
             ("(c) bad inputs INVALID_ARGUMENT", lambda: check_bad_inputs(
                 stub, pb, stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10))),
