@@ -2,7 +2,7 @@
 with its CUDA stack (kernels, cuBLAS calls, the metadata stager, decode graphs, the
 device sampler, NCCL between the rank processes) built on the CPU emulator of
 worker/kernels/cuda/emu. Served at tp 2 in fp32 (and tp 3 where the heads allow), it must
-give Hugging Face's greedy ids and logprobs, batch 16 concurrent requests exactly as it
+give Hugging Face's greedy ids and logprobs (bf16: teacher-forced logprobs), batch 16 concurrent requests exactly as it
 runs them alone, reproduce seeded sampling alone and batched, free KV blocks at a
 deadline, lose a rank with UNAVAILABLE and rebuild, and give the same ids with
 --enforce-eager. What only a GPU checks: the hardware's numerics, and speed."""
@@ -13,21 +13,42 @@ import grpc
 
 import batching_test
 import pool_failure_test
-from e2e_test import check_cli_greedy, check_grpc_stream_logprobs
+from e2e_test import check_cli_greedy, check_grpc_stream_logprobs, check_prompt_logprobs
 from harness import SERVER, Server, stubs
 
 WORKER_EMU = "worker/tpserve_worker_emu"
+# bf16 weights and activations against an fp32 reference: logits within ~1e-2 relative
+# (the forward tool's tests), which moves a log-softmax by a few hundredths.
+BF16_LOGPROB_TOLERANCE = 0.1
 
 
-def cuda_server(model, tp, extra=()):
+def cuda_server(model, tp, extra=(), dtype="float32"):
     return Server(argv=[SERVER, "--model", model, "--tp", str(tp), "--device", "cuda",
-                        "--dtype", "float32", "--host", "127.0.0.1", "--port", "0",
+                        "--dtype", dtype, "--host", "127.0.0.1", "--port", "0",
                         "--worker-binary", WORKER_EMU, "--kv-blocks", "128",
                         "--max-sequences", "16", "--drain-grace-ms", "20000"] + list(extra))
 
 
 def golden(model):
     return json.load(open(os.path.join(model, "golden.json")))
+
+
+def check_bf16_teacher_forced(stub, pb, g):
+    """bf16 (the CUDA default) against HF's fp32 logprobs, teacher-forced so that a flipped
+    argmax cannot derail the comparison: the prompt logprobs of prompt + HF's greedy ids
+    at the generated positions must be HF's within bf16's error. Returns the worst."""
+    worst = 0.0
+    for case in g["greedy"]:
+        prompt = g["prompts"][case["prompt_index"]]
+        response = stub.GenerateUnary(pb.GenerateRequest(
+            token_ids=pb.TokenIds(ids=prompt + case["output_ids"]),
+            sampling=pb.SamplingParams(max_tokens=1, temperature=0, prompt_logprobs=0)),
+            timeout=120)
+        got = [lp.logprob for lp in response.prompt_logprobs][len(prompt):]
+        assert len(got) == len(case["output_logprobs"]), (len(got), case)
+        worst = max(worst, max(abs(a - b) for a, b in zip(got, case["output_logprobs"])))
+    assert worst < BF16_LOGPROB_TOLERANCE, worst
+    return worst
 
 
 def main():
@@ -48,7 +69,9 @@ def main():
         check_cli_greedy(server.address, golden(model))
         stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
         check_grpc_stream_logprobs(stub, pb, golden(model))
-        print("PASS --device cuda tp 2: greedy ids and streamed logprobs equal HF's", flush=True)
+        check_prompt_logprobs(stub, pb, model, golden(model))
+        print("PASS --device cuda tp 2: greedy ids, streamed and prompt logprobs equal HF's",
+              flush=True)
         info = stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10)
         assert info.device == "cuda" and info.tp == 2, info
         batching_test.check_concurrent_equals_alone(stub, pb, info.vocab_size, count=16)
@@ -59,6 +82,15 @@ def main():
         print("PASS a deadline mid-stream is DEADLINE_EXCEEDED and frees its blocks", flush=True)
     finally:
         assert server.stop() == 0
+
+    server = cuda_server(model, 2, dtype="bfloat16")
+    try:
+        stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
+        worst = check_bf16_teacher_forced(stub, pb, golden(model))
+    finally:
+        assert server.stop() == 0
+    print("PASS bf16 at tp 2: teacher-forced logprobs within %.3f of HF's fp32" % worst,
+          flush=True)
 
     server = cuda_server(model, 2, ["--enforce-eager"])
     try:
