@@ -77,9 +77,12 @@ absl::Status ValidateSampling(const v1::SamplingParams& p, const RequestLimits& 
     return absl::InvalidArgumentError(
         absl::StrCat("sampling.max_tokens must be >= 1, got ", p.max_tokens()));
   }
-  if (p.top_k() < -1) {
+  // The ranks refuse a k past the vocabulary; refused here, it never reaches them (a
+  // plan they refuse would take the whole pool, and every request on it, down).
+  if (p.top_k() < -1 || p.top_k() > limits.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "sampling.top_k must be >= 0 (or -1 for no limit), got ", p.top_k()));
+        "sampling.top_k must be -1 or 0 (no limit) or in [1, vocab_size ", limits.vocab_size,
+        "], got ", p.top_k()));
   }
   TPSERVE_RETURN_IF_ERROR(CheckFloats(p));
   TPSERVE_RETURN_IF_ERROR(

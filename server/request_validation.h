@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "base/sampling_limits.h"
 #include "tpserve/v1/inference.pb.h"
 
 namespace tpserve {
@@ -24,8 +25,6 @@ namespace tpserve {
 inline constexpr int kMaxStopStrings = 16;
 inline constexpr int kMaxStopStringBytes = 256;
 inline constexpr int kMaxStopTokenIds = 64;
-inline constexpr int kMaxLogprobs = 20;
-inline constexpr float kMaxAbsPenalty = 2.0f;
 
 // What the served model allows.
 struct RequestLimits {

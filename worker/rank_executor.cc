@@ -21,7 +21,7 @@ namespace {
 void ToProto(const SampleResult& r, PositionLogprobs* out) {
   out->mutable_chosen()->set_token_id(r.token);
   out->mutable_chosen()->set_logprob(r.logprob);
-  for (const TokenLogprob& t : r.top) {
+  for (const TopToken& t : r.top) {
     worker::v1::Logprob* lp = out->add_top();
     lp->set_token_id(t.token);
     lp->set_logprob(t.logprob);

@@ -300,10 +300,10 @@ absl::Status SamplingParams::Validate(int64_t vocab_size) const {
   if (!(repetition_penalty > 0 && std::isfinite(repetition_penalty))) {
     return OutOfRange("repetition_penalty", "finite and > 0", repetition_penalty);
   }
-  if (!(presence_penalty >= -2 && presence_penalty <= 2)) {
+  if (!(std::fabs(presence_penalty) <= kMaxAbsPenalty)) {
     return OutOfRange("presence_penalty", "in [-2, 2]", presence_penalty);
   }
-  if (!(frequency_penalty >= -2 && frequency_penalty <= 2)) {
+  if (!(std::fabs(frequency_penalty) <= kMaxAbsPenalty)) {
     return OutOfRange("frequency_penalty", "in [-2, 2]", frequency_penalty);
   }
   if (logprobs < 0 || logprobs > kMaxLogprobs) {

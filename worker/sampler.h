@@ -37,12 +37,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "base/sampling_limits.h"
 #include "worker/tensor.h"
 
 namespace tpserve {
-
-// Most top-n logprobs a request may ask for, per token.
-inline constexpr int kMaxLogprobs = 20;
 
 struct SamplingParams {
   float temperature = 1.0f;  // ≥ 0, finite; 0 = greedy
@@ -62,7 +60,7 @@ struct SamplingParams {
   absl::Status Validate(int64_t vocab_size) const;
 };
 
-struct TokenLogprob {
+struct TopToken {
   int32_t token = 0;
   float logprob = 0.0f;
 };
@@ -72,7 +70,7 @@ struct TokenLogprob {
 struct SampleResult {
   int32_t token = 0;
   float logprob = 0.0f;           // raw logprob of `token`
-  std::vector<TokenLogprob> top;  // the n most likely tokens, (logprob desc, id asc)
+  std::vector<TopToken> top;  // the n most likely tokens, (logprob desc, id asc)
 };
 
 struct SampleRequest {

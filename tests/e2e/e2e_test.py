@@ -88,6 +88,9 @@ def bad_requests(pb, vocab, context):
          "sampling.stop"),
         ("stop id beyond vocab", pb.GenerateRequest(token_ids=ids, sampling=s(stop_token_ids=[vocab])),
          "sampling.stop_token_ids"),
+        # The ranks refuse it too: let through, it would take the pool down.
+        ("top_k beyond vocab", pb.GenerateRequest(token_ids=ids, sampling=s(top_k=vocab + 1)),
+         "sampling.top_k"),
     ]
 
 

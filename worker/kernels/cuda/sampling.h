@@ -23,7 +23,7 @@ namespace tpserve {
 
 // Largest vocabulary the kernels take: 2^20 weights of ≤ 2^43 sum in 64 bits.
 inline constexpr int64_t kSamplingMaxVocab = int64_t{1} << 20;
-// Most top-n logprobs per row (kMaxLogprobs of worker/sampler.h).
+// Most top-n logprobs per row (kMaxLogprobs of base/sampling_limits.h).
 inline constexpr int kSamplingMaxTopN = 20;
 
 // Kernel 1's work item: one logits row.
