@@ -121,16 +121,16 @@ absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request,
 }
 
 absl::Status ValidatePromptLength(int prompt_tokens, std::optional<int> max_tokens,
-                                  int max_context) {
+                                  int max_context, absl::string_view limit_name) {
   if (max_tokens.has_value() && int64_t{prompt_tokens} + *max_tokens > max_context) {
     return absl::InvalidArgumentError(absl::StrCat(
         "prompt (", prompt_tokens, " tokens) + sampling.max_tokens (", *max_tokens,
-        ") must be <= max_context (", max_context, ")"));
+        ") must be <= ", limit_name, " (", max_context, ")"));
   }
   if (prompt_tokens >= max_context) {
-    return absl::InvalidArgumentError(absl::StrCat("prompt (", prompt_tokens,
-                                                   " tokens) must be < max_context (",
-                                                   max_context, ") to leave room for a token"));
+    return absl::InvalidArgumentError(absl::StrCat("prompt (", prompt_tokens, " tokens) must be < ",
+                                                   limit_name, " (", max_context,
+                                                   ") to leave room for a token"));
   }
   return absl::OkStatus();
 }

@@ -44,9 +44,10 @@ absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request,
 absl::Status ValidateSampling(const v1::SamplingParams& params, const RequestLimits& limits);
 
 // Whether a prompt of `prompt_tokens` leaves room for the completion: with max_tokens
-// set, prompt + max_tokens ≤ max_context; unset, at least one token.
+// set, prompt + max_tokens ≤ max_context; unset, at least one token. `limit_name` names
+// max_context in the message.
 absl::Status ValidatePromptLength(int prompt_tokens, std::optional<int> max_tokens,
-                                  int max_context);
+                                  int max_context, absl::string_view limit_name = "max_context");
 
 // Every id in [0, vocab_size); `field` names the list in the message.
 absl::Status ValidateTokenIds(absl::Span<const int32_t> ids, int vocab_size,

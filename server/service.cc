@@ -1,5 +1,6 @@
 #include "server/service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <utility>
@@ -103,7 +104,7 @@ absl::Status InferenceService::RunGenerate(grpc::ServerContext* context,
     return absl::UnavailableError("not serving: the worker pool is starting, lost or draining");
   }
   TPSERVE_ASSIGN_OR_RETURN(EngineRequest engine_request,
-                           Prepare(request, CallDeadline(*context)));
+                           Prepare(request, CallDeadline(*context), ContextLimit(engine.get())));
   auto queue = std::make_shared<ChunkQueue>();
   TPSERVE_ASSIGN_OR_RETURN(
       const uint64_t id,
@@ -114,16 +115,25 @@ absl::Status InferenceService::RunGenerate(grpc::ServerContext* context,
   return Relay(context, *engine, id, *queue, sink);
 }
 
+int InferenceService::ContextLimit(const Engine* engine) const {
+  if (engine == nullptr) return model_.max_context;
+  const int64_t cache_tokens = int64_t{engine->stats().kv_blocks_total} * model_.kv_block_size;
+  if (cache_tokens <= 0) return model_.max_context;
+  return static_cast<int>(std::min<int64_t>(model_.max_context, cache_tokens));
+}
+
 absl::StatusOr<EngineRequest> InferenceService::Prepare(const v1::GenerateRequest& request,
-                                                        absl::Time deadline) {
+                                                        absl::Time deadline, int context) {
   TPSERVE_RETURN_IF_ERROR(ValidateGenerateRequest(request, limits_));
   TPSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, PromptIds(request));
   const v1::SamplingParams& s = request.sampling();
+  // A request must fit in the KV cache alone, so a cache smaller than the context is
+  // the limit: an unset max_tokens fills it, a larger one is refused naming it.
   TPSERVE_RETURN_IF_ERROR(ValidatePromptLength(
       static_cast<int>(ids.size()),
-      s.has_max_tokens() ? std::optional<int>(s.max_tokens()) : std::nullopt,
-      model_.max_context));
-  return ToEngineRequest(request, std::move(ids), model_.max_context, DrawSeed(), deadline);
+      s.has_max_tokens() ? std::optional<int>(s.max_tokens()) : std::nullopt, context,
+      context < model_.max_context ? "max_context (the KV cache's capacity)" : "max_context"));
+  return ToEngineRequest(request, std::move(ids), context, DrawSeed(), deadline);
 }
 
 absl::StatusOr<std::vector<int32_t>> InferenceService::PromptIds(
@@ -178,14 +188,15 @@ grpc::Status InferenceService::GetModelInfo(grpc::ServerContext*, const v1::GetM
   info->set_model_path(model_.model_path);
   info->set_model_name(model_.model_name);
   info->set_vocab_size(model_.vocab_size);
-  info->set_max_context(model_.max_context);
+  std::shared_ptr<Engine> engine = this->engine();
+  info->set_max_context(ContextLimit(engine.get()));
   info->set_tp(model_.tp);
   info->set_dtype(model_.dtype);
   info->set_device(model_.device);
   info->set_kv_block_size(model_.kv_block_size);
   info->set_max_batch_tokens(model_.max_batch_tokens);
   info->set_max_sequences(model_.max_sequences);
-  if (std::shared_ptr<Engine> engine = this->engine()) {
+  if (engine != nullptr) {
     const EngineStats stats = engine->stats();
     info->set_kv_blocks_total(stats.kv_blocks_total);
     info->set_kv_blocks_in_use(stats.kv_blocks_in_use);

@@ -75,8 +75,12 @@ class InferenceService final : public v1::Inference::Service {
   grpc::Status Finish(const v1::GenerateRequest& request, const absl::Status& status);
   absl::Status RunGenerate(grpc::ServerContext* context, const v1::GenerateRequest& request,
                            const ChunkSink& sink);
+  // Validates `request` against `context` (ContextLimit) and resolves its defaults.
   absl::StatusOr<EngineRequest> Prepare(const v1::GenerateRequest& request,
-                                        absl::Time deadline);
+                                        absl::Time deadline, int context);
+  // Most tokens one request may hold: max_context, or the KV cache's capacity when
+  // `engine` (may be null) has fewer tokens of cache than that.
+  int ContextLimit(const Engine* engine) const;
   absl::StatusOr<std::vector<int32_t>> PromptIds(const v1::GenerateRequest& request) const;
   absl::Status DoTokenize(const v1::TokenizeRequest& request, v1::TokenizeResponse* response);
   absl::Status DoDetokenize(const v1::DetokenizeRequest& request,

@@ -131,6 +131,37 @@ TEST_F(ServiceTest, UnaryCollectsTheWholeAnswerAndUnsetMaxTokensFillsTheContext)
   EXPECT_EQ(response.usage().completion_tokens(), kContext - 2);
 }
 
+// A request must fit in the KV cache alone: a cache of fewer tokens than max_context is
+// the context a request gets (unset max_tokens fills it; more is refused naming it),
+// and GetModelInfo says so.
+TEST_F(ServiceTest, AKvCacheSmallerThanTheContextIsTheLimit) {
+  FakeExecutorConfig fake;
+  fake.num_blocks = 6;  // 6 × 4 = 24 tokens < kContext
+  Start(fake);
+  constexpr int kCacheTokens = 24;
+  grpc::ClientContext info_context;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub_->GetModelInfo(&info_context, {}, &info).ok());
+  EXPECT_EQ(info.max_context(), kCacheTokens);
+
+  v1::GenerateRequest request = IdsRequest({1, 2, 3}, 5);
+  request.mutable_sampling()->clear_max_tokens();
+  grpc::ClientContext context;
+  v1::GenerateResponse response;
+  const grpc::Status unset = stub_->GenerateUnary(&context, request, &response);
+  ASSERT_TRUE(unset.ok()) << unset.error_message();
+  EXPECT_EQ(response.usage().completion_tokens(), kCacheTokens - 3);
+  EXPECT_EQ(response.finish_reason(), v1::FINISH_REASON_LENGTH);
+
+  request.mutable_sampling()->set_max_tokens(kCacheTokens - 2);
+  grpc::ClientContext too_long;
+  const grpc::Status refused = stub_->GenerateUnary(&too_long, request, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(refused.error_message(),
+            "prompt (3 tokens) + sampling.max_tokens (22) must be <= max_context (the KV "
+            "cache's capacity) (24)");
+}
+
 TEST_F(ServiceTest, BadRequestsAreInvalidArgumentAndTheServerKeepsServing) {
   Start();
   v1::GenerateRequest bad = IdsRequest({1, 2}, 4);
