@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
@@ -153,7 +154,19 @@ absl::StatusOr<ServingSetup> PrepareServing(const ServerConfig& config) {
   engine.max_sequences = config.max_sequences;
   engine.max_queue = config.max_queue;
   engine.max_context = max_context;
-  engine.eos_token_ids.assign(model.eos_token_ids.begin(), model.eos_token_ids.end());
+  // Hugging Face's generate stops at generation_config.json's eos ids; config.json's
+  // count too (vLLM takes both), each once.
+  TPSERVE_ASSIGN_OR_RETURN(
+      const std::vector<int> generation_eos,
+      LoadGenerationEosTokenIds((fs::path(config.model_dir) / "generation_config.json").string()));
+  for (const std::vector<int>* ids : {&model.eos_token_ids, &generation_eos}) {
+    for (int id : *ids) {
+      if (std::find(engine.eos_token_ids.begin(), engine.eos_token_ids.end(), id) ==
+          engine.eos_token_ids.end()) {
+        engine.eos_token_ids.push_back(id);
+      }
+    }
+  }
   TPSERVE_RETURN_IF_ERROR(engine.Validate());
   setup.supervisor.exit_on_pool_failure = config.exit_on_pool_failure;
   return setup;

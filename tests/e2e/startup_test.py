@@ -1,7 +1,11 @@
 """Before the worker pool is ready the server already listens, but health is
 NOT_SERVING and generation is UNAVAILABLE; a pool that never becomes ready (here: no
 external worker attaches within --start-timeout-s) makes tpserve exit non-zero. Bad
-flags exit 2 with the flag named."""
+flags exit 2 with the flag named. generation_config.json's eos ids end generations (as in
+Hugging Face's generate); a broken one stops the start, naming the file and the key."""
+import json
+import os
+import shutil
 import subprocess
 
 import grpc
@@ -40,12 +44,56 @@ def check_bad_flags():
         assert message in out.stderr, (args, out.stderr)
 
 
+def model_copy(name, generation_config):
+    """MODEL copied with `generation_config` (a dict, or raw text) as its
+    generation_config.json."""
+    path = os.path.join(os.environ["TEST_TMPDIR"], name)
+    shutil.rmtree(path, ignore_errors=True)
+    shutil.copytree(MODEL, path)
+    with open(os.path.join(path, "generation_config.json"), "w") as f:
+        f.write(generation_config if isinstance(generation_config, str)
+                else json.dumps(generation_config))
+    return path
+
+
+def check_generation_config_eos(pb, pb_grpc):
+    golden = json.load(open(os.path.join(MODEL, "golden.json")))
+    case = golden["greedy"][0]
+    prompt, greedy = golden["prompts"][case["prompt_index"]], case["output_ids"]
+    # config.json says eos 2; the generation config adds the third greedy token.
+    model = model_copy("eos_model", {"eos_token_id": [2, greedy[2]]})
+    server = Server(model, tp=1)
+    try:
+        stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
+
+        def generate(**extra):
+            return stub.GenerateUnary(pb.GenerateRequest(
+                token_ids=pb.TokenIds(ids=prompt),
+                sampling=pb.SamplingParams(max_tokens=len(greedy), temperature=0, **extra)),
+                timeout=60)
+
+        stopped = generate()
+        assert list(stopped.token_ids) == greedy[:3], (stopped.token_ids, greedy)
+        assert stopped.finish_reason == pb.FINISH_REASON_EOS, stopped
+        assert list(generate(ignore_eos=True).token_ids) == greedy
+    finally:
+        assert server.stop() == 0
+    broken = model_copy("bad_eos_model", {"eos_token_id": "two"})
+    out = subprocess.run([SERVER, "--model", broken, "--port", "0"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode != 0, out
+    assert "generation_config.json" in out.stderr and "eos_token_id" in out.stderr, out.stderr
+
+
 def main():
     pb, pb_grpc = stubs()
     check_not_serving_until_ready(pb, pb_grpc)
     print("PASS NOT_SERVING and UNAVAILABLE until the pool is ready; no pool exits 1", flush=True)
     check_bad_flags()
     print("PASS bad flags name the flag", flush=True)
+    check_generation_config_eos(pb, pb_grpc)
+    print("PASS generation_config.json's eos ids end generations; a broken one names itself",
+          flush=True)
 
 
 if __name__ == "__main__":

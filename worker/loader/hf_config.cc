@@ -1,6 +1,7 @@
 #include "worker/loader/hf_config.h"
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <utility>
 
@@ -188,14 +189,15 @@ absl::Status ParseDType(const Fields& f, ModelConfig* c) {
   return absl::OkStatus();
 }
 
-absl::Status ParseTokenIds(const Fields& f, ModelConfig* c) {
-  TPSERVE_RETURN_IF_ERROR(f.Int("bos_token_id", &c->bos_token_id));
+// "eos_token_id": an integer or a list of them, appended to `ids` (absent or null: none).
+absl::Status ParseEosTokenIds(const Fields& f, std::vector<int>* ids) {
   if (!f.Has("eos_token_id")) return absl::OkStatus();
   const json& eos = f.Get("eos_token_id");
   if (eos.is_number_integer()) {
     int id = 0;
     TPSERVE_RETURN_IF_ERROR(f.Int("eos_token_id", &id));
-    c->eos_token_ids = {id};
+    if (id < 0) return f.Error("eos_token_id", absl::StrCat("must be >= 0, got ", id));
+    ids->push_back(id);
     return absl::OkStatus();
   }
   if (!eos.is_array()) {
@@ -209,9 +211,14 @@ absl::Status ParseTokenIds(const Fields& f, ModelConfig* c) {
       return f.Error("eos_token_id", absl::StrCat("list element ", id.dump(),
                                                   " is not a non-negative integer"));
     }
-    c->eos_token_ids.push_back(id.get<int>());
+    ids->push_back(id.get<int>());
   }
   return absl::OkStatus();
+}
+
+absl::Status ParseTokenIds(const Fields& f, ModelConfig* c) {
+  TPSERVE_RETURN_IF_ERROR(f.Int("bos_token_id", &c->bos_token_id));
+  return ParseEosTokenIds(f, &c->eos_token_ids);
 }
 
 // Family-specific attention layout: head_dim, biases, qk-norm and the sliding window.
@@ -354,6 +361,23 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
   absl::StatusOr<std::string> text = ReadTextFile(path);
   if (!text.ok()) return text.status();
   return ParseModelConfig(*text, path);
+}
+
+absl::StatusOr<std::vector<int>> ParseGenerationEosTokenIds(const std::string& json_text,
+                                                            const std::string& source) {
+  absl::StatusOr<json> root = ParseJsonObject(json_text, source, /*reject_duplicate_keys=*/false);
+  if (!root.ok()) return root.status();
+  std::vector<int> ids;
+  TPSERVE_RETURN_IF_ERROR(ParseEosTokenIds(Fields(*root, source), &ids));
+  return ids;
+}
+
+absl::StatusOr<std::vector<int>> LoadGenerationEosTokenIds(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) return std::vector<int>{};
+  absl::StatusOr<std::string> text = ReadTextFile(path);
+  if (!text.ok()) return text.status();
+  return ParseGenerationEosTokenIds(*text, path);
 }
 
 }  // namespace tpserve

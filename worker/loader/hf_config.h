@@ -61,6 +61,15 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path);
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
                                              const std::string& source);
 
+// The "eos_token_id" (an integer or a list) of `path`, a generation_config.json, where
+// Hugging Face's generate takes its end-of-sequence ids from (Llama 3 Instruct lists
+// <|eot_id|> only there); empty when the file or the key is absent. Errors name the file
+// and the key.
+absl::StatusOr<std::vector<int>> LoadGenerationEosTokenIds(const std::string& path);
+// Same, from text; `source` names it in errors.
+absl::StatusOr<std::vector<int>> ParseGenerationEosTokenIds(const std::string& json_text,
+                                                            const std::string& source);
+
 }  // namespace tpserve
 
 #endif  // TPSERVE_WORKER_LOADER_HF_CONFIG_H_

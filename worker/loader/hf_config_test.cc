@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -260,6 +261,32 @@ TEST(HfConfigTest, LoadsFromFile) {
   auto missing = LoadModelConfig(path + ".nope");
   EXPECT_TRUE(absl::IsNotFound(missing.status()));
   EXPECT_THAT(missing.status().message(), HasSubstr("config.json.nope"));
+}
+
+TEST(HfConfigTest, GenerationConfigEosTokenIds) {
+  auto ids = [](const std::string& text) {
+    return ParseGenerationEosTokenIds(text, "generation_config.json");
+  };
+  EXPECT_EQ(*ids(R"({"eos_token_id": 7})"), std::vector<int>({7}));
+  EXPECT_EQ(*ids(R"({"eos_token_id": [128001, 128008, 128009]})"),
+            std::vector<int>({128001, 128008, 128009}));
+  EXPECT_TRUE(ids(R"({"bos_token_id": 1})")->empty());
+  EXPECT_TRUE(ids(R"({"eos_token_id": null})")->empty());
+  for (const char* bad : {R"({"eos_token_id": "2"})", R"({"eos_token_id": [1, "2"]})",
+                          R"({"eos_token_id": -1})", R"({"eos_token_id": [-3]})"}) {
+    const absl::StatusOr<std::vector<int>> got = ids(bad);
+    ASSERT_FALSE(got.ok()) << bad;
+    EXPECT_TRUE(absl::StrContains(got.status().message(), "generation_config.json"))
+        << got.status();
+    EXPECT_TRUE(absl::StrContains(got.status().message(), "eos_token_id")) << got.status();
+  }
+  EXPECT_FALSE(ids("{not json").ok());
+  EXPECT_FALSE(ids("[1]").ok());
+  // No file: no ids (the model's config.json has the only ones).
+  const absl::StatusOr<std::vector<int>> missing =
+      LoadGenerationEosTokenIds("/nonexistent/generation_config.json");
+  ASSERT_TRUE(missing.ok()) << missing.status();
+  EXPECT_TRUE(missing->empty());
 }
 
 }  // namespace
