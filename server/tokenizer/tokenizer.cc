@@ -81,11 +81,11 @@ absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int32_t> ids,
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (const int32_t id : ids) {
-    const std::string* token = id >= 0 && id < vocab_size_ ? IdToToken(id) : nullptr;
-    if (token == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "token id ", id, " is out of range (the vocabulary has ", vocab_size_, " ids)"));
-    }
+    if (id < 0) return absl::InvalidArgumentError(absl::StrCat("token id ", id, " is negative"));
+    // An id the tokenizer has no token for (a model's padded vocabulary rows, a hole in
+    // the ids) decodes to nothing, as in Hugging Face tokenizers.
+    const std::string* token = id < vocab_size_ ? IdToToken(id) : nullptr;
+    if (token == nullptr) continue;
     if (skip_special_tokens && parts_.added->IsSpecial(*token)) continue;
     tokens.push_back(*token);
   }

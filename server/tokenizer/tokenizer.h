@@ -65,6 +65,8 @@ class Tokenizer {
 
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
                                               bool add_special_tokens) const;
+  // Ids the vocabulary lacks (past vocab_size(), or holes) are skipped, as Hugging
+  // Face's decode does; a negative id is INVALID_ARGUMENT.
   absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids,
                                      bool skip_special_tokens) const;
 
