@@ -54,6 +54,13 @@ InferenceService::InferenceService(ServedModel model, const Tokenizer* tokenizer
 
 void InferenceService::SetEngine(std::shared_ptr<Engine> engine) {
   absl::MutexLock lock(&mu_);
+  if (engine_ != nullptr && engine_ != engine) {
+    // The step counters cover the server's life: a rebuilt pool's engine starts at 0.
+    const EngineStats done = engine_->stats();
+    retired_steps_ += done.steps;
+    retired_step_wall_us_ += done.step_wall_us;
+    retired_worker_compute_us_ += done.worker_compute_us;
+  }
   engine_ = std::move(engine);
 }
 
@@ -196,14 +203,14 @@ grpc::Status InferenceService::GetModelInfo(grpc::ServerContext*, const v1::GetM
   info->set_kv_block_size(model_.kv_block_size);
   info->set_max_batch_tokens(model_.max_batch_tokens);
   info->set_max_sequences(model_.max_sequences);
-  if (engine != nullptr) {
-    const EngineStats stats = engine->stats();
-    info->set_kv_blocks_total(stats.kv_blocks_total);
-    info->set_kv_blocks_in_use(stats.kv_blocks_in_use);
-    info->set_engine_steps(stats.steps);
-    info->set_step_wall_us(stats.step_wall_us);
-    info->set_worker_compute_us(stats.worker_compute_us);
-  }
+  EngineStats stats;
+  if (engine != nullptr) stats = engine->stats();
+  info->set_kv_blocks_total(stats.kv_blocks_total);
+  info->set_kv_blocks_in_use(stats.kv_blocks_in_use);
+  absl::MutexLock lock(&mu_);
+  info->set_engine_steps(retired_steps_ + stats.steps);
+  info->set_step_wall_us(retired_step_wall_us_ + stats.step_wall_us);
+  info->set_worker_compute_us(retired_worker_compute_us_ + stats.worker_compute_us);
   return grpc::Status::OK;
 }
 

@@ -224,6 +224,41 @@ TEST_F(ServiceTest, ExecutorFailureIsUnavailable) {
   EXPECT_EQ(Stream(IdsRequest({3}, 10), &chunks).error_code(), grpc::UNAVAILABLE);
 }
 
+// A rebuilt pool brings a new engine whose counters start at 0; GetModelInfo's cover the
+// server's life.
+TEST_F(ServiceTest, StepCountersSpanEveryEngine) {
+  Start();
+  auto steps = [&] {
+    grpc::ClientContext context;
+    v1::ModelInfo info;
+    EXPECT_TRUE(stub_->GetModelInfo(&context, {}, &info).ok());
+    return info;
+  };
+  std::vector<v1::GenerateResponse> chunks;
+  ASSERT_TRUE(Stream(IdsRequest({3}, 6), &chunks).ok());
+  const v1::ModelInfo first = steps();
+  ASSERT_GT(first.engine_steps(), 0u);
+  ASSERT_GT(first.step_wall_us(), 0);
+
+  FakeStepExecutor second_executor(FakeExecutorConfig{});
+  EngineOptions options;
+  options.max_context = kContext;
+  absl::StatusOr<std::unique_ptr<Engine>> made =
+      Engine::Create(options, &second_executor, nullptr);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<Engine> second = std::move(*made);
+  second->Start();
+  service_->SetEngine(second);
+  EXPECT_EQ(steps().engine_steps(), first.engine_steps());
+  EXPECT_EQ(steps().step_wall_us(), first.step_wall_us());
+  ASSERT_TRUE(Stream(IdsRequest({4}, 6), &chunks).ok());
+  EXPECT_GT(steps().engine_steps(), first.engine_steps());
+  service_->SetEngine(nullptr);  // no pool: the counters stay, no blocks
+  EXPECT_GT(steps().engine_steps(), first.engine_steps());
+  EXPECT_EQ(steps().kv_blocks_total(), 0);
+  second->Stop();
+}
+
 TEST_F(ServiceTest, ModelInfo) {
   Start();
   grpc::ClientContext context;
