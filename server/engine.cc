@@ -84,6 +84,11 @@ void Engine::Abort(uint64_t request_id) {
   impl_->aborts.push_back(request_id);
 }
 
+void Engine::CancelAll() {
+  absl::MutexLock lock(&impl_->mu);
+  impl_->cancel_all = true;
+}
+
 bool Engine::healthy() const {
   absl::MutexLock lock(&impl_->mu);
   return impl_->is_healthy;

@@ -81,6 +81,10 @@ class Engine {
   // Ends a request with CANCELLED (if it has not ended) and frees its blocks within one
   // step. Safe from any thread, including from inside a callback.
   void Abort(uint64_t request_id);
+  // Finishes every request running or queued now, within one step: each gets a last
+  // chunk with FinishReason::kCancelled (and usage), then OK — the end of a drain's
+  // grace. Safe from any thread.
+  void CancelAll();
 
   // False once the executor has failed or Stop() ran.
   bool healthy() const;

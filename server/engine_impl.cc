@@ -1,6 +1,7 @@
 #include "server/engine_impl.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -61,18 +62,38 @@ void Engine::Impl::Loop() {
 bool Engine::Impl::Intake() {
   std::vector<std::pair<uint64_t, Request>> incoming;
   std::vector<uint64_t> aborted;
+  bool cancel = false;
   {
     absl::MutexLock lock(&mu);
     if (stopping) return false;
     incoming.swap(submitted);
     aborted.swap(aborts);
+    cancel = std::exchange(cancel_all, false);
   }
   for (auto& [id, request] : incoming) {
     scheduler.Add(request.seq.get());
     live.emplace(id, std::move(request));
   }
   for (uint64_t id : aborted) End(id, absl::CancelledError("request aborted"));
+  if (cancel) CancelLive();
   return true;
+}
+
+void Engine::Impl::CancelLive() {
+  std::vector<uint64_t> ids;
+  for (const auto& [id, request] : live) ids.push_back(id);
+  for (uint64_t id : ids) {
+    Request& request = live.at(id);
+    if (absl::Status s = request.seq->Finish(FinishReason::kCancelled); !s.ok()) {
+      End(id, absl::InternalError(absl::StrCat("sequence ", id, ": ", s.ToString())));
+      continue;
+    }
+    scheduler.Remove(request.seq.get());
+    request.on_chunk(request.seq->TakeChunk());
+    request.on_done(absl::OkStatus());
+    live.erase(id);
+  }
+  PublishStats();
 }
 
 void Engine::Impl::EndExpired() {

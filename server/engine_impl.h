@@ -53,11 +53,14 @@ struct Engine::Impl {
   void End(uint64_t id, absl::Status status);
   // Ends every request, live or submitted, with `status`.
   void FailAll(const absl::Status& status);
+  // Finishes every live request with FINISH_REASON_CANCELLED: a last chunk (text held
+  // back flushed, usage), then OK.
+  void CancelLive();
   // Copies the gauges (blocks, running, waiting) into stats.
   void PublishStats();
   void RecordStep(absl::Duration step_time, int64_t compute_us);
   bool HasInput() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return !submitted.empty() || !aborts.empty() || stopping;
+    return !submitted.empty() || !aborts.empty() || cancel_all || stopping;
   }
 
   const EngineOptions options;
@@ -75,6 +78,7 @@ struct Engine::Impl {
   std::vector<uint64_t> aborts ABSL_GUARDED_BY(mu);
   uint64_t next_id ABSL_GUARDED_BY(mu) = 1;
   bool stopping ABSL_GUARDED_BY(mu) = false;
+  bool cancel_all ABSL_GUARDED_BY(mu) = false;  // CancelAll() asked; Intake acts on it
   bool is_healthy ABSL_GUARDED_BY(mu) = true;
   EngineStats stats ABSL_GUARDED_BY(mu);
   absl::Mutex stop_mu;  // serialises Stop()

@@ -108,6 +108,38 @@ TEST(EngineLifecycleTest, StopEndsRequestsInFlight) {
   EXPECT_FALSE(t.engine->healthy());
 }
 
+// The end of a drain's grace: every request, running or still queued, gets a last chunk
+// with kCancelled and its usage, then OK; its blocks are freed and the engine serves on.
+TEST(EngineLifecycleTest, CancelAllFinishesEveryRequestCancelled) {
+  FakeExecutorConfig fake_config{/*num_blocks=*/256, /*block_size=*/4};
+  fake_config.step_delay = absl::Milliseconds(1);
+  TestEngine t(fake_config, Options(64, 1));  // one runs, the other waits
+  Collector running, queued;
+  ASSERT_TRUE(t.engine->Submit(Request(4, 900, 1), running.OnChunk(), running.OnDone()).ok());
+  ASSERT_TRUE(t.engine->Submit(Request(4, 900, 2), queued.OnChunk(), queued.OnDone()).ok());
+  absl::SleepFor(absl::Milliseconds(20));
+  t.engine->CancelAll();
+  for (Collector* c : {&running, &queued}) {
+    ASSERT_TRUE(c->WaitDone());
+    EXPECT_TRUE(c->status().ok()) << c->status();
+    ASSERT_FALSE(c->chunks().empty());
+    const EngineChunk& last = c->chunks().back();
+    ASSERT_TRUE(last.finish_reason.has_value());
+    EXPECT_EQ(*last.finish_reason, FinishReason::kCancelled);
+    EXPECT_EQ(last.prompt_tokens, 4);
+    EXPECT_EQ(last.completion_tokens, static_cast<int>(c->Tokens().size()));
+    EXPECT_EQ(c->done_calls(), 1);
+  }
+  EXPECT_FALSE(running.Tokens().empty());
+  EXPECT_LT(running.Tokens().size(), 900u);
+  EXPECT_TRUE(queued.Tokens().empty());
+  EXPECT_EQ(t.engine->stats().kv_blocks_in_use, 0);
+  EXPECT_TRUE(t.engine->healthy());
+  auto after = t.RunAll({Request(4, 5, 3)});
+  EXPECT_TRUE(after[0]->status().ok());
+  EXPECT_EQ(after[0]->Tokens().size(), 5u);
+}
+
 TEST(EngineLifecycleTest, SubmitRejectsRequestsThatCanNeverRun) {
   FakeStepExecutor fake(FakeExecutorConfig{/*num_blocks=*/4, /*block_size=*/4});
   EngineOptions options;

@@ -2,8 +2,10 @@
 // tpserve.v1.Inference, grpc.health.v1 and reflection, and keeps a worker pool and
 // engine serving through PoolSupervisor. SIGTERM/SIGINT drain: health goes
 // NOT_SERVING, no new calls are accepted, in-flight ones get --drain-grace-ms to
-// finish (then are cancelled), the pool shuts down and the process exits 0. A pool
-// that cannot start, or fails under --exit-on-pool-failure, exits 1; bad flags exit 2.
+// finish (then end with FINISH_REASON_CANCELLED), the pool shuts down and the process
+// exits 0. A pool that cannot start, or fails under --exit-on-pool-failure, exits 1; bad
+// flags exit 2.
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -130,8 +133,20 @@ int Serve(const ServerConfig& config, const sigset_t& signals) {
   }).detach();
   state->WaitForShutdown();
   state->BeginDrain();
+  // In-flight requests get the grace to finish; those still running then end with
+  // FINISH_REASON_CANCELLED and their usage, and gRPC has kFlushMargin to deliver those
+  // last chunks before it cancels whatever is left.
+  constexpr std::chrono::milliseconds kFlushMargin(2000);
+  absl::Notification drained;
+  std::thread cancel_at_grace([&] {
+    if (!drained.WaitForNotificationWithTimeout(absl::Milliseconds(config.drain_grace_ms))) {
+      service.CancelInFlight();
+    }
+  });
   server->Shutdown(std::chrono::system_clock::now() +
-                   std::chrono::milliseconds(config.drain_grace_ms));
+                   std::chrono::milliseconds(config.drain_grace_ms) + kFlushMargin);
+  drained.Notify();
+  cancel_at_grace.join();
   supervisor.Stop();
   supervising.join();
   if (!result.ok()) std::fprintf(stderr, "tpserve: %s\n", result.ToString().c_str());

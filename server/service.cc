@@ -64,6 +64,10 @@ void InferenceService::SetEngine(std::shared_ptr<Engine> engine) {
   engine_ = std::move(engine);
 }
 
+void InferenceService::CancelInFlight() {
+  if (std::shared_ptr<Engine> engine = this->engine()) engine->CancelAll();
+}
+
 std::shared_ptr<Engine> InferenceService::engine() const {
   absl::MutexLock lock(&mu_);
   return engine_;

@@ -55,6 +55,9 @@ class InferenceService final : public v1::Inference::Service {
   // The engine later RPCs use; null: UNAVAILABLE. Requests already running keep the
   // engine they started on.
   void SetEngine(std::shared_ptr<Engine> engine);
+  // Ends every request of the current engine with FINISH_REASON_CANCELLED (a drain's
+  // grace is over). Any thread.
+  void CancelInFlight();
 
   grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                         grpc::ServerWriter<v1::GenerateResponse>* writer) override;

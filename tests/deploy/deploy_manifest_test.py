@@ -28,7 +28,9 @@ from image_checks import (DEMO, DOCKERFILE, Failures, Image, check_image,  # noq
 
 MANIFESTS = "deploy/kubernetes/*.yaml"
 PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
-POOL_STOP_S = 5  # what the grace period leaves, beyond --drain-grace-ms, to stop the ranks
+# What the grace period leaves, beyond --drain-grace-ms, to deliver the last (CANCELLED)
+# chunks (2 s) and stop the ranks.
+POOL_STOP_S = 5
 
 # The CPU Deployment: where it is, its command line, grace period (s) and memory request
 # (bytes).

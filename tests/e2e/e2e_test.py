@@ -209,6 +209,29 @@ def check_drain(server, stub, pb):
     assert server.proc.wait(60) == 0
 
 
+def check_drain_past_grace(pb, pb_grpc):
+    """A request still running when the drain's grace ends finishes with
+    FINISH_REASON_CANCELLED and its usage, not an error; the server exits 0."""
+    server = Server(MODEL, extra_args=["--drain-grace-ms", "0"])
+    try:
+        stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
+        stream = stub.Generate(pb.GenerateRequest(
+            token_ids=pb.TokenIds(ids=[1, 2, 3]),
+            sampling=pb.SamplingParams(ignore_eos=True)), timeout=120)  # up to the context
+        first = next(stream)
+        server.proc.send_signal(signal.SIGTERM)
+        chunks = [first] + list(stream)
+        tokens = sum(len(c.token_ids) for c in chunks)
+        assert chunks[-1].finish_reason == pb.FINISH_REASON_CANCELLED, chunks[-1]
+        assert chunks[-1].usage.completion_tokens == tokens, (chunks[-1].usage, tokens)
+        assert chunks[-1].usage.prompt_tokens == 3, chunks[-1].usage
+        assert tokens < 1024 - 3, tokens
+        assert server.proc.wait(60) == 0
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+
+
 def main():
     golden = json.load(open(os.path.join(MODEL, "golden.json")))
     pb, pb_grpc = stubs()
@@ -238,6 +261,9 @@ def main():
     finally:
         if server.proc.poll() is None:
             server.proc.kill()
+    check_drain_past_grace(pb, pb_grpc)
+    print("PASS past the drain's grace, in-flight requests finish CANCELLED with usage",
+          flush=True)
 
 
 if __name__ == "__main__":
