@@ -49,6 +49,7 @@ struct EngineStats {
   int running = 0;
   int waiting = 0;
   uint64_t steps = 0;
+  uint64_t preemptions = 0;  // sequences preempted (KV freed, recomputed later)
   // Cumulative time in RunStep as seen by the engine, and the workers' own compute time
   // (rank 0's compute_time_us): their difference is the frontend overhead.
   int64_t step_wall_us = 0;

@@ -210,6 +210,7 @@ void Engine::Impl::PublishStats() {
   absl::MutexLock lock(&mu);
   stats.kv_blocks_in_use = blocks.num_used_blocks();
   stats.running = scheduler.num_running();
+  stats.preemptions = scheduler.num_preemptions();
   stats.waiting = scheduler.num_waiting();
 }
 

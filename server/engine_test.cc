@@ -65,6 +65,7 @@ TEST(EngineTest, PreemptionUnderATinyKvPool) {
   ExpectSoloOutputs(requests, results);
   EXPECT_TRUE(t.fake.errors().empty()) << t.fake.errors()[0];
   EXPECT_GT(t.fake.num_recomputes(), 0);
+  EXPECT_GE(t.engine->stats().preemptions, static_cast<uint64_t>(t.fake.num_recomputes()));
   EXPECT_EQ(t.engine->stats().kv_blocks_in_use, 0);
 }
 

@@ -128,6 +128,7 @@ void Scheduler::Preempt(Sequence* seq) {
   seq->set_num_computed_tokens(0);
   seq->set_status(SequenceStatus::kPreempted);
   waiting_.push_front(seq);
+  ++preemptions_;
 }
 
 int64_t Scheduler::TokensThatFit(const Sequence& seq) const {

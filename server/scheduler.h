@@ -71,6 +71,8 @@ class Scheduler {
   bool HasWork() const { return !running_.empty() || !waiting_.empty(); }
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  // Sequences preempted (KV freed, to be recomputed) so far.
+  uint64_t num_preemptions() const { return preemptions_; }
   uint64_t next_step() const { return next_step_; }
 
  private:
@@ -94,6 +96,7 @@ class Scheduler {
   std::vector<Sequence*> running_;  // oldest first
   std::vector<uint64_t> drops_;     // for the next plan
   uint64_t next_step_ = 1;
+  uint64_t preemptions_ = 0;
 };
 
 }  // namespace tpserve

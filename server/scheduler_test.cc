@@ -168,6 +168,7 @@ TEST(SchedulerTest, PreemptsTheNewestAndRecomputesIt) {
   }
   EXPECT_TRUE(dropped_newest);
   EXPECT_GT(h.fake_.num_recomputes(), 0);
+  EXPECT_GE(h.scheduler_.num_preemptions(), static_cast<uint64_t>(h.fake_.num_recomputes()));
   h.RunToEnd();
   h.ExpectSoloOutputs();
 }

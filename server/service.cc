@@ -58,6 +58,7 @@ void InferenceService::SetEngine(std::shared_ptr<Engine> engine) {
     // The step counters cover the server's life: a rebuilt pool's engine starts at 0.
     const EngineStats done = engine_->stats();
     retired_steps_ += done.steps;
+    retired_preemptions_ += done.preemptions;
     retired_step_wall_us_ += done.step_wall_us;
     retired_worker_compute_us_ += done.worker_compute_us;
   }
@@ -213,6 +214,7 @@ grpc::Status InferenceService::GetModelInfo(grpc::ServerContext*, const v1::GetM
   info->set_kv_blocks_in_use(stats.kv_blocks_in_use);
   absl::MutexLock lock(&mu_);
   info->set_engine_steps(retired_steps_ + stats.steps);
+  info->set_preemptions(retired_preemptions_ + stats.preemptions);
   info->set_step_wall_us(retired_step_wall_us_ + stats.step_wall_us);
   info->set_worker_compute_us(retired_worker_compute_us_ + stats.worker_compute_us);
   return grpc::Status::OK;

@@ -99,6 +99,7 @@ class InferenceService final : public v1::Inference::Service {
   std::shared_ptr<Engine> engine_ ABSL_GUARDED_BY(mu_);
   // The step counters of the engines before engine_ (one per pool generation).
   uint64_t retired_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t retired_preemptions_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t retired_step_wall_us_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t retired_worker_compute_us_ ABSL_GUARDED_BY(mu_) = 0;
   std::mt19937_64 seed_source_ ABSL_GUARDED_BY(mu_);  // seeded from random_device

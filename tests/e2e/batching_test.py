@@ -82,6 +82,40 @@ def check_deadline_frees_blocks(stub, pb):
     raise AssertionError("KV blocks still in use after the deadline")
 
 
+def check_preemption_keeps_outputs(pb, pb_grpc):
+    """A KV cache too small for the batch (and prefill chunks smaller than the prompts):
+    sequences are preempted and recomputed, and seeded sampling with every penalty on
+    still gives what each request gives alone — the recomputed tokens stay output for
+    the penalties and for the seed's step. The penalties must matter, too."""
+    server = Server(MODEL, extra_args=["--kv-blocks", "10", "--kv-block-size", "16",
+                                       "--max-batch-tokens", "48"])
+    try:
+        stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
+        vocab = stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10).vocab_size
+        rng = random.Random(9)
+        requests = [([rng.randrange(vocab) for _ in range(rng.randint(30, 60))], 30, seed)
+                    for seed in range(8)]
+        penalties = dict(temperature=0.8, top_k=50, presence_penalty=0.6,
+                         frequency_penalty=0.4, repetition_penalty=1.3)
+
+        def sample(ids, n, seed):
+            return generate(stub, pb, ids, n, seed=seed, **penalties)
+
+        def preemptions():
+            return stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10).preemptions
+
+        alone = [sample(*r) for r in requests]
+        assert preemptions() == 0  # each fits alone
+        together = run_concurrently(sample, requests)
+        assert preemptions() > 0, "the batch never ran out of KV blocks"
+        assert alone == together, (alone, together)
+        plain = [generate(stub, pb, ids, n, seed=seed, temperature=0.8, top_k=50)
+                 for ids, n, seed in requests]
+        assert plain != alone, "the penalties changed nothing"
+    finally:
+        assert server.stop() == 0
+
+
 def check_queue_full(pb, pb_grpc):
     server = Server(MODEL, tp=1, extra_args=["--max-sequences", "1", "--max-queue", "1"])
     try:
@@ -120,6 +154,9 @@ def main():
         assert server.stop() == 0
     check_queue_full(pb, pb_grpc)
     print("PASS a full queue is RESOURCE_EXHAUSTED and the server keeps serving", flush=True)
+    check_preemption_keeps_outputs(pb, pb_grpc)
+    print("PASS preempted and recomputed, seeded sampling with penalties equals solo runs",
+          flush=True)
 
 
 if __name__ == "__main__":
