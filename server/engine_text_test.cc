@@ -80,6 +80,28 @@ TEST(EngineTextTest, EosTokenIsNotInTheText) {
   }
 }
 
+// A special token that is not an end of sequence, generated mid-completion: its text is
+// left out by default and kept with skip_special_tokens = false, as HF's decode does.
+TEST(EngineTextTest, SkipSpecialTokensDecidesWhetherSpecialTokensAreText) {
+  auto tokenizer = Load("qwen2");
+  ASSERT_NE(tokenizer, nullptr);
+  const int32_t im_start = *tokenizer->TokenToId("<|im_start|>");
+  ASSERT_TRUE(tokenizer->IsSpecialToken(im_start));
+  std::vector<int32_t> script = Encode(*tokenizer, " Hello");
+  script.push_back(im_start);
+  for (int32_t id : Encode(*tokenizer, "user there")) script.push_back(id);
+  TestEngine t(Scripted(script), Options(64, 8), tokenizer.get());
+  const int n = static_cast<int>(script.size());
+  EngineRequest keep_special = Request(kPromptLen, n, 1);
+  keep_special.skip_special_tokens = false;
+  auto results = t.RunAll({Request(kPromptLen, n, 1), keep_special});
+  EXPECT_EQ(results[0]->Text(), " Hellouser there");
+  EXPECT_EQ(results[0]->Text(), *tokenizer->Decode(script, /*skip_special_tokens=*/true));
+  EXPECT_EQ(results[1]->Text(), " Hello<|im_start|>user there");
+  EXPECT_EQ(results[1]->Text(), *tokenizer->Decode(script, /*skip_special_tokens=*/false));
+  for (const auto& result : results) EXPECT_EQ(result->Tokens(), script);
+}
+
 TEST(EngineTextTest, ChunksAreWholeCharactersAndConcatenateToDecode) {
   for (const std::string name : {"gpt2", "mistral", "qwen2"}) {
     auto tokenizer = Load(name);

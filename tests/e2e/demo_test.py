@@ -36,6 +36,36 @@ def check_stream_and_stop(stub, pb, sample):
     assert text == sample["output_text"].split(",")[0], text
 
 
+def check_special_tokens_and_logprob_options(stub, pb, sample):
+    """add_special_tokens and skip_special_tokens as Hugging Face has them (BOS <s> = 0,
+    EOS </s> = 1 here), and logprobs: unset gives none, 0 the chosen token's alone."""
+    ids = sample["prompt_ids"]
+    assert ids[0] == 0
+    got = stub.Tokenize(pb.TokenizeRequest(text=sample["prompt"]), timeout=10).token_ids
+    assert list(got) == ids, got
+    got = stub.Tokenize(pb.TokenizeRequest(text=sample["prompt"], add_special_tokens=False),
+                        timeout=10).token_ids
+    assert list(got) == ids[1:], got
+    with_eos = ids + [1]
+    text = stub.Detokenize(pb.DetokenizeRequest(token_ids=with_eos), timeout=10).text
+    assert text == sample["prompt"], text
+    text = stub.Detokenize(pb.DetokenizeRequest(token_ids=with_eos, skip_special_tokens=False),
+                           timeout=10).text
+    assert text == "<s>" + sample["prompt"] + "</s>", text
+
+    def generate(**sampling):
+        return stub.GenerateUnary(pb.GenerateRequest(
+            text=sample["prompt"], add_special_tokens=sampling.pop("add_special", True),
+            sampling=pb.SamplingParams(max_tokens=4, temperature=0, **sampling)), timeout=60)
+
+    assert generate().usage.prompt_tokens == len(ids)
+    assert generate(add_special=False).usage.prompt_tokens == len(ids) - 1
+    assert len(generate().logprobs) == 0
+    chosen = generate(logprobs=0).logprobs
+    assert len(chosen) == 4 and all(not lp.top and lp.logprob < 0 for lp in chosen), chosen
+    assert [lp.token_id for lp in chosen] == sample["output_ids"][:4], chosen
+
+
 def check_invalid_utf8(address):
     rc, out, _ = cli(address, "generate", "ab\udcffc", "--json")
     error = json.loads(out)["error"]
@@ -83,6 +113,9 @@ def main():
         print("PASS tokenize, greedy text and detokenize equal Hugging Face", flush=True)
         check_stream_and_stop(stub, pb, samples["samples"][0])
         print("PASS streamed text equals the whole; a stop string ends it", flush=True)
+        check_special_tokens_and_logprob_options(stub, pb, samples["samples"][0])
+        print("PASS add/skip_special_tokens as HF; logprobs unset: none, 0: chosen only",
+              flush=True)
         check_invalid_utf8(server.address)
         print("PASS the CLI refuses invalid UTF-8 with INVALID_ARGUMENT", flush=True)
         check_raw_invalid_utf8(server.address)
