@@ -265,10 +265,18 @@ TEST_F(ServiceTest, ModelInfo) {
   v1::ModelInfo info;
   ASSERT_TRUE(stub_->GetModelInfo(&context, {}, &info).ok());
   EXPECT_EQ(info.architecture(), "LlamaForCausalLM");
+  EXPECT_EQ(info.model_path(), "/models/tiny");
   EXPECT_EQ(info.model_name(), "tiny");
   EXPECT_EQ(info.vocab_size(), kVocab);
   EXPECT_EQ(info.max_context(), kContext);
   EXPECT_EQ(info.tp(), 2);
+  EXPECT_EQ(info.dtype(), "float32");
+  EXPECT_EQ(info.device(), "cpu");
+  EXPECT_EQ(info.kv_block_size(), 4);
+  EXPECT_EQ(info.max_batch_tokens(), 256);
+  EXPECT_EQ(info.max_sequences(), 8);
+  EXPECT_EQ(info.engine_steps(), 0u);
+  EXPECT_EQ(info.preemptions(), 0u);
   EXPECT_EQ(info.kv_blocks_total(), FakeExecutorConfig{}.num_blocks);
   EXPECT_EQ(info.kv_blocks_in_use(), 0);
 }

@@ -127,6 +127,12 @@ def check_cli_error_json(address):
 def check_info_and_cancel(stub, pb):
     info = stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10)
     assert info.tp == 2 and info.device == "cpu" and info.kv_blocks_total > 0, info
+    # What the harness serves: llama_gqa (its directory's name), fp32, --kv-blocks 128
+    # of the default 16 tokens, the default step limits, its 512-token context.
+    assert info.model_name == "llama_gqa" and info.model_path.endswith(MODEL), info
+    assert info.architecture == "LlamaForCausalLM" and info.dtype == "float32", info
+    assert (info.kv_blocks_total, info.kv_block_size) == (128, 16), info
+    assert (info.max_batch_tokens, info.max_sequences, info.max_context) == (2048, 64, 512), info
     stream = stub.Generate(pb.GenerateRequest(
         token_ids=pb.TokenIds(ids=[1, 2, 3]),
         sampling=pb.SamplingParams(max_tokens=200, ignore_eos=True)), timeout=120)
@@ -225,7 +231,7 @@ def check_drain_past_grace(pb, pb_grpc):
         assert chunks[-1].finish_reason == pb.FINISH_REASON_CANCELLED, chunks[-1]
         assert chunks[-1].usage.completion_tokens == tokens, (chunks[-1].usage, tokens)
         assert chunks[-1].usage.prompt_tokens == 3, chunks[-1].usage
-        assert tokens < 1024 - 3, tokens
+        assert tokens < 512 - 3, tokens  # the context (max_position_embeddings)
         assert server.proc.wait(60) == 0
     finally:
         if server.proc.poll() is None:
