@@ -6,11 +6,16 @@
 # greedy tokens/logprobs) with compare_forward.py; with -S also serve each one with
 # tpserve at every tp size and compare its greedy generations (compare_serving.py).
 #
-# usage: tests/oracle/unseen_check.sh [-n N] [-s SEED] [-t TOOL] [-k] [-o DIR] [-S]
+# usage: tests/oracle/unseen_check.sh [-n N] [-s SEED] [-t TOOL] [-a ARG]... [-c ARG]... [-k]
+#                                     [-o DIR] [-S]
 #   -n N     number of fixtures (default 5)
 #   -s SEED  first shape seed (default: from the clock, printed, so a failure
 #            can be reproduced with -s SEED)
 #   -t TOOL  forward tool (default bazel-bin/worker/forward)
+#   -a ARG   one more argument for the tool (repeatable), e.g. the CUDA path on the
+#            CPU emulator: -t bazel-bin/worker/forward_emu -a --device -a cuda
+#   -c ARG   one more argument for compare_forward.py (repeatable), e.g. bf16's
+#            tolerance: -a --dtype -a bfloat16 -c --tol=5e-2 -c --no-greedy
 #   -o DIR   where to put the fixtures (default a fresh temp dir)
 #   -k       keep the fixtures directory
 #   -S       also check greedy generation through tpserve (bazel build //server:tpserve
@@ -22,11 +27,13 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 PY="${PYTHON:-$ROOT/.venv-oracle/bin/python}"
 N=5; SEED=""; TOOL="$ROOT/bazel-bin/worker/forward"; KEEP=0; DIR=""; SERVE=0; BIN="$ROOT/bazel-bin"
-while getopts "n:s:t:o:kS" opt; do
+TOOL_ARGS=(); COMPARE_ARGS=()
+while getopts "n:s:t:a:c:o:kS" opt; do
   case "$opt" in
-    n) N="$OPTARG" ;; s) SEED="$OPTARG" ;; t) TOOL="$OPTARG" ;;
+    n) N="$OPTARG" ;; s) SEED="$OPTARG" ;; t) TOOL="$OPTARG" ;; a) TOOL_ARGS+=(--tool-arg="$OPTARG") ;;
+    c) COMPARE_ARGS+=("$OPTARG") ;;
     o) DIR="$OPTARG" ;; k) KEEP=1 ;; S) SERVE=1 ;;
-    *) sed -n '2,20p' "$0"; exit 2 ;;
+    *) sed -n '2,25p' "$0"; exit 2 ;;
   esac
 done
 [[ -n "$SEED" ]] || SEED=$(( $(date +%s) % 1000000 ))
@@ -52,7 +59,7 @@ for ((i = 0; i < N; i++)); do
   for tp in $tps; do
     for mode in oneshot incremental; do
       extra=(); [[ $mode == incremental ]] && extra=(--incremental)
-      if "$PY" "$HERE/compare_forward.py" "$DIR/$name" --tool "$TOOL" --tp "$tp" "${extra[@]}" \
+      if "$PY" "$HERE/compare_forward.py" "$DIR/$name" --tool "$TOOL" --tp "$tp" "${extra[@]}" "${TOOL_ARGS[@]}" "${COMPARE_ARGS[@]}" \
            > "$DIR/$name.tp$tp.$mode.log" 2>&1; then
         passed=$((passed + 1))
         tail -1 "$DIR/$name.tp$tp.$mode.log"
