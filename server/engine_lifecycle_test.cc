@@ -122,8 +122,9 @@ TEST(EngineLifecycleTest, CancelAllFinishesEveryRequestCancelled) {
   for (Collector* c : {&running, &queued}) {
     ASSERT_TRUE(c->WaitDone());
     EXPECT_TRUE(c->status().ok()) << c->status();
-    ASSERT_FALSE(c->chunks().empty());
-    const EngineChunk& last = c->chunks().back();
+    const std::vector<EngineChunk> chunks = c->chunks();  // a copy
+    ASSERT_FALSE(chunks.empty());
+    const EngineChunk& last = chunks.back();
     ASSERT_TRUE(last.finish_reason.has_value());
     EXPECT_EQ(*last.finish_reason, FinishReason::kCancelled);
     EXPECT_EQ(last.prompt_tokens, 4);

@@ -1,7 +1,11 @@
 """Serves a fixture with the real tpserve at one tp size and checks that greedy
 generation through tpserve-cli returns Hugging Face's greedy ids (golden.json).
 
-  compare_serving.py FIXTURE_DIR --tp N [--bin bazel-bin]
+  compare_serving.py FIXTURE_DIR --tp N [--bin bazel-bin] [--server-arg ARG]...
+
+--server-arg appends a tpserve flag (a later flag wins), e.g. the CUDA worker on the CPU
+emulator: --server-arg=--device=cuda --server-arg=--dtype=float32
+--server-arg=--worker-binary=bazel-bin/worker/tpserve_worker_emu
 
 Needs only the Python standard library. Exit status 0 when every greedy case matches.
 """
@@ -13,11 +17,11 @@ import subprocess
 import sys
 
 
-def serve(bin_dir, model, tp):
+def serve(bin_dir, model, tp, extra):
     proc = subprocess.Popen(
         [os.path.join(bin_dir, "server/tpserve"), "--model", model, "--tp", str(tp),
          "--device", "cpu", "--host", "127.0.0.1", "--port", "0", "--kv-blocks", "256",
-         "--worker-binary", os.path.join(bin_dir, "worker/tpserve_worker")],
+         "--worker-binary", os.path.join(bin_dir, "worker/tpserve_worker")] + extra,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in proc.stdout:
         m = re.match(r"tpserve: serving on (\S+)", line)
@@ -32,9 +36,11 @@ def main():
     ap.add_argument("fixture")
     ap.add_argument("--tp", type=int, required=True)
     ap.add_argument("--bin", default="bazel-bin")
+    ap.add_argument("--server-arg", action="append", default=[],
+                    help="one more tpserve flag (repeatable; a later flag wins)")
     args = ap.parse_args()
     golden = json.load(open(os.path.join(args.fixture, "golden.json")))
-    proc, address = serve(args.bin, args.fixture, args.tp)
+    proc, address = serve(args.bin, args.fixture, args.tp, args.server_arg)
     failures = 0
     try:
         for case in golden["greedy"]:

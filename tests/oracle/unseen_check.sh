@@ -7,7 +7,7 @@
 # tpserve at every tp size and compare its greedy generations (compare_serving.py).
 #
 # usage: tests/oracle/unseen_check.sh [-n N] [-s SEED] [-t TOOL] [-a ARG]... [-c ARG]... [-k]
-#                                     [-o DIR] [-S]
+#                                     [-o DIR] [-S] [-r ARG]...
 #   -n N     number of fixtures (default 5)
 #   -s SEED  first shape seed (default: from the clock, printed, so a failure
 #            can be reproduced with -s SEED)
@@ -20,6 +20,9 @@
 #   -k       keep the fixtures directory
 #   -S       also check greedy generation through tpserve (bazel build //server:tpserve
 #            //worker:tpserve_worker //client:tpserve-cli first)
+#   -r ARG   one more tpserve flag for -S (repeatable), e.g. serving on the CUDA
+#            emulator: -r --device=cuda -r --dtype=float32
+#            -r --worker-binary=bazel-bin/worker/tpserve_worker_emu
 # Needs the oracle venv (tests/oracle/README.md), or PYTHON=... pointing to a
 # python with torch, transformers, safetensors, numpy.
 set -uo pipefail
@@ -27,13 +30,13 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 PY="${PYTHON:-$ROOT/.venv-oracle/bin/python}"
 N=5; SEED=""; TOOL="$ROOT/bazel-bin/worker/forward"; KEEP=0; DIR=""; SERVE=0; BIN="$ROOT/bazel-bin"
-TOOL_ARGS=(); COMPARE_ARGS=()
-while getopts "n:s:t:a:c:o:kS" opt; do
+TOOL_ARGS=(); COMPARE_ARGS=(); SERVER_ARGS=()
+while getopts "n:s:t:a:c:o:kSr:" opt; do
   case "$opt" in
     n) N="$OPTARG" ;; s) SEED="$OPTARG" ;; t) TOOL="$OPTARG" ;; a) TOOL_ARGS+=(--tool-arg="$OPTARG") ;;
-    c) COMPARE_ARGS+=("$OPTARG") ;;
+    c) COMPARE_ARGS+=("$OPTARG") ;; r) SERVER_ARGS+=(--server-arg="$OPTARG") ;;
     o) DIR="$OPTARG" ;; k) KEEP=1 ;; S) SERVE=1 ;;
-    *) sed -n '2,25p' "$0"; exit 2 ;;
+    *) sed -n '2,28p' "$0"; exit 2 ;;
   esac
 done
 [[ -n "$SEED" ]] || SEED=$(( $(date +%s) % 1000000 ))
@@ -69,7 +72,7 @@ for ((i = 0; i < N; i++)); do
       fi
     done
     if [[ $SERVE == 1 ]]; then
-      if "$PY" "$HERE/compare_serving.py" "$DIR/$name" --tp "$tp" --bin "$BIN" \
+      if "$PY" "$HERE/compare_serving.py" "$DIR/$name" --tp "$tp" --bin "$BIN" "${SERVER_ARGS[@]}" \
            > "$DIR/$name.tp$tp.serving.log" 2>&1; then
         passed=$((passed + 1)); tail -1 "$DIR/$name.tp$tp.serving.log"
       else
