@@ -8,6 +8,7 @@ deadline, lose a rank with UNAVAILABLE and rebuild, and give the same ids with
 --enforce-eager. What only a GPU checks: the hardware's numerics, and speed."""
 import json
 import os
+import subprocess
 
 import grpc
 
@@ -22,11 +23,54 @@ WORKER_EMU = "worker/tpserve_worker_emu"
 BF16_LOGPROB_TOLERANCE = 0.1
 
 
+def cuda_argv(model, tp, extra=(), dtype="float32", kv_blocks=128):
+    return ([SERVER, "--model", model, "--tp", str(tp), "--device", "cuda", "--dtype", dtype,
+             "--host", "127.0.0.1", "--port", "0", "--worker-binary", WORKER_EMU,
+             "--max-sequences", "16", "--drain-grace-ms", "20000"] +
+            (["--kv-blocks", str(kv_blocks)] if kv_blocks else []) + list(extra))
+
+
 def cuda_server(model, tp, extra=(), dtype="float32"):
-    return Server(argv=[SERVER, "--model", model, "--tp", str(tp), "--device", "cuda",
-                        "--dtype", dtype, "--host", "127.0.0.1", "--port", "0",
-                        "--worker-binary", WORKER_EMU, "--kv-blocks", "128",
-                        "--max-sequences", "16", "--drain-grace-ms", "20000"] + list(extra))
+    return Server(argv=cuda_argv(model, tp, extra, dtype))
+
+
+def check_gpu_memory_fraction(pb, pb_grpc, model):
+    """Without --kv-blocks each rank sizes its KV cache from --gpu-memory-fraction of its
+    device (an emulated 256 MiB one) less what its weights and activations took, so 0.2
+    more of the fraction is 0.2 × 256 MiB more of KV blocks; a fraction that leaves
+    nothing stops the start with RESOURCE_EXHAUSTED naming the numbers."""
+    device_mb = 256
+    os.environ["TPSERVE_EMU_DEVICE_MB"] = str(device_mb)
+    try:
+        blocks = {}
+        for fraction in (0.3, 0.5):
+            server = Server(argv=cuda_argv(model, 2, ["--gpu-memory-fraction", str(fraction)],
+                                           kv_blocks=None))
+            try:
+                stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
+                info = stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10)
+                blocks[fraction] = info.kv_blocks_total
+                check_cli_greedy(server.address, golden(model))
+            finally:
+                assert server.stop() == 0
+        config = json.load(open(os.path.join(model, "config.json")))
+        kv_heads_per_rank = max(config["num_key_value_heads"] // 2, 1)
+        # K and V, every layer, 16 slots a block, fp32.
+        block_bytes = (2 * config["num_hidden_layers"] * 16 * kv_heads_per_rank *
+                       config["head_dim"] * 4)
+        want = int(0.2 * (device_mb << 20) / block_bytes)
+        got = blocks[0.5] - blocks[0.3]
+        assert abs(got - want) <= 1, (blocks, want)
+        assert blocks[0.5] * block_bytes <= 0.5 * (device_mb << 20), blocks
+        out = subprocess.run(cuda_argv(model, 2, ["--gpu-memory-fraction", "0.001",
+                                                  "--start-timeout-s", "60"], kv_blocks=None),
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode != 0, out
+        assert "gpu memory fraction 0.001" in out.stderr and "RESOURCE_EXHAUSTED" in out.stderr, (
+            out.stderr[-2000:])
+        return blocks
+    finally:
+        del os.environ["TPSERVE_EMU_DEVICE_MB"]
 
 
 def golden(model):
@@ -98,6 +142,10 @@ def main():
     finally:
         assert server.stop() == 0
     print("PASS --enforce-eager gives the same greedy ids", flush=True)
+
+    blocks = check_gpu_memory_fraction(pb, pb_grpc, model)
+    print("PASS --gpu-memory-fraction sizes the KV cache (%s blocks at 0.3 / 0.5 of 256 MiB); "
+          "too small a fraction stops the start" % blocks, flush=True)
 
     pool_failure_test.check_rebuild(pb, pb_grpc, make_server=lambda extra: cuda_server(
         pool_failure_test.MODEL, 2, extra))

@@ -39,6 +39,8 @@
 //    a capture fails and invalidates it, as CUDA's global mode does.
 //  - Devices: eight ordinals for cudaSetDevice, so that rank r of a pool (a process each)
 //    drives device r; a process's allocations are its own, whichever device is current.
+//    Each has 80 GiB (TPSERVE_EMU_DEVICE_MB sets another size); cudaMalloc past what is
+//    free fails, and cudaMemGetInfo counts what the process allocated.
 //  - cuBLAS and NCCL through shims (cublas.cc, nccl.cc), NCCL for 1 to 8 ranks that are
 //    processes of this host, meeting in shared memory, with failures of a peer (exit,
 //    abort, never arriving) turned into the waiting rank's async error.

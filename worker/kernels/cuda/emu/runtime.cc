@@ -44,7 +44,19 @@ namespace {
 constexpr size_t kDefaultSmem = 48 << 10;
 constexpr int kMaxSmem = 227 << 10;  // sm_90's opt-in limit per CTA
 constexpr size_t kAlignment = 256;   // of cudaMalloc's pointers
-constexpr size_t kDeviceBytes = size_t{80} << 30;  // an H100's memory
+constexpr size_t kDefaultDeviceBytes = size_t{80} << 30;  // an H100's memory
+
+// The emulated device's memory: TPSERVE_EMU_DEVICE_MB MiB, or kDefaultDeviceBytes. A
+// small one lets a test size a KV cache from a memory fraction without allocating (and
+// poisoning) tens of GiB of host memory.
+size_t DeviceBytes() {
+  static const size_t bytes = [] {
+    const char* env = std::getenv("TPSERVE_EMU_DEVICE_MB");
+    const long long mb = env != nullptr ? std::strtoll(env, nullptr, 10) : 0;
+    return mb > 0 ? static_cast<size_t>(mb) << 20 : kDefaultDeviceBytes;
+  }();
+  return bytes;
+}
 // Devices a node has, so that rank r of a pool (one process each) drives device r. A
 // process's allocations are its own whichever device is current.
 constexpr int kDevices = 8;
@@ -191,8 +203,8 @@ cudaError_t cudaPeekAtLastError() { return State().last_error; }
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   if (ptr == nullptr) return Error(cudaErrorInvalidValue);
   if (CaptureForbids()) return Error(cudaErrorStreamCaptureUnsupported);
-  using tpserve::emu::kDeviceBytes;
-  if (bytes > kDeviceBytes - std::min(State().allocated_bytes, kDeviceBytes)) {
+  const size_t capacity = tpserve::emu::DeviceBytes();
+  if (bytes > capacity - std::min(State().allocated_bytes, capacity)) {
     return Error(cudaErrorMemoryAllocation);  // more than the device has free
   }
   // Poisoned: uninitialised device memory reads as NaN.
@@ -356,7 +368,7 @@ cudaError_t cudaGetDevice(int* device) {
 // The device's memory, less what is allocated.
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   if (free_bytes == nullptr || total_bytes == nullptr) return Error(cudaErrorInvalidValue);
-  *total_bytes = tpserve::emu::kDeviceBytes;
+  *total_bytes = tpserve::emu::DeviceBytes();
   *free_bytes = *total_bytes - std::min(State().allocated_bytes, *total_bytes);
   return cudaSuccess;
 }
