@@ -4,7 +4,8 @@
 // one long prefill.
 //
 //   cuda_benchmark --model DIR [--batches 1,8,64,256] [--context 512] [--steps 16]
-//                  [--prefill 2048] [--dtype bfloat16] [--json OUT]
+//                  [--prefill 2048] [--dtype bfloat16] [--json OUT] [--copy-mb 2048]
+//                  [--gemm-n 8192]
 //
 // Decode: each batch's sequences are first prefilled to --context tokens, then --steps
 // decode steps are timed (median of wall time, host included), through CUDA graphs and
@@ -40,6 +41,7 @@ namespace {
 struct Flags {
   std::string model, batches = "1,8,64,256", dtype = "bfloat16", json;
   int64_t context = 512, steps = 16, prefill = 2048;
+  int64_t copy_mb = 2048, gemm_n = 8192;  // the ceilings' sizes
 };
 
 double Median(std::vector<double> v) {
@@ -86,9 +88,9 @@ struct Ceilings {
   double hbm_gbps = 0, gemm_tflops = 0;
 };
 
-absl::StatusOr<Ceilings> MeasureCeilings(cudaStream_t stream) {
+absl::StatusOr<Ceilings> MeasureCeilings(cudaStream_t stream, const Flags& f) {
   Ceilings c;
-  const size_t bytes = size_t{2} << 30;
+  const size_t bytes = static_cast<size_t>(f.copy_mb) << 20;
   TPSERVE_ASSIGN_OR_RETURN(DeviceBuffer a, DeviceBuffer::Create(bytes));
   TPSERVE_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Create(bytes));
   TPSERVE_RETURN_IF_ERROR(a.Fill(0x5A));
@@ -97,7 +99,7 @@ absl::StatusOr<Ceilings> MeasureCeilings(cudaStream_t stream) {
                       "copy");
   }));
   c.hbm_gbps = 2.0 * bytes / (copy_ms * 1e-3) / 1e9;
-  const int64_t n = 8192;
+  const int64_t n = f.gemm_n;
   TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<CudaGemm> gemm, CudaGemm::Create(stream));
   TPSERVE_ASSIGN_OR_RETURN(DeviceBuffer x, RandomBf16(n * n, 1));
   TPSERVE_ASSIGN_OR_RETURN(DeviceBuffer w, RandomBf16(n * n, 2));
@@ -198,7 +200,7 @@ absl::Status Run(const Flags& f) {
   TPSERVE_ASSIGN_OR_RETURN(CudaRank rank, LoadCudaRank(files, comm, options));
   const double load_s = Seconds(load_start);
   const ModelConfig& config = rank.model->config();
-  TPSERVE_ASSIGN_OR_RETURN(const Ceilings ceil, MeasureCeilings(rank.comm->stream()));
+  TPSERVE_ASSIGN_OR_RETURN(const Ceilings ceil, MeasureCeilings(rank.comm->stream(), f));
 
   // Decode reaches context + steps + 2 tokens (2 warm-up steps); sequence 0 also holds
   // the prefill prompt.
@@ -214,7 +216,7 @@ absl::Status Run(const Flags& f) {
   const ModelCounts counts = Count(config, dtype == DeviceDType::kFloat32 ? 4 : 2);
   const int e = dtype == DeviceDType::kFloat32 ? 4 : 2;
   std::string json = absl::StrFormat(
-      "{\"gpu_hbm_gbps\": %.1f, \"gpu_gemm_tflops\": %.1f, \"params\": %d, \"load_s\": %.1f, "
+      "{\"gpu_hbm_gbps\": %.6g, \"gpu_gemm_tflops\": %.6g, \"params\": %d, \"load_s\": %.3f, "
       "\"decode\": [",
       ceil.hbm_gbps, ceil.gemm_tflops, counts.params, load_s);
   std::printf("model %s: %.2fB parameters, %s, loaded in %.1f s\n", f.model.c_str(),
@@ -242,8 +244,8 @@ absl::Status Run(const Flags& f) {
     const double floor_ms = bytes / (ceil.hbm_gbps * 1e9) * 1e3;
     std::printf("%-8d %-8d %12.2f %12.2f %12.2f %9.1f%% %12.0f\n", b, int(f.context), step_ms,
                 eager_ms, floor_ms, 100 * floor_ms / step_ms, b / (step_ms * 1e-3));
-    json += absl::StrFormat("%s{\"batch\": %d, \"context\": %d, \"ms_per_step\": %.3f, "
-                            "\"eager_ms_per_step\": %.3f, \"floor_ms\": %.3f}",
+    json += absl::StrFormat("%s{\"batch\": %d, \"context\": %d, \"ms_per_step\": %.6g, "
+                            "\"eager_ms_per_step\": %.6g, \"floor_ms\": %.6g}",
                             i == 0 ? "" : ", ", b, int(f.context), step_ms, eager_ms, floor_ms);
   }
   // Prefill: one prompt of f.prefill tokens from position 0 (its blocks are sequence 0's).
@@ -262,7 +264,7 @@ absl::Status Run(const Flags& f) {
   std::printf("prefill %d tokens: %.1f ms, %.0f tok/s, %.0f TFLOP/s = %.1f%% of measured GEMM\n",
               int(f.prefill), t * 1e3, n / t, flops / t / 1e12,
               100 * flops / t / 1e12 / ceil.gemm_tflops);
-  json += absl::StrFormat("], \"prefill\": {\"tokens\": %d, \"ms\": %.2f, \"tflops\": %.1f}}\n",
+  json += absl::StrFormat("], \"prefill\": {\"tokens\": %d, \"ms\": %.6g, \"tflops\": %.6g}}\n",
                           int(f.prefill), t * 1e3, flops / t / 1e12);
   if (!f.json.empty()) {
     std::ofstream out(f.json);
@@ -282,10 +284,14 @@ int Main(int argc, char** argv) {
   p.AddInt("prefill", &f.prefill, "prompt length of the prefill measurement (default 2048)");
   p.AddString("dtype", &f.dtype, "bfloat16 (default) or float32");
   p.AddString("json", &f.json, "also write the results here as JSON");
+  p.AddInt("copy-mb", &f.copy_mb, "MiB of the bandwidth ceiling's copy (default 2048)");
+  p.AddInt("gemm-n", &f.gemm_n, "n of the GEMM ceiling's n×n×n bf16 product (default 8192)");
   absl::Status s = p.Parse(argc, argv);
   if (s.ok() && f.model.empty()) s = absl::InvalidArgumentError("--model is required");
-  if (s.ok() && (f.context < 1 || f.steps < 1 || f.prefill < 1)) {
-    s = absl::InvalidArgumentError("--context, --steps and --prefill must be ≥ 1");
+  if (s.ok() && (f.context < 1 || f.steps < 1 || f.prefill < 1 || f.copy_mb < 1 ||
+                  f.gemm_n < 16 || f.gemm_n % 16 != 0)) {
+    s = absl::InvalidArgumentError(
+        "--context, --steps, --prefill and --copy-mb must be ≥ 1, --gemm-n a multiple of 16");
   }
   if (!s.ok()) {
     std::fprintf(stderr, "cuda_benchmark: %s\n%s", std::string(s.message()).c_str(),

@@ -7,6 +7,7 @@
 // faults at once, a write before its start aborts after the launch.
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
@@ -35,6 +36,12 @@ struct CUgraph_st {
 };
 struct CUgraphExec_st {
   std::vector<std::function<void()>> launches;
+};
+// Work runs when enqueued, so an event completes when recorded: it holds the host's
+// clock at that point (of a capture's replay, when captured).
+struct CUevent_st {
+  bool recorded = false;
+  std::chrono::steady_clock::time_point at;
 };
 
 namespace tpserve {
@@ -273,6 +280,40 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) 
 // that never waits, with the same capture rules.
 cudaError_t cudaStreamQuery(cudaStream_t stream) { return cudaStreamSynchronize(stream); }
 
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  if (event == nullptr) return Error(cudaErrorInvalidValue);
+  *event = new CUevent_st;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (event == nullptr) return Error(cudaErrorInvalidResourceHandle);
+  delete event;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (event == nullptr) return Error(cudaErrorInvalidResourceHandle);
+  return tpserve::emu::EnqueueStreamWork(stream, [event] {
+    event->recorded = true;
+    event->at = std::chrono::steady_clock::now();
+  });
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (event == nullptr) return Error(cudaErrorInvalidResourceHandle);
+  return cudaSuccess;  // recorded work has run
+}
+
+// Milliseconds from `start` to `stop`, as the host's clock saw them recorded (both must
+// have been).
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t stop) {
+  if (ms == nullptr || start == nullptr || stop == nullptr) return Error(cudaErrorInvalidValue);
+  if (!start->recorded || !stop->recorded) return Error(cudaErrorInvalidResourceHandle);
+  *ms = std::chrono::duration<float, std::milli>(stop->at - start->at).count();
+  return cudaSuccess;
+}
+
 // Runs fn on the host thread at the call (or at each replay of a graph that captured it):
 // a stream never runs behind its host here, so a host function cannot hold it up.
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data) {
@@ -342,6 +383,7 @@ const char* cudaGetErrorName(cudaError_t err) {
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
     case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
     case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
