@@ -7,13 +7,16 @@ a cluster (the image half is image_checks.py):
   - every Deployment runs the image's ENTRYPOINT flags, and the CPU one exactly the
     image's ENTRYPOINT and CMD; its port, probes, Service, grace period, user and
     resources agree with those flags;
-  - tpserve started with exactly that command line (only the binaries, the model and the
-    port swapped for the built ones, the repo's and a free one) turns SERVING on
-    grpc.health.v1, passes the image's HEALTHCHECK, generates, stays within the memory
-    request, and on SIGTERM exits 0 within terminationGracePeriodSeconds.
+  - tpserve started with exactly each Deployment's command line (only the binaries, the
+    model and the port swapped for the built ones, the repo's and a free one; the CUDA
+    one's ranks are tpserve_worker_emu, on the CPU emulator of CUDA with 512 MiB
+    devices) turns SERVING on grpc.health.v1, passes the image's HEALTHCHECK,
+    generates, stays within the memory request, and on SIGTERM exits 0 within
+    terminationGracePeriodSeconds.
 Every broken rule is reported with its file. Runs from the Bazel runfiles root with
 Debian's python3 (PyYAML, grpcio)."""
 import collections
+import os
 import signal
 import socket
 import subprocess
@@ -32,9 +35,11 @@ PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
 # chunks (2 s) and stop the ranks.
 POOL_STOP_S = 5
 
-# The CPU Deployment: where it is, its command line, grace period (s) and memory request
-# (bytes).
-Reference = collections.namedtuple("Reference", "where argv grace memory")
+# A Deployment to run: where it is, its command line, grace period (s), memory request
+# (bytes) and --device.
+Reference = collections.namedtuple("Reference", "where argv grace memory device")
+WORKER_EMU = "worker/tpserve_worker_emu"
+EMU_DEVICE_MB = "512"  # the emulated GPUs' memory, which --gpu-memory-fraction takes from
 
 
 def differences(flags, image_flags, only_theirs=False):
@@ -77,7 +82,7 @@ def check_resources(where, container, flags, f):
 
 
 def check_deployment(path, deployment, image, image_flags, known, f):
-    """Returns the Reference of a CPU Deployment, else None."""
+    """Returns the Deployment's Reference, or None when it cannot run."""
     where = "%s: Deployment %s" % (path, deployment["metadata"]["name"])
     spec, pod = deployment["spec"], deployment["spec"]["template"]["spec"]
     f.check(spec.get("replicas") == 1, where, "replicas is not 1")
@@ -115,7 +120,7 @@ def check_deployment(path, deployment, image, image_flags, known, f):
     f.check(not context.get("readOnlyRootFilesystem") or "/tmp" in mounts, where,
             "the root filesystem is read-only but /tmp (the ranks' control socket) is not mounted")
     memory = check_resources(where, container, flags, f)
-    return Reference(where, argv, grace, memory) if flags.get("device") == "cpu" else None
+    return Reference(where, argv, grace, memory, flags.get("device"))
 
 
 def check_services(path, documents, f):
@@ -138,19 +143,19 @@ def check_services(path, documents, f):
 
 
 def check_manifests(image, image_flags, known, f):
-    """Returns the Reference of the one CPU Deployment, or None."""
+    """Returns the Reference of every Deployment (one with --device cpu among them)."""
     found = manifests.load(MANIFESTS)
     f.check(found, MANIFESTS, "no manifests")
-    reference = []
+    references = []
     for path, documents in found.items():
         f.check(manifests.of_kind(documents, "Deployment"), path, "no Deployment")
         for deployment in manifests.of_kind(documents, "Deployment"):
             result = check_deployment(path, deployment, image, image_flags, known, f)
-            reference += [result] if result else []
+            references += [result] if result else []
         check_services(path, documents, f)
-    f.check(len(reference) == 1, MANIFESTS,
-            "%d Deployments with --device cpu, not 1" % len(reference))
-    return reference[0] if len(reference) == 1 else None
+    cpu = [r for r in references if r.device == "cpu"]
+    f.check(len(cpu) == 1, MANIFESTS, "%d Deployments with --device cpu, not 1" % len(cpu))
+    return references
 
 
 def free_port():
@@ -219,14 +224,19 @@ def check_sigterm(server, address, grace, where, f):
 def run_reference(reference, healthcheck, f):
     where = "%s, run as %s" % (reference.where, " ".join(reference.argv))
     local = free_port()
-    argv = [SERVER] + replace_flags(reference.argv[1:], {"model": DEMO, "worker-binary": WORKER,
-                                                         "port": str(local)})
+    cuda = reference.device == "cuda"
+    argv = [SERVER] + replace_flags(reference.argv[1:], {
+        "model": DEMO, "worker-binary": WORKER_EMU if cuda else WORKER, "port": str(local)})
     stubs()
+    if cuda:
+        os.environ["TPSERVE_EMU_DEVICE_MB"] = EMU_DEVICE_MB
     try:
         server = Server(argv=argv)
     except AssertionError as e:
         f.check(False, where, "tpserve does not start: %s" % e)
         return
+    finally:
+        os.environ.pop("TPSERVE_EMU_DEVICE_MB", None)  # the ranks have inherited it
     address = "127.0.0.1:%d" % local
     try:
         f.check(server.address.endswith(":%d" % local), where, "serves on %s" % server.address)
@@ -246,9 +256,9 @@ def main():
     check_libraries(image, f)
     image_flags = check_image(image, known, f)
     if image.entrypoint and image.cmd:
-        reference = check_manifests(image, image_flags, known, f)
-        if reference and image.healthcheck:
-            run_reference(reference, image.healthcheck, f)
+        for reference in check_manifests(image, image_flags, known, f):
+            if image.healthcheck:
+                run_reference(reference, image.healthcheck, f)
     for rule in f.rules:
         print("FAIL " + rule, flush=True)
     if f.rules:
