@@ -14,10 +14,10 @@ absl::Status EngineOptions::Validate() const {
   if (max_queue < 1) {
     return absl::InvalidArgumentError(absl::StrCat("max_queue must be ≥ 1, got ", max_queue));
   }
-  if (max_context < 0 || kv_watermark_blocks < 0) {
+  if (max_context < 0 || kv_watermark_blocks < 0 || vocab_size < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("max_context (", max_context, ") and kv_watermark_blocks (",
-                     kv_watermark_blocks, ") must be ≥ 0"));
+        absl::StrCat("max_context (", max_context, "), kv_watermark_blocks (",
+                     kv_watermark_blocks, ") and vocab_size (", vocab_size, ") must be ≥ 0"));
   }
   return absl::OkStatus();
 }

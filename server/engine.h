@@ -38,6 +38,7 @@ struct EngineOptions {
   int max_queue = 256;           // waiting requests; beyond it Submit is RESOURCE_EXHAUSTED
   int max_context = 0;           // prompt + generated tokens per sequence
   int kv_watermark_blocks = 1;   // kept free when admitting new sequences
+  int vocab_size = 0;            // sampled token ids must be in [0, vocab_size); 0: unchecked
   std::vector<int32_t> eos_token_ids;
 
   absl::Status Validate() const;

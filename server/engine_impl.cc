@@ -1,8 +1,11 @@
 #include "server/engine_impl.h"
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
@@ -137,8 +140,10 @@ absl::Status Engine::Impl::ApplyOutputs(const ScheduledStep& step,
     scheduled[s.seq->id()] = &s;
     expected_tokens += s.samples() ? 1 : 0;
   }
-  // Validate the whole result before acting on it.
+  // Validate the whole result before acting on it: a rank's answer that breaks the
+  // protocol fails the step (the pool), never reaches a request.
   size_t tokens = 0;
+  absl::flat_hash_set<uint64_t> answered;
   for (const worker::v1::SequenceOutput& output : result.sequences()) {
     auto it = scheduled.find(output.seq_id());
     if (it == scheduled.end() || output.has_token_id() != it->second->samples()) {
@@ -146,6 +151,11 @@ absl::Status Engine::Impl::ApplyOutputs(const ScheduledStep& step,
                                                  ": unexpected output for sequence ",
                                                  output.seq_id()));
     }
+    if (!answered.insert(output.seq_id()).second) {
+      return absl::UnavailableError(absl::StrCat("step ", step.plan.step(), ": sequence ",
+                                                 output.seq_id(), " answered twice"));
+    }
+    TPSERVE_RETURN_IF_ERROR(ValidateOutput(step.plan.step(), *it->second->seq, output));
     tokens += output.has_token_id() ? 1 : 0;
   }
   if (tokens != expected_tokens || result.sequences_size() > static_cast<int>(step.batch.size())) {
@@ -156,6 +166,62 @@ absl::Status Engine::Impl::ApplyOutputs(const ScheduledStep& step,
     const ScheduledSequence& s = *scheduled[output.seq_id()];
     s.seq->AddPromptLogprobs(s.first_position, output.prompt_logprobs());
     if (output.has_token_id()) AppendToken(s.seq, output);
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// A logprob as a rank computes it: finite (or -inf, a token the model rules out), ≤ 0.
+bool IsLogprob(float logprob) { return !std::isnan(logprob) && logprob <= 1e-4f; }
+
+absl::Status ValidateLogprobs(const worker::v1::PositionLogprobs& lp, int top_n, int vocab,
+                              const std::string& where) {
+  const auto in_vocab = [vocab](int32_t id) { return id >= 0 && (vocab == 0 || id < vocab); };
+  if (!in_vocab(lp.chosen().token_id()) || !IsLogprob(lp.chosen().logprob())) {
+    return absl::UnavailableError(absl::StrCat(where, ": logprob ", lp.chosen().logprob(),
+                                               " of token ", lp.chosen().token_id()));
+  }
+  if (lp.top_size() > top_n) {
+    return absl::UnavailableError(
+        absl::StrCat(where, ": ", lp.top_size(), " alternatives, at most ", top_n, " asked"));
+  }
+  for (const worker::v1::Logprob& alt : lp.top()) {
+    if (!in_vocab(alt.token_id()) || !IsLogprob(alt.logprob())) {
+      return absl::UnavailableError(absl::StrCat(where, ": alternative logprob ", alt.logprob(),
+                                                 " of token ", alt.token_id()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Engine::Impl::ValidateOutput(uint64_t step, const Sequence& seq,
+                                          const worker::v1::SequenceOutput& output) const {
+  const std::string where = absl::StrCat("step ", step, ": sequence ", output.seq_id());
+  const int vocab = options.vocab_size;
+  const EngineRequest& request = seq.request();
+  if (output.has_token_id()) {
+    const int32_t token = output.token_id();
+    if (token < 0 || (vocab > 0 && token >= vocab)) {
+      return absl::UnavailableError(absl::StrCat(where, ": sampled token ", token,
+                                                 " outside the vocabulary [0, ", vocab, ")"));
+    }
+    if (request.logprobs >= 0) {
+      if (!output.has_logprobs() || output.logprobs().chosen().token_id() != token) {
+        return absl::UnavailableError(
+            absl::StrCat(where, ": logprobs asked for, not given for token ", token));
+      }
+      TPSERVE_RETURN_IF_ERROR(ValidateLogprobs(output.logprobs(), request.logprobs, vocab, where));
+    }
+  }
+  if (request.prompt_logprobs < 0 && output.prompt_logprobs_size() > 0) {
+    return absl::UnavailableError(absl::StrCat(where, ": prompt logprobs nobody asked for"));
+  }
+  for (const worker::v1::PositionLogprobs& lp : output.prompt_logprobs()) {
+    TPSERVE_RETURN_IF_ERROR(ValidateLogprobs(lp, std::max(request.prompt_logprobs, 0), vocab,
+                                             where + " (prompt)"));
   }
   return absl::OkStatus();
 }

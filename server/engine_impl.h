@@ -48,6 +48,10 @@ struct Engine::Impl {
   void WaitForInput(absl::Time deadline);
   absl::Status RunStep(const ScheduledStep& step);
   absl::Status ApplyOutputs(const ScheduledStep& step, const worker::v1::StepResult& result);
+  // UNAVAILABLE when rank 0's output for `seq` breaks worker.proto: a token outside the
+  // vocabulary, logprobs missing, mismatched, not finite or more than asked for.
+  absl::Status ValidateOutput(uint64_t step, const Sequence& seq,
+                              const worker::v1::SequenceOutput& output) const;
   void AppendToken(Sequence* seq, const worker::v1::SequenceOutput& output);
   // Ends a live request: frees its blocks, then on_done(status).
   void End(uint64_t id, absl::Status status);

@@ -1,6 +1,10 @@
 // Engine tests for how requests end other than by finishing: abort, deadline, executor
 // failure, a full queue, bad requests, Stop — and for stats.
+#include <cmath>
+#include <functional>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -11,6 +15,8 @@
 
 namespace tpserve {
 namespace {
+
+constexpr int kTestVocab = 1000;
 
 TEST(EngineLifecycleTest, AbortFromACallbackCancelsAndFreesBlocks) {
   FakeExecutorConfig fake_config{/*num_blocks=*/256, /*block_size=*/4};
@@ -72,6 +78,64 @@ TEST(EngineLifecycleTest, ExecutorFailureEndsEveryRequestUnavailable) {
   Collector late;
   EXPECT_EQ(t.engine->Submit(Request(4, 4, 9), late.OnChunk(), late.OnDone()).status().code(),
             absl::StatusCode::kUnavailable);
+}
+
+// A rank 0 that answers against worker.proto: each way fails the step — every request
+// ends UNAVAILABLE, the engine turns unhealthy — and none crashes the frontend or reaches
+// a client (a duplicated answer once freed a finished sequence and then used it).
+TEST(EngineLifecycleTest, MalformedResultsFailTheStepNotTheProcess) {
+  using worker::v1::StepResult;
+  const std::vector<std::pair<std::string, std::function<void(StepResult*)>>> faults = {
+      {"duplicated answer",
+       [](StepResult* r) {
+         if (r->sequences_size() == 2) *r->mutable_sequences(1) = r->sequences(0);
+       }},
+      {"token past the vocabulary",
+       [](StepResult* r) {
+         for (auto& s : *r->mutable_sequences()) {
+           if (s.has_token_id()) s.set_token_id(kTestVocab);
+         }
+       }},
+      {"negative token",
+       [](StepResult* r) {
+         for (auto& s : *r->mutable_sequences()) {
+           if (s.has_token_id()) s.set_token_id(-3);
+         }
+       }},
+      {"logprobs missing", [](StepResult* r) {
+         for (auto& s : *r->mutable_sequences()) s.clear_logprobs();
+       }},
+      {"NaN logprob", [](StepResult* r) {
+         for (auto& s : *r->mutable_sequences()) {
+           if (s.has_token_id()) s.mutable_logprobs()->mutable_chosen()->set_logprob(NAN);
+         }
+       }},
+      {"more alternatives than asked", [](StepResult* r) {
+         for (auto& s : *r->mutable_sequences()) {
+           if (s.has_token_id()) s.mutable_logprobs()->add_top()->set_token_id(1);
+         }
+       }},
+      {"prompt logprobs nobody asked for", [](StepResult* r) {
+         for (auto& s : *r->mutable_sequences()) s.add_prompt_logprobs();
+       }},
+  };
+  for (const auto& [name, fault] : faults) {
+    FakeExecutorConfig fake_config{/*num_blocks=*/64, /*block_size=*/4, kTestVocab};
+    fake_config.corrupt = fault;
+    EngineOptions options = Options(64, 8);
+    options.vocab_size = kTestVocab;
+    TestEngine t(fake_config, options);
+    std::vector<EngineRequest> requests = {Request(4, 6, 1), Request(5, 6, 2)};
+    for (EngineRequest& r : requests) r.logprobs = 2;
+    requests[1].prompt_logprobs = -1;
+    auto results = t.RunAll(requests);
+    for (const auto& result : results) {
+      EXPECT_EQ(result->status().code(), absl::StatusCode::kUnavailable)
+          << name << ": " << result->status();
+      EXPECT_TRUE(result->Tokens().empty()) << name << ": a bad answer reached a request";
+    }
+    EXPECT_FALSE(t.engine->healthy()) << name;
+  }
 }
 
 TEST(EngineLifecycleTest, FullQueueIsResourceExhaustedAndStopEndsTheRest) {

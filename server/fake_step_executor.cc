@@ -62,6 +62,7 @@ absl::StatusOr<StepResult> FakeStepExecutor::RunStep(const StepPlan& plan) {
   for (const auto& delta : plan.running()) {
     *result.add_sequences() = Compute(delta.seq_id(), delta.num_new_tokens(), seqs_[delta.seq_id()]);
   }
+  if (config_.corrupt) config_.corrupt(&result);
   return result;
 }
 

@@ -41,6 +41,8 @@ struct FakeExecutorConfig {
   // Default: HashNextToken(history, vocab_size).
   std::function<int32_t(absl::Span<const int32_t>)> next_token;
   uint64_t fail_at_step = 0;  // this step and every later one are UNAVAILABLE; 0: never
+  // Applied to each result before it is returned: a rank that breaks the protocol.
+  std::function<void(worker::v1::StepResult*)> corrupt;
   absl::Duration step_delay = absl::ZeroDuration();
 };
 
