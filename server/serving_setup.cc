@@ -143,6 +143,11 @@ absl::StatusOr<ServingSetup> PrepareServing(const ServerConfig& config) {
   TPSERVE_ASSIGN_OR_RETURN(const ModelConfig model,
                            LoadModelConfig((fs::path(config.model_dir) / "config.json").string()));
   TPSERVE_RETURN_IF_ERROR(model.ValidateTp(config.tp));
+  if (config.max_context > model.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-context ", config.max_context, " exceeds the model's max_position_embeddings ",
+        model.max_position_embeddings, " (", config.model_dir, "/config.json)"));
+  }
   const int max_context =
       config.max_context > 0 ? config.max_context : model.max_position_embeddings;
   ServingSetup setup;

@@ -179,6 +179,13 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> BuildRank(const Assignment& a) {
   if (absl::Status s = ValidateAssignment(a); !s.ok()) return s;
   absl::StatusOr<ModelFiles> files = OpenModel(a.model_dir(), a.world_size());
   if (!files.ok()) return files.status();
+  // Positions past the model's table would be refused mid-step, after the plan was
+  // taken, and cost the whole pool: refuse the assignment instead.
+  if (a.max_context() > files->config.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "assignment: max_context ", a.max_context(), " exceeds the model's ",
+        "max_position_embeddings ", files->config.max_position_embeddings));
+  }
   return a.device() == "cpu" ? BuildCpuRank(a, *files) : BuildCudaRank(a, *files);
 }
 

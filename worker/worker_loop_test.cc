@@ -41,6 +41,16 @@ void ExpectError(const worker::v1::Assignment& a, absl::StatusCode code, const s
   EXPECT_NE(rank.status().message().find(text), std::string::npos) << rank.status();
 }
 
+TEST(BuildRankTest, ContextPastTheModelsPositionsIsRefused) {
+  worker::v1::Assignment a = CudaAssignment();
+  a.set_device("cpu");
+  a.set_dtype("float32");
+  a.set_comm_backend("gloo");
+  a.set_max_context(513);  // llama_gqa has 512 positions
+  ExpectError(a, absl::StatusCode::kInvalidArgument,
+              "max_context 513 exceeds the model's max_position_embeddings 512");
+}
+
 TEST(BuildRankTest, BadCudaAssignmentsNameTheField) {
   worker::v1::Assignment a = CudaAssignment();
   a.set_device("cuda:x");

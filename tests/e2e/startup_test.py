@@ -38,7 +38,9 @@ def check_not_serving_until_ready(pb, pb_grpc):
 def check_bad_flags():
     for args, message in [([], "--model is required"),
                           (["--model", MODEL, "--port", "0", "--tp", "3"], "heads"),
-                          (["--model", MODEL, "--port", "0", "--device", "tpu"], "--device")]:
+                          (["--model", MODEL, "--port", "0", "--device", "tpu"], "--device"),
+                          (["--model", MODEL, "--port", "0", "--max-context", "513"],
+                           "--max-context 513 exceeds the model's max_position_embeddings 512")]:
         out = subprocess.run([SERVER] + args, capture_output=True, text=True, timeout=60)
         assert out.returncode in (1, 2), (args, out.returncode)
         assert message in out.stderr, (args, out.stderr)
