@@ -16,6 +16,18 @@ bool WorkerConnection::Write(const FrontendMessage& message) {
   return stream_->Write(message);
 }
 
+bool WorkerConnection::TryWrite(const FrontendMessage& message) {
+  if (!write_mu_.TryLock()) return false;
+  bool written = false;
+  {
+    absl::MutexLock state(&state_mu_);
+    written = !closing_;
+  }
+  if (written) written = stream_->Write(message);
+  write_mu_.Unlock();
+  return written;
+}
+
 void WorkerConnection::Cancel() {
   absl::MutexLock state(&state_mu_);
   if (!closed_) context_->TryCancel();

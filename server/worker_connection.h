@@ -30,8 +30,11 @@ class WorkerConnection {
   WorkerConnection(grpc::ServerContext* context, WorkerStream* stream)
       : context_(context), stream_(stream) {}
 
-  // False if the stream is closing or the write failed.
+  // False if the stream is closing or the write failed. Blocks while the worker does not
+  // read (flow control) until Cancel().
   bool Write(const worker::v1::FrontendMessage& message);
+  // Write, unless another write is in flight (then false at once).
+  bool TryWrite(const worker::v1::FrontendMessage& message);
   // Cancels the call if its handler is still running: the worker's reads fail.
   void Cancel();
   // Handler only, before it returns: waits for an in-flight Write, then forbids more.

@@ -93,6 +93,7 @@ absl::StatusOr<StepResult> WorkerPool::Impl::RunStep(const StepPlan& plan) {
           absl::StrCat("step ", plan.step(), " does not follow step ", last_step));
     }
     awaited_step = plan.step();
+    step_started = absl::Now();
     results.assign(options.tp, std::nullopt);
     num_results = 0;
     targets = conns;
@@ -110,7 +111,7 @@ absl::StatusOr<StepResult> WorkerPool::Impl::RunStep(const StepPlan& plan) {
   auto answered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return num_results == options.tp || !failure.ok();
   };
-  if (!mu.AwaitWithTimeout(absl::Condition(&answered), options.step_timeout)) {
+  if (!mu.AwaitWithDeadline(absl::Condition(&answered), step_started + options.step_timeout)) {
     std::string late;
     for (int r = 0; r < options.tp; ++r) {
       if (!results[r]) absl::StrAppend(&late, late.empty() ? "" : ", ", r);
@@ -125,6 +126,7 @@ absl::StatusOr<StepResult> WorkerPool::Impl::RunStep(const StepPlan& plan) {
   }
   last_step = plan.step();
   awaited_step = 0;
+  step_started = absl::InfiniteFuture();
   return *std::move(results[0]);
 }
 
@@ -160,6 +162,14 @@ void WorkerPool::Impl::Supervise() {
         return !failure.ok() || stop_requested;
       };
       if (mu.AwaitWithTimeout(absl::Condition(&wake), kPollInterval)) break;
+      // RunStep's own wait covers a step once its plan is sent; this covers the sending,
+      // which blocks for as long as a rank does not read.
+      if (absl::Now() > step_started + options.step_timeout + kPollInterval) {
+        Fail(absl::DeadlineExceededError(absl::StrCat(
+            "step ", awaited_step, " was not delivered to every rank within ",
+            absl::FormatDuration(options.step_timeout), " (a rank stopped reading)")));
+        break;
+      }
     }
     for (auto it = running.begin(); it != running.end();) {
       std::optional<ChildExit> exit = PollChild(*it);
@@ -186,7 +196,9 @@ void WorkerPool::Impl::Teardown(const std::vector<pid_t>& running) {
     shutdown.mutable_shutdown()->set_reason(failure.ok() ? stop_reason
                                                          : std::string(failure.message()));
   }
-  for (const auto& conn : snapshot) conn->Write(shutdown);
+  // Never blocks: a stream stuck in a write (a rank that stopped reading) is cancelled
+  // below, which also ends that write.
+  for (const auto& conn : snapshot) conn->TryWrite(shutdown);
   {
     absl::MutexLock lock(&mu);
     auto all_closed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {

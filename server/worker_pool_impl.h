@@ -65,6 +65,9 @@ struct WorkerPool::Impl : public WorkerListener {
   int num_kv_blocks ABSL_GUARDED_BY(mu) = 0;
   uint64_t last_step ABSL_GUARDED_BY(mu) = 0;
   uint64_t awaited_step ABSL_GUARDED_BY(mu) = 0;  // 0: no step in flight
+  // When RunStep began sending awaited_step's plan: the step deadline counts from there,
+  // so a rank that stops reading (its stream's window full) fails the step in time too.
+  absl::Time step_started ABSL_GUARDED_BY(mu) = absl::InfiniteFuture();
   std::vector<std::optional<worker::v1::StepResult>> results ABSL_GUARDED_BY(mu);
   int num_results ABSL_GUARDED_BY(mu) = 0;
 };

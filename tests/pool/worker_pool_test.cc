@@ -165,6 +165,31 @@ TEST_F(WorkerPoolTest, HungWorkerMissesTheDeadlineAndIsKilled) {
   for (int64_t pid : pids) EXPECT_TRUE(ProcessGone(pid)) << pid;
 }
 
+// A rank that stops reading while a plan bigger than its stream's flow-control window is
+// sent: the write blocks, and the step deadline must still end the step (it counts from
+// the sending), the teardown must not wait on that write, and no process is left.
+TEST_F(WorkerPoolTest, RankThatStopsReadingMidPlanFailsTheStepInTime) {
+  WorkerPoolOptions o = Options();
+  o.step_timeout = absl::Seconds(1);
+  o.stop_grace = absl::Milliseconds(300);
+  auto pool = WorkerPool::Start(o);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  const std::vector<int64_t> pids = (*pool)->worker_pids();
+  kill(static_cast<pid_t>(pids[0]), SIGSTOP);
+  worker::v1::StepPlan plan;
+  plan.set_step(1);
+  worker::v1::NewSequence* seq = plan.add_new_sequences();
+  seq->set_seq_id(1);
+  for (int i = 0; i < 4'000'000; ++i) seq->add_token_ids(300);  // ~8 MB on the wire
+  const absl::Time start = absl::Now();
+  absl::StatusOr<worker::v1::StepResult> result = (*pool)->RunStep(plan);
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable) << result.status();
+  EXPECT_LT(took, absl::Seconds(6)) << result.status();
+  EXPECT_TRUE(NoChildrenLeft());
+  for (int64_t pid : pids) EXPECT_TRUE(ProcessGone(pid)) << pid;
+}
+
 TEST_F(WorkerPoolTest, WorkerThatCannotLoadFailsStartWithTheCause) {
   WorkerPoolOptions o = Options();
   o.model_dir = absl::StrCat(dir_, "/no_such_model");
