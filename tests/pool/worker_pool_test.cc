@@ -146,14 +146,22 @@ TEST_F(WorkerPoolTest, KilledWorkerFailsThePoolAndTheNextGenerationStarts) {
   ExpectGreedyMatches(**next_pool);
 }
 
-TEST_F(WorkerPoolTest, HungWorkerMissesTheDeadlineAndIsKilled) {
-  WorkerPoolOptions o = Options();
+// A pool with a 1 s step deadline whose rank 0 is then SIGSTOPped; its ranks' pids.
+std::vector<int64_t> StopRankZero(absl::StatusOr<std::unique_ptr<WorkerPool>>& pool,
+                                  WorkerPoolOptions o) {
   o.step_timeout = absl::Seconds(1);
   o.stop_grace = absl::Milliseconds(300);
-  auto pool = WorkerPool::Start(o);
-  ASSERT_TRUE(pool.ok()) << pool.status();
+  pool = WorkerPool::Start(o);
+  if (!pool.ok()) return {};
   const std::vector<int64_t> pids = (*pool)->worker_pids();
   kill(static_cast<pid_t>(pids[0]), SIGSTOP);
+  return pids;
+}
+
+TEST_F(WorkerPoolTest, HungWorkerMissesTheDeadlineAndIsKilled) {
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool;
+  const std::vector<int64_t> pids = StopRankZero(pool, Options());
+  ASSERT_TRUE(pool.ok()) << pool.status();
   const absl::Time start = absl::Now();
   auto out = RunGreedy([&](const worker::v1::StepPlan& p) { return (*pool)->RunStep(p); },
                        GreedyRequests(), kBlockSize, kNumBlocks);
@@ -169,13 +177,9 @@ TEST_F(WorkerPoolTest, HungWorkerMissesTheDeadlineAndIsKilled) {
 // sent: the write blocks, and the step deadline must still end the step (it counts from
 // the sending), the teardown must not wait on that write, and no process is left.
 TEST_F(WorkerPoolTest, RankThatStopsReadingMidPlanFailsTheStepInTime) {
-  WorkerPoolOptions o = Options();
-  o.step_timeout = absl::Seconds(1);
-  o.stop_grace = absl::Milliseconds(300);
-  auto pool = WorkerPool::Start(o);
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool;
+  const std::vector<int64_t> pids = StopRankZero(pool, Options());
   ASSERT_TRUE(pool.ok()) << pool.status();
-  const std::vector<int64_t> pids = (*pool)->worker_pids();
-  kill(static_cast<pid_t>(pids[0]), SIGSTOP);
   worker::v1::StepPlan plan;
   plan.set_step(1);
   worker::v1::NewSequence* seq = plan.add_new_sequences();
