@@ -1,8 +1,25 @@
 #include "worker/kv_cache.h"
 
+#include <unistd.h>
+
+#include <fstream>
+#include <new>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 
 namespace tpserve {
+
+int64_t AvailableHostBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (meminfo >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return int64_t{sysconf(_SC_AVPHYS_PAGES)} * sysconf(_SC_PAGESIZE);  // no MemAvailable
+}
 
 int64_t KvCacheShape::bytes() const {
   return int64_t{num_layers} * num_slots() * num_kv_heads * (head_dim + v_head_dim) *
@@ -28,7 +45,12 @@ absl::StatusOr<KvCache> KvCache::Create(const KvCacheShape& shape, int64_t max_b
         "KV cache of ", shape.num_blocks, " blocks needs ", shape.bytes(), " bytes, limit ",
         max_bytes));
   }
-  return KvCache(shape);
+  try {
+    return KvCache(shape);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "KV cache of ", shape.num_blocks, " blocks: allocating ", shape.bytes(), " bytes failed"));
+  }
 }
 
 }  // namespace tpserve

@@ -27,9 +27,14 @@ struct KvCacheShape {
   int64_t bytes() const;
 };
 
+// The host memory that can be allocated now without swapping (/proc/meminfo's
+// MemAvailable): the most a CPU rank's KV cache may take.
+int64_t AvailableHostBytes();
+
 class KvCache {
  public:
-  // InvalidArgument on non-positive sizes or a cache larger than max_bytes.
+  // InvalidArgument on non-positive sizes; ResourceExhausted for a cache larger than
+  // max_bytes or one the allocator refuses.
   static absl::StatusOr<KvCache> Create(const KvCacheShape& shape, int64_t max_bytes);
 
   const KvCacheShape& shape() const { return shape_; }

@@ -1,7 +1,8 @@
 #include "worker/model_runner.h"
 
-#include <limits>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace tpserve {
 
@@ -15,8 +16,15 @@ absl::StatusOr<std::unique_ptr<StepLogits>> ModelRunner::ForwardForSampling(
 absl::Status CpuModelRunner::AllocateCache(int num_blocks, int block_size) {
   cache_.reset();
   shape_ = KvCacheShape();
-  absl::StatusOr<KvCache> cache = KvCache::Create(model_->CacheShape(num_blocks, block_size),
-                                                  std::numeric_limits<int64_t>::max());
+  // More than the host has free would end in the OOM killer, not an error.
+  const KvCacheShape shape = model_->CacheShape(num_blocks, block_size);
+  const int64_t available = AvailableHostBytes();
+  if (shape.bytes() > available) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "kv cache: ", num_blocks, " blocks of ", block_size, " tokens need ", shape.bytes(),
+        " bytes, more than the host's available memory (", available, " bytes)"));
+  }
+  absl::StatusOr<KvCache> cache = KvCache::Create(shape, available);
   if (!cache.ok()) return cache.status();
   cache_ = *std::move(cache);
   shape_ = cache_->shape();

@@ -12,6 +12,7 @@
 #include "worker/cuda_rank.h"
 #include "worker/comm/gloo_comm_group.h"
 #include "worker/frontend_stream.h"
+#include "worker/kv_cache.h"
 #include "worker/protocol_version.h"
 
 namespace tpserve {
@@ -41,7 +42,7 @@ int64_t CpuKvBudget(const worker::v1::KvCacheSpec& kv, int world_size) {
   if (kv.memory_bytes() > 0) return kv.memory_bytes();
   if (kv.memory_fraction() <= 0 || kv.memory_fraction() > 1) return 0;
   // CPU ranks of one host share its memory.
-  const double available = double(sysconf(_SC_AVPHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  const double available = static_cast<double>(AvailableHostBytes());
   return static_cast<int64_t>(available * kv.memory_fraction() / std::max(world_size, 1));
 }
 

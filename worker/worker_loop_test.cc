@@ -51,6 +51,17 @@ TEST(BuildRankTest, ContextPastTheModelsPositionsIsRefused) {
               "max_context 513 exceeds the model's max_position_embeddings 512");
 }
 
+// A count no host can hold is an error naming the numbers, not bad_alloc or the OOM
+// killer.
+TEST(BuildRankTest, KvCacheBeyondTheHostsMemoryIsResourceExhausted) {
+  worker::v1::Assignment a = CudaAssignment();
+  a.set_device("cpu");
+  a.set_dtype("float32");
+  a.set_comm_backend("gloo");
+  a.mutable_kv_cache()->set_num_blocks(1 << 30);  // 4 TiB of llama_gqa blocks
+  ExpectError(a, absl::StatusCode::kResourceExhausted, "more than the host's available memory");
+}
+
 TEST(BuildRankTest, BadCudaAssignmentsNameTheField) {
   worker::v1::Assignment a = CudaAssignment();
   a.set_device("cuda:x");
