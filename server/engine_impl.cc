@@ -155,8 +155,15 @@ absl::Status Engine::Impl::ApplyOutputs(const ScheduledStep& step,
       return absl::UnavailableError(absl::StrCat("step ", step.plan.step(), ": sequence ",
                                                  output.seq_id(), " answered twice"));
     }
-    TPSERVE_RETURN_IF_ERROR(ValidateOutput(step.plan.step(), *it->second->seq, output));
+    TPSERVE_RETURN_IF_ERROR(ValidateOutput(step.plan.step(), *it->second, output));
     tokens += output.has_token_id() ? 1 : 0;
+  }
+  for (const ScheduledSequence& s : step.batch) {
+    if (!answered.contains(s.seq->id()) && ExpectedPromptLogprobs(s) > 0) {
+      return absl::UnavailableError(absl::StrCat("step ", step.plan.step(), ": sequence ",
+                                                 s.seq->id(), " asked for prompt logprobs, "
+                                                 "got no output"));
+    }
   }
   if (tokens != expected_tokens || result.sequences_size() > static_cast<int>(step.batch.size())) {
     return absl::UnavailableError(absl::StrCat("step ", step.plan.step(), ": ", tokens,
@@ -197,8 +204,16 @@ absl::Status ValidateLogprobs(const worker::v1::PositionLogprobs& lp, int top_n,
 
 }  // namespace
 
-absl::Status Engine::Impl::ValidateOutput(uint64_t step, const Sequence& seq,
+int64_t Engine::Impl::ExpectedPromptLogprobs(const ScheduledSequence& s) {
+  if (s.seq->request().prompt_logprobs < 0) return 0;
+  // One per computed position whose successor is a prompt token (as worker.proto says).
+  const int64_t end = std::min(s.first_position + s.num_new_tokens, s.seq->num_prompt_tokens() - 1);
+  return std::max<int64_t>(0, end - s.first_position);
+}
+
+absl::Status Engine::Impl::ValidateOutput(uint64_t step, const ScheduledSequence& scheduled,
                                           const worker::v1::SequenceOutput& output) const {
+  const Sequence& seq = *scheduled.seq;
   const std::string where = absl::StrCat("step ", step, ": sequence ", output.seq_id());
   const int vocab = options.vocab_size;
   const EngineRequest& request = seq.request();
@@ -216,8 +231,10 @@ absl::Status Engine::Impl::ValidateOutput(uint64_t step, const Sequence& seq,
       TPSERVE_RETURN_IF_ERROR(ValidateLogprobs(output.logprobs(), request.logprobs, vocab, where));
     }
   }
-  if (request.prompt_logprobs < 0 && output.prompt_logprobs_size() > 0) {
-    return absl::UnavailableError(absl::StrCat(where, ": prompt logprobs nobody asked for"));
+  if (output.prompt_logprobs_size() != ExpectedPromptLogprobs(scheduled)) {
+    return absl::UnavailableError(absl::StrCat(where, ": ", output.prompt_logprobs_size(),
+                                               " prompt logprobs, ",
+                                               ExpectedPromptLogprobs(scheduled), " expected"));
   }
   for (const worker::v1::PositionLogprobs& lp : output.prompt_logprobs()) {
     TPSERVE_RETURN_IF_ERROR(ValidateLogprobs(lp, std::max(request.prompt_logprobs, 0), vocab,

@@ -48,10 +48,13 @@ struct Engine::Impl {
   void WaitForInput(absl::Time deadline);
   absl::Status RunStep(const ScheduledStep& step);
   absl::Status ApplyOutputs(const ScheduledStep& step, const worker::v1::StepResult& result);
-  // UNAVAILABLE when rank 0's output for `seq` breaks worker.proto: a token outside the
-  // vocabulary, logprobs missing, mismatched, not finite or more than asked for.
-  absl::Status ValidateOutput(uint64_t step, const Sequence& seq,
+  // UNAVAILABLE when rank 0's output for `scheduled` breaks worker.proto: a token
+  // outside the vocabulary, logprobs missing, mismatched, not finite or more than asked
+  // for, prompt logprobs not one per computed position with a successor in the prompt.
+  absl::Status ValidateOutput(uint64_t step, const ScheduledSequence& scheduled,
                               const worker::v1::SequenceOutput& output) const;
+  // The prompt logprobs a rank owes for `s` this step (0 unless asked for).
+  static int64_t ExpectedPromptLogprobs(const ScheduledSequence& s);
   void AppendToken(Sequence* seq, const worker::v1::SequenceOutput& output);
   // Ends a live request: frees its blocks, then on_done(status).
   void End(uint64_t id, absl::Status status);

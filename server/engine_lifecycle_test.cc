@@ -118,15 +118,24 @@ TEST(EngineLifecycleTest, MalformedResultsFailTheStepNotTheProcess) {
       {"prompt logprobs nobody asked for", [](StepResult* r) {
          for (auto& s : *r->mutable_sequences()) s.add_prompt_logprobs();
        }},
+      {"a prompt logprob short", [](StepResult* r) {
+         for (auto& s : *r->mutable_sequences()) {
+           if (s.prompt_logprobs_size() > 0) s.mutable_prompt_logprobs()->RemoveLast();
+         }
+       }},
+      {"the output of a sequence owed prompt logprobs left out", [](StepResult* r) {
+         r->mutable_sequences()->DeleteSubrange(0, 1);
+       }},
   };
   for (const auto& [name, fault] : faults) {
     FakeExecutorConfig fake_config{/*num_blocks=*/64, /*block_size=*/4, kTestVocab};
     fake_config.corrupt = fault;
-    EngineOptions options = Options(64, 8);
+    EngineOptions options = Options(3, 8);  // the first step is a prefill chunk
     options.vocab_size = kTestVocab;
     TestEngine t(fake_config, options);
     std::vector<EngineRequest> requests = {Request(4, 6, 1), Request(5, 6, 2)};
     for (EngineRequest& r : requests) r.logprobs = 2;
+    requests[0].prompt_logprobs = 1;
     requests[1].prompt_logprobs = -1;
     auto results = t.RunAll(requests);
     for (const auto& result : results) {
