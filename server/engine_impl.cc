@@ -86,17 +86,12 @@ void Engine::Impl::CancelLive() {
   std::vector<uint64_t> ids;
   for (const auto& [id, request] : live) ids.push_back(id);
   for (uint64_t id : ids) {
-    Request& request = live.at(id);
-    if (absl::Status s = request.seq->Finish(FinishReason::kCancelled); !s.ok()) {
+    if (absl::Status s = live.at(id).seq->Finish(FinishReason::kCancelled); !s.ok()) {
       End(id, absl::InternalError(absl::StrCat("sequence ", id, ": ", s.ToString())));
       continue;
     }
-    scheduler.Remove(request.seq.get());
-    request.on_chunk(request.seq->TakeChunk());
-    request.on_done(absl::OkStatus());
-    live.erase(id);
+    Complete(id);
   }
-  PublishStats();
 }
 
 void Engine::Impl::EndExpired() {
@@ -253,14 +248,18 @@ void Engine::Impl::AppendToken(Sequence* seq, const worker::v1::SequenceOutput& 
     End(id, absl::InternalError(absl::StrCat("sequence ", id, ": ", status.ToString())));
     return;
   }
-  Request& request = live.at(id);
   if (!seq->finish_reason().has_value()) {
-    request.on_chunk(seq->TakeChunk());
+    live.at(id).on_chunk(seq->TakeChunk());
     return;
   }
-  scheduler.Remove(seq);
+  Complete(id);
+}
+
+void Engine::Impl::Complete(uint64_t id) {
+  Request& request = live.at(id);
+  scheduler.Remove(request.seq.get());
   PublishStats();
-  request.on_chunk(seq->TakeChunk());
+  request.on_chunk(request.seq->TakeChunk());
   request.on_done(absl::OkStatus());
   live.erase(id);
 }

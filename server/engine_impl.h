@@ -58,6 +58,9 @@ struct Engine::Impl {
   void AppendToken(Sequence* seq, const worker::v1::SequenceOutput& output);
   // Ends a live request: frees its blocks, then on_done(status).
   void End(uint64_t id, absl::Status status);
+  // A live request whose sequence has its finish reason: frees its blocks, sends its
+  // last chunk (finish reason, usage), then on_done(OK).
+  void Complete(uint64_t id);
   // Ends every request, live or submitted, with `status`.
   void FailAll(const absl::Status& status);
   // Finishes every live request with FINISH_REASON_CANCELLED: a last chunk (text held
