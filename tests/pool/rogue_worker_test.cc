@@ -83,6 +83,21 @@ class RogueWorkerTest : public ::testing::Test {
     m.mutable_ready()->set_num_kv_blocks(blocks);
     return m;
   }
+  // A worker that sends Ready, waits for its first plan, then does `wrong` with it.
+  static Script AfterFirstPlan(std::function<void(ClientStream*, uint64_t step)> wrong) {
+    return [wrong](ClientStream* s) {
+      Send(s, Ready(16));
+      FrontendMessage plan;
+      if (s->Read(&plan)) wrong(s, plan.step_plan().step());
+    };
+  }
+  static WorkerMessage Error(absl::StatusCode code, const std::string& text, uint64_t step = 0) {
+    WorkerMessage m;
+    m.mutable_error()->set_code(static_cast<int>(code));
+    m.mutable_error()->set_message(text);
+    m.mutable_error()->set_step(step);
+    return m;
+  }
   static worker::v1::StepPlan Plan() {
     worker::v1::StepPlan plan;
     plan.set_step(1);
@@ -127,69 +142,47 @@ TEST_F(RogueWorkerTest, ReadyWithoutBlocksFailsTheStart) {
 
 TEST_F(RogueWorkerTest, ErrorAtLoadFailsTheStartWithItsMessage) {
   Attach([](ClientStream* s) {
-    WorkerMessage m;
-    m.mutable_error()->set_code(static_cast<int>(absl::StatusCode::kNotFound));
-    m.mutable_error()->set_message("no such model");
-    Send(s, m);
+    Send(s, Error(absl::StatusCode::kNotFound, "no such model"));
   });
   ExpectStartFails("no such model");
 }
 
 TEST_F(RogueWorkerTest, ResultForAnotherStepFailsTheStep) {
-  Attach([](ClientStream* s) {
-    Send(s, Ready(16));
-    FrontendMessage plan;
-    if (!s->Read(&plan)) return;
+  Attach(AfterFirstPlan([](ClientStream* s, uint64_t step) {
     WorkerMessage m;
-    m.mutable_step_result()->set_step(plan.step_plan().step() + 7);
+    m.mutable_step_result()->set_step(step + 7);
     Send(s, m);
-  });
+  }));
   ExpectStepFails("broke the protocol");
 }
 
 TEST_F(RogueWorkerTest, SecondReadyWhileServingFailsTheStep) {
-  Attach([](ClientStream* s) {
+  Attach(AfterFirstPlan([](ClientStream* s, uint64_t) {
     Send(s, Ready(16));
-    FrontendMessage plan;
-    if (!s->Read(&plan)) return;
-    Send(s, Ready(16));
-  });
+  }));
   ExpectStepFails("broke the protocol");
 }
 
 TEST_F(RogueWorkerTest, ErrorMidStepFailsTheStepWithItsMessage) {
-  Attach([](ClientStream* s) {
-    Send(s, Ready(16));
-    FrontendMessage plan;
-    if (!s->Read(&plan)) return;
-    WorkerMessage m;
-    m.mutable_error()->set_code(static_cast<int>(absl::StatusCode::kInternal));
-    m.mutable_error()->set_message("collective timed out");
-    m.mutable_error()->set_step(plan.step_plan().step());
-    Send(s, m);
-  });
+  Attach(AfterFirstPlan([](ClientStream* s, uint64_t step) {
+    Send(s, Error(absl::StatusCode::kInternal, "collective timed out", step));
+  }));
   ExpectStepFails("collective timed out");
 }
 
 TEST_F(RogueWorkerTest, SecondHelloFailsTheStep) {
-  Attach([](ClientStream* s) {
-    Send(s, Ready(16));
-    FrontendMessage plan;
-    if (!s->Read(&plan)) return;
+  Attach(AfterFirstPlan([](ClientStream* s, uint64_t) {
     WorkerMessage hello;
     hello.mutable_hello()->set_protocol_version(kWorkerProtocolVersion);
     Send(s, hello);
-  });
+  }));
   ExpectStepFails("broke the protocol");
 }
 
 TEST_F(RogueWorkerTest, StreamClosedMidStepFailsTheStep) {
-  Attach([](ClientStream* s) {
-    Send(s, Ready(16));
-    FrontendMessage plan;
-    if (!s->Read(&plan)) return;
+  Attach(AfterFirstPlan([](ClientStream* s, uint64_t) {
     s->WritesDone();
-  });
+  }));
   ExpectStepFails("closed its stream");
 }
 
