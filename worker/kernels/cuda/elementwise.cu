@@ -25,12 +25,12 @@ __device__ __forceinline__ Dst Convert(Src v) {
 
 template <typename T, int N>
 __device__ __forceinline__ Chunk<T, N> LoadChunk(const T* p) {
-  return *reinterpret_cast<const Chunk<T, N>*>(p);
+  return LoadVec<Chunk<T, N>>(p);
 }
 
 template <typename T, int N>
 __device__ __forceinline__ void StoreChunk(T* p, const Chunk<T, N>& c) {
-  *reinterpret_cast<Chunk<T, N>*>(p) = c;
+  StoreVec(p, c);
 }
 
 // a = a + b per element, in fp32, rounded to T.

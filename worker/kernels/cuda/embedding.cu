@@ -21,9 +21,9 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int64_t local = int64_t{ids[blockIdx.x]} - vocab_start;
   Chunk<T, N> v{};  // zeros (+0.0 in fp32 and bf16) for ids of other ranks
   if (local >= 0 && local < rows) {
-    v = *reinterpret_cast<const Chunk<T, N>*>(weight + local * dim + col);
+    v = LoadVec<Chunk<T, N>>(weight + local * dim + col);
   }
-  *reinterpret_cast<Chunk<T, N>*>(out + int64_t{blockIdx.x} * dim + col) = v;
+  StoreVec(out + int64_t{blockIdx.x} * dim + col, v);
 }
 
 }  // namespace

@@ -105,8 +105,7 @@ __device__ __forceinline__ void LoadQueryFragments(const AttentionArgs<__nv_bflo
     for (int r = 0; r < 4; ++r) {
       const int col = kk * 16 + 2 * tq + 8 * (r / 2);
       const __nv_bfloat16* row = rows[r % 2];
-      q[kk][r] = row != nullptr && col < a.head_dim ? *reinterpret_cast<const uint32_t*>(row + col)
-                                                    : 0u;
+      q[kk][r] = row != nullptr && col < a.head_dim ? LoadVec<uint32_t>(row + col) : 0u;
     }
   }
 }
@@ -128,8 +127,8 @@ __device__ __forceinline__ void ScoreKeys(const AttentionArgs<__nv_bfloat16>& a,
 #pragma unroll
     for (int kk = 0; kk < L::kKSteps; ++kk) {
       if (kk < k_steps) {
-        const uint32_t b0 = *reinterpret_cast<const uint32_t*>(key_row + kk * 16);
-        const uint32_t b1 = *reinterpret_cast<const uint32_t*>(key_row + kk * 16 + 8);
+        const uint32_t b0 = LoadVec<uint32_t>(key_row + kk * 16);
+        const uint32_t b1 = LoadVec<uint32_t>(key_row + kk * 16 + 8);
         mma::MmaBf16(s[j], q[kk], b0, b1);
       }
     }
@@ -225,19 +224,19 @@ __device__ __forceinline__ void StoreLaneRows(const AttentionArgs<__nv_bfloat16>
     const int64_t out_row = token * a.num_heads + t.kv_head * a.group + (t.row0 + row) % a.group;
     if (a.num_splits == 1) {
       const float inv_sum = 1.0f / row_sum[h];
-      uint32_t* out = reinterpret_cast<uint32_t*>(a.out + out_row * dv + 2 * tq);
+      __nv_bfloat16* out = a.out + out_row * dv + 2 * tq;
 #pragma unroll
       for (int n = 0; n < L::kNTiles; ++n) {
         if (n < n_tiles) {
-          out[n * 4] = mma::PackBf16(o[n][2 * h] * inv_sum, o[n][2 * h + 1] * inv_sum);
+          StoreVec(out + n * 8, mma::PackBf16(o[n][2 * h] * inv_sum, o[n][2 * h + 1] * inv_sum));
         }
       }
     } else {
       const int64_t part = int64_t{t.split} * a.num_tokens * a.num_heads + out_row;
-      float2* out = reinterpret_cast<float2*>(a.partial_out + part * dv + 2 * tq);
+      float* out = a.partial_out + part * dv + 2 * tq;
 #pragma unroll
       for (int n = 0; n < L::kNTiles; ++n) {
-        if (n < n_tiles) out[n * 4] = make_float2(o[n][2 * h], o[n][2 * h + 1]);
+        if (n < n_tiles) StoreVec(out + n * 8, make_float2(o[n][2 * h], o[n][2 * h + 1]));
       }
       if (tq == 0) a.partial_max[part] = row_max[h], a.partial_sum[part] = row_sum[h];
     }

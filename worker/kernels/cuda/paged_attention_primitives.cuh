@@ -27,11 +27,11 @@ __device__ __forceinline__ void LoadFloats(const T* p, float* f) {
     if constexpr (N % 4 == 0) {
 #pragma unroll
       for (int i = 0; i < N; i += 4) {
-        const float4 v = *reinterpret_cast<const float4*>(p + i);
+        const float4 v = LoadVec<float4>(p + i);
         f[i] = v.x, f[i + 1] = v.y, f[i + 2] = v.z, f[i + 3] = v.w;
       }
     } else if constexpr (N == 2) {
-      const float2 v = *reinterpret_cast<const float2*>(p);
+      const float2 v = LoadVec<float2>(p);
       f[0] = v.x, f[1] = v.y;
     } else {
       f[0] = p[0];
@@ -46,7 +46,7 @@ __device__ __forceinline__ void LoadFloats(const T* p, float* f) {
                                     std::conditional_t<kPairsPerLoad == 2, uint2, unsigned>>;
 #pragma unroll
     for (int i = 0; i < N; i += 2 * kPairsPerLoad) {
-      const Load raw = *reinterpret_cast<const Load*>(p + i);
+      const Load raw = LoadVec<Load>(p + i);
       const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
 #pragma unroll
       for (int j = 0; j < kPairsPerLoad; ++j) {

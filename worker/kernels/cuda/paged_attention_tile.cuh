@@ -168,7 +168,7 @@ __device__ __forceinline__ void ScoreTile(const SmemTile<T>& m, int num_rows, in
         const float* q_row = m.q + (score_row0 + r) * m.q_stride + c * kVec;
 #pragma unroll
         for (int e = 0; e < kVec; e += 4) {
-          const float4 qv = *reinterpret_cast<const float4*>(q_row + e);
+          const float4 qv = LoadVec<float4>(q_row + e);
           s[r] = fmaf(qv.x, kf[e], s[r]);
           s[r] = fmaf(qv.y, kf[e + 1], s[r]);
           s[r] = fmaf(qv.z, kf[e + 2], s[r]);

@@ -34,6 +34,24 @@ struct alignas(N * sizeof(T) < 16 ? N * sizeof(T) : 16) Chunk {
   T v[N];
 };
 
+// *p as one V (a Chunk, uint4, float4, ...): p must be aligned to alignof(V), or a device
+// faults with a misaligned address, which ends the context. The emulator checks it.
+template <typename V>
+__device__ __forceinline__ V LoadVec(const void* p) {
+#if defined(TPSERVE_CUDA_EMULATOR)
+  ::tpserve::emu::CheckAligned(p, alignof(V), "load");
+#endif
+  return *static_cast<const V*>(p);
+}
+
+template <typename V>
+__device__ __forceinline__ void StoreVec(void* p, const V& v) {
+#if defined(TPSERVE_CUDA_EMULATOR)
+  ::tpserve::emu::CheckAligned(p, alignof(V), "store");
+#endif
+  *static_cast<V*>(p) = v;
+}
+
 template <typename T>
 __device__ __forceinline__ float ToFloat(T v) {
   if constexpr (std::is_same_v<T, float>) {
@@ -55,7 +73,7 @@ __device__ __forceinline__ T FromFloat(float v) {
 // N elements at p (aligned to the chunk) as fp32.
 template <typename T, int N>
 __device__ __forceinline__ void Load(const T* p, float (&f)[N]) {
-  const Chunk<T, N> c = *reinterpret_cast<const Chunk<T, N>*>(p);
+  const Chunk<T, N> c = LoadVec<Chunk<T, N>>(p);
 #pragma unroll
   for (int k = 0; k < N; ++k) f[k] = ToFloat(c.v[k]);
 }
@@ -66,7 +84,7 @@ __device__ __forceinline__ void Store(T* p, const float (&f)[N]) {
   Chunk<T, N> c;
 #pragma unroll
   for (int k = 0; k < N; ++k) c.v[k] = FromFloat<T>(f[k]);
-  *reinterpret_cast<Chunk<T, N>*>(p) = c;
+  StoreVec(p, c);
 }
 
 // The sum of v over the 32 lanes of a full warp, returned to every lane.

@@ -5,6 +5,7 @@
 
 #include "worker/kernels/cuda/launch.cuh"
 #include "worker/kernels/cuda/paged_attention.h"
+#include "worker/kernels/cuda/vec.cuh"
 
 namespace tpserve {
 namespace {
@@ -16,8 +17,10 @@ template <typename T>
 __device__ void CopySpan(const T* __restrict__ src, T* __restrict__ dst, int n, bool vector) {
   if (vector) {
     const int chunks = n * static_cast<int>(sizeof(T)) / 16;
+    const auto* from = reinterpret_cast<const uint4*>(src);
+    auto* to = reinterpret_cast<uint4*>(dst);
     for (int i = threadIdx.x; i < chunks; i += blockDim.x) {
-      reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(src)[i];
+      StoreVec(to + i, LoadVec<uint4>(from + i));
     }
   } else {
     for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
@@ -37,8 +40,6 @@ __global__ void __launch_bounds__(kThreads)
   CopySpan(row + k_col, k_cache + slot * k_width, k_width, k_vector);
   CopySpan(row + v_col, v_cache + slot * v_width, v_width, v_vector);
 }
-
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 

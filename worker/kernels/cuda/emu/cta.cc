@@ -288,5 +288,12 @@ void CommitCopies() {
 }
 void WaitCopies(int max_pending) { Running().WaitCopies(max_pending); }
 
+void CheckAligned(const void* p, size_t bytes, const char* access) {
+  if (reinterpret_cast<uintptr_t>(p) % bytes == 0) return;
+  const Thread& t = Running().current();
+  Fail("thread %d of CTA (%u, %u, %u): %zu-byte %s at %p: misaligned address", t.linear,
+       blockIdx.x, blockIdx.y, blockIdx.z, bytes, access, p);
+}
+
 }  // namespace emu
 }  // namespace tpserve

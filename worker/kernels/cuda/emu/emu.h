@@ -28,6 +28,8 @@
 //    waits for its committed group, so a missing wait or commit leaves stale shared memory.
 //    A misaligned copy, one outside the dynamic shared memory, and a thread exiting with
 //    copies it never waited for abort.
+//  - Alignment of wide accesses: the kernels' vector loads and stores (LoadVec, StoreVec
+//    in vec.cuh) abort unless aligned to their size, as a device faults.
 //  - Launches (LaunchKernel): grid and block limits, and dynamic shared memory against
 //    48 KiB or the kernel's cudaFuncSetAttribute limit (at most sm_90's 227 KiB); a bad
 //    configuration is the launch's error, as on a device.
@@ -95,6 +97,10 @@ unsigned Ballot(unsigned mask, bool predicate);  // bit i: lane i's predicate
 void CopyAsync16(void* smem, const void* global, bool valid);
 void CommitCopies();
 void WaitCopies(int max_pending);
+// Aborts, naming the thread, unless p is a multiple of `bytes`: a device faults on a wide
+// load or store that is not aligned to its size (cudaErrorMisalignedAddress), which x86
+// forgives. LoadVec and StoreVec (vec.cuh) call it.
+void CheckAligned(const void* p, size_t bytes, const char* access);
 
 // Validates the launch, then runs body() on every thread of the grid, or records it when
 // `stream` is capturing. `kernel` identifies the kernel for cudaFuncSetAttribute.

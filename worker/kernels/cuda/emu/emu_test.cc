@@ -261,6 +261,13 @@ __global__ void WritesBefore(float* p) { p[-1] = 0.0f; }
 
 __global__ void ReadsPast(const float* p, float* out) { out[0] = p[64]; }
 
+// A 16-byte load from 8 bytes into an allocation, as a misindexed uint4 load would be.
+__global__ void LoadsMisaligned(const float* p, float* out) {
+  emu::CheckAligned(p, 16, "load");
+  emu::CheckAligned(p + 2, 16, "load");
+  out[0] = p[2];
+}
+
 TEST(EmuDeathTest, MisusesAbortWithTheReason) {
   uint4* src = DeviceArray<uint4>(1);
   EXPECT_DEATH(emu::Launch(HalfTheCtaSyncs, 1, 128, 0, nullptr),
@@ -272,6 +279,8 @@ TEST(EmuDeathTest, MisusesAbortWithTheReason) {
   EXPECT_DEATH(emu::Launch(WritesBefore, 1, 1, 0, nullptr, device),
                "wrote 4 bytes before the device allocation of 256 bytes");
   EXPECT_DEATH(emu::Launch(ReadsPast, 1, 1, 0, nullptr, device, device), "");
+  EXPECT_DEATH(emu::Launch(LoadsMisaligned, 2, 1, 0, nullptr, device, device),
+               "thread 0 of CTA \\(0, 0, 0\\): 16-byte load at 0x[0-9a-f]+: misaligned address");
   cudaFree(src), cudaFree(device);
 }
 
