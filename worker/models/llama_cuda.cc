@@ -337,18 +337,19 @@ absl::Status CudaLlamaModel<T>::Attention(int layer, const CudaStepMetadata& met
   const CudaDecoderLayer<T>& l = layers_[layer];
   const int64_t n = meta.num_tokens;
   T* qkv = acts_.qkv.template as<T>();
+  // Keys and values go straight from the projection (keys rotated) into the cache.
+  RopeCacheWrite<T> cache;
+  cache.slots = meta.slots;
+  cache.k_cache = k_cache(layer), cache.v_cache = v_cache(layer);
+  cache.v_col = (num_heads_ + num_kv_heads_) * head_dim_;
+  cache.v_head_dim = static_cast<int>(v_head_dim_);
   TPSERVE_RETURN_IF_ERROR(Launched(
-      LaunchRope(qkv, qkv_width_, meta.positions, n, static_cast<int>(num_heads_),
-                 static_cast<int>(num_kv_heads_), static_cast<int>(head_dim_),
-                 cos_sin_.as<float>(), l.q_norm.template as<T>(), l.k_norm.template as<T>(),
-                 static_cast<float>(config_.rms_norm_eps), stream()),
-      "rope"));
-  TPSERVE_RETURN_IF_ERROR(Launched(
-      LaunchWriteKv(qkv, qkv_width_, num_heads_ * head_dim_,
-                    (num_heads_ + num_kv_heads_) * head_dim_, meta.slots, n,
-                    static_cast<int>(num_kv_heads_), static_cast<int>(head_dim_),
-                    static_cast<int>(v_head_dim_), k_cache(layer), v_cache(layer), stream()),
-      "kv write"));
+      LaunchRopeWriteKv(qkv, qkv_width_, meta.positions, n, static_cast<int>(num_heads_),
+                        static_cast<int>(num_kv_heads_), static_cast<int>(head_dim_),
+                        cos_sin_.as<float>(), l.q_norm.template as<T>(),
+                        l.k_norm.template as<T>(), static_cast<float>(config_.rms_norm_eps),
+                        cache, stream()),
+      "rope and kv write"));
   return Launched(
       LaunchPagedAttention(qkv, qkv_width_, k_cache(layer), v_cache(layer), meta.attention,
                            shape_.block_size, static_cast<int>(num_heads_),

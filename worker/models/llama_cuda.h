@@ -5,8 +5,8 @@
 // It is built from a host LlamaModel that has already loaded this rank's shards with the
 // parallel layers' WeightLoaders, so sharding has one implementation for both backends;
 // the host model can be dropped once Create returns. Per step:
-//   embed (mask + all-reduce) → L × [RMSNorm → QKV GEMM → (qk-norm +) RoPE → KV write →
-//   paged attention → o_proj (all-reduce) → add+RMSNorm → gate_up GEMM → SiLU·mul →
+//   embed (mask + all-reduce) → L × [RMSNorm → QKV GEMM → (qk-norm +) RoPE and KV write
+//   in one kernel → paged attention → o_proj (all-reduce) → add+RMSNorm → gate_up GEMM → SiLU·mul →
 //   down (all-reduce)] → add+RMSNorm on the logit rows only → LM head (all-gather)
 // every launch enqueued on the NcclCommGroup's stream; the host waits once per step,
 // through NcclCommGroup::WaitStream, so a hung peer fails the step within step_timeout.

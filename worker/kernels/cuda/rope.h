@@ -36,6 +36,28 @@ cudaError_t LaunchRope(T* qkv,  // [n, row_stride], row_stride ≥ (nq + nkv)·h
                        const T* k_norm,       // [head_dim] or null
                        float eps, cudaStream_t stream);
 
+// Where LaunchRopeWriteKv puts one layer's new keys and values: the paged cache, as
+// LaunchWriteKv (paged_attention.h) lays it out.
+template <typename T>
+struct RopeCacheWrite {
+  const int64_t* slots = nullptr;  // [n]; slots[t] < 0: token t is padding, writes nothing
+  T* k_cache = nullptr;            // [num_slots, nkv, head_dim]
+  T* v_cache = nullptr;            // [num_slots, nkv, v_head_dim]
+  int64_t v_col = 0;               // the v heads' first column in a qkv row
+  int v_head_dim = 0;
+};
+
+// LaunchRope and LaunchWriteKv in one pass: q heads are normed and rotated in place as
+// LaunchRope does; k heads are normed and rotated into k_cache[slots[t]] (qkv's k columns
+// keep their unrotated values); v heads, columns [v_col, v_col + nkv·v_head_dim), are
+// copied bit for bit into v_cache[slots[t]]. One launch instead of two, and the keys are
+// read once. Needs num_kv_heads ≥ 1 and the row to hold the v heads.
+template <typename T>
+cudaError_t LaunchRopeWriteKv(T* qkv, int64_t row_stride, const int32_t* positions, int64_t n,
+                              int num_q_heads, int num_kv_heads, int head_dim,
+                              const float* cos_sin, const T* q_norm, const T* k_norm, float eps,
+                              const RopeCacheWrite<T>& cache, cudaStream_t stream);
+
 }  // namespace tpserve
 
 #endif  // TPSERVE_WORKER_KERNELS_CUDA_ROPE_H_
