@@ -64,8 +64,8 @@ size_t PagedAttentionWorkspaceBytes(const AttentionMetadata& meta, int num_heads
 // sequence s (num_new of them) sits at position p = context_lens[s] − num_new + i and
 // attends to positions [max(0, p − sliding_window + 1), p] (sliding_window 0: all of
 // [0, p]); query head h reads kv head h / (num_heads / num_kv_heads). The new tokens' keys
-// and values must already be in the cache (LaunchWriteKv, or rope.h's LaunchRopeWriteKv). Rows of `out` outside every
-// sequence (padding) are left untouched.
+// and values must already be in the cache (LaunchWriteKv, or rope.h's LaunchRopeWriteKv).
+// Rows of `out` outside every sequence (padding) are left untouched.
 //   q: token t, head h at q[t·q_row_stride + h·head_dim ...+ head_dim)
 //   k_cache: [num_slots, num_kv_heads, head_dim], v_cache: [num_slots, num_kv_heads,
 //   v_head_dim] (one layer)
