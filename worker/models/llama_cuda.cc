@@ -126,6 +126,7 @@ class CudaLlamaModel : public CudaModelRunner {
   absl::StatusOr<Tensor> Forward(const StepBatch& batch) override;
   absl::StatusOr<const float*> ForwardToDevice(const StepBatch& batch) override;
   int num_decode_graphs() const override { return graphs_.num_captured(); }
+  absl::Duration last_enqueue_time() const override { return last_enqueue_time_; }
   absl::StatusOr<std::unique_ptr<StepLogits>> ForwardForSampling(const StepBatch& batch,
                                                                 bool sampling) override;
   void SetCudaGraphs(bool on) override {
@@ -192,6 +193,7 @@ class CudaLlamaModel : public CudaModelRunner {
   DecodeGraphs graphs_;
   int graph_context_ = 0, graph_width_ = 0;  // context bound and table width of graph steps
   std::unique_ptr<CudaSampler> sampler_;     // rank 0's, made at its first sampled step
+  absl::Duration last_enqueue_time_;
   absl::Status broken_;
 };
 
@@ -521,7 +523,9 @@ absl::StatusOr<const float*> CudaLlamaModel<T>::ForwardToDevice(const StepBatch&
         "a step with ", batch.NumLogitRows(), " logit rows exceeds max_logit_rows ",
         options_.max_logit_rows, " for device logits"));
   }
+  const absl::Time start = absl::Now();
   TPSERVE_RETURN_IF_ERROR(Enqueue(batch).status());
+  last_enqueue_time_ = absl::Now() - start;
   TPSERVE_RETURN_IF_ERROR(Broken(comm_->WaitStream(options_.step_timeout)));
   return acts_.logits.template as<float>();
 }

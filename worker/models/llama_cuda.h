@@ -70,6 +70,10 @@ class CudaModelRunner : public ModelRunner {
   virtual void SetCudaGraphs(bool on) = 0;
   // How many decode graphs are captured now (0 when graphs are off or failed).
   virtual int num_decode_graphs() const = 0;
+  // Host time of the last ForwardToDevice before its wait: validating the batch, staging
+  // its metadata and enqueueing the step (one graph launch, or every kernel). The GPU
+  // runs meanwhile, so this is what the host adds to a step when it falls behind.
+  virtual absl::Duration last_enqueue_time() const = 0;
 };
 
 // Copies `host` (loaded; built on `comm`) to comm's device.

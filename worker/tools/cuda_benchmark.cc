@@ -10,7 +10,9 @@
 // Decode: each batch's sequences are first prefilled to --context tokens, then --steps
 // decode steps are timed (median of wall time, host included), through CUDA graphs and
 // again eagerly; the floor is the bytes a step must read (every weight but the embedding
-// gather, plus the batch's KV cache) over the measured bandwidth.
+// gather, plus the batch's KV cache) over the measured bandwidth. "host us" is the median
+// host time a step spends validating, staging and enqueueing (one graph launch, or every
+// kernel when eager) before it waits for the GPU.
 // Prefill: one --prefill-token prompt (median of 3), against 2·params·tokens + causal
 // attention FLOPs at the measured GEMM rate. Logits stay on the device (no sampling).
 #include <cuda_bf16.h>
@@ -25,6 +27,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "base/args.h"
 #include "base/status_macros.h"
 #include "worker/comm/store_server.h"
@@ -161,13 +164,17 @@ double Seconds(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Median wall milliseconds of a decode step of sequences [0, b), each at f.context
-// tokens (already prefilled), over f.steps steps after 2 warm-up ones (which capture the
-// graph when graphs are on).
-absl::StatusOr<double> DecodeMs(CudaModelRunner& model,
-                                const std::vector<std::vector<int32_t>>& tables, int b,
-                                const Flags& f, const ModelConfig& config) {
-  std::vector<double> ms;
+struct DecodeTime {
+  double ms = 0;       // median wall time of a step
+  double host_us = 0;  // median host time of its enqueue (last_enqueue_time)
+};
+
+// Decode steps of sequences [0, b), each at f.context tokens (already prefilled), over
+// f.steps steps after 2 warm-up ones (which capture the graph when graphs are on).
+absl::StatusOr<DecodeTime> TimeDecode(CudaModelRunner& model,
+                                      const std::vector<std::vector<int32_t>>& tables, int b,
+                                      const Flags& f, const ModelConfig& config) {
+  std::vector<double> ms, host_us;
   for (int step = 0; step < f.steps + 2; ++step) {
     StepBatch batch;
     for (int s = 0; s < b; ++s) {
@@ -176,9 +183,11 @@ absl::StatusOr<double> DecodeMs(CudaModelRunner& model,
     }
     auto start = std::chrono::steady_clock::now();
     TPSERVE_RETURN_IF_ERROR(model.ForwardToDevice(batch).status());
-    if (step >= 2) ms.push_back(Seconds(start) * 1e3);
+    if (step < 2) continue;
+    ms.push_back(Seconds(start) * 1e3);
+    host_us.push_back(absl::ToDoubleMicroseconds(model.last_enqueue_time()));
   }
-  return Median(ms);
+  return DecodeTime{Median(ms), Median(host_us)};
 }
 
 absl::Status Run(const Flags& f) {
@@ -223,30 +232,35 @@ absl::Status Run(const Flags& f) {
               counts.params / 1e9, f.dtype.c_str(), load_s);
   std::printf("measured ceilings: HBM %.0f GB/s (copy, read+write), bf16 GEMM %.0f TFLOP/s\n",
               ceil.hbm_gbps, ceil.gemm_tflops);
-  std::printf("%-8s %-8s %12s %12s %12s %10s %12s\n", "batch", "context", "ms/step",
-              "eager ms", "floor ms", "% of HBM", "tok/s");
+  std::printf("%-8s %-8s %10s %10s %10s %10s %10s %10s %10s\n", "batch", "context", "ms/step",
+              "eager ms", "floor ms", "% of HBM", "tok/s", "host us", "eager us");
   for (size_t i = 0; i < batches.size(); ++i) {
     const int b = batches[i];
     TPSERVE_RETURN_IF_ERROR(Prefill(*rank.model, tables, 0, b, static_cast<int>(f.context),
                                     options.max_batch_tokens, config.vocab_size));
-    TPSERVE_ASSIGN_OR_RETURN(const double step_ms, DecodeMs(*rank.model, tables, b, f, config));
+    TPSERVE_ASSIGN_OR_RETURN(const DecodeTime graphed, TimeDecode(*rank.model, tables, b, f, config));
     if (rank.model->num_decode_graphs() == 0) {
       return absl::InternalError(absl::StrCat(
           "decode at batch ", b, " ran without CUDA graphs (see stderr): the graph column "
           "would measure eager steps"));
     }
     rank.model->SetCudaGraphs(false);
-    TPSERVE_ASSIGN_OR_RETURN(const double eager_ms, DecodeMs(*rank.model, tables, b, f, config));
+    TPSERVE_ASSIGN_OR_RETURN(const DecodeTime eager, TimeDecode(*rank.model, tables, b, f, config));
     rank.model->SetCudaGraphs(true);
     const double ctx = f.context + f.steps / 2.0;
     const double bytes = double(counts.decode_weights) * e +
                          double(b) * ctx * counts.kv_bytes_per_token;
     const double floor_ms = bytes / (ceil.hbm_gbps * 1e9) * 1e3;
-    std::printf("%-8d %-8d %12.2f %12.2f %12.2f %9.1f%% %12.0f\n", b, int(f.context), step_ms,
-                eager_ms, floor_ms, 100 * floor_ms / step_ms, b / (step_ms * 1e-3));
-    json += absl::StrFormat("%s{\"batch\": %d, \"context\": %d, \"ms_per_step\": %.6g, "
-                            "\"eager_ms_per_step\": %.6g, \"floor_ms\": %.6g}",
-                            i == 0 ? "" : ", ", b, int(f.context), step_ms, eager_ms, floor_ms);
+    const double step_ms = graphed.ms;
+    std::printf("%-8d %-8d %10.2f %10.2f %10.2f %9.1f%% %10.0f %10.1f %10.1f\n", b,
+                int(f.context), step_ms, eager.ms, floor_ms, 100 * floor_ms / step_ms,
+                b / (step_ms * 1e-3), graphed.host_us, eager.host_us);
+    json += absl::StrFormat(
+        "%s{\"batch\": %d, \"context\": %d, \"ms_per_step\": %.6g, "
+        "\"eager_ms_per_step\": %.6g, \"floor_ms\": %.6g, \"host_us_per_step\": %.6g, "
+        "\"eager_host_us_per_step\": %.6g}",
+        i == 0 ? "" : ", ", b, int(f.context), step_ms, eager.ms, floor_ms, graphed.host_us,
+        eager.host_us);
   }
   // Prefill: one prompt of f.prefill tokens from position 0 (its blocks are sequence 0's).
   std::vector<double> prefill_s;

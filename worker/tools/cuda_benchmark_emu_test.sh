@@ -22,6 +22,7 @@ assert [d["batch"] for d in r["decode"]] == [1, 3], r["decode"]
 for d in r["decode"]:
     assert d["context"] == 9 and d["ms_per_step"] > 0 and d["eager_ms_per_step"] > 0, d
     assert d["floor_ms"] > 0, d
+    assert d["host_us_per_step"] > 0 and d["eager_host_us_per_step"] > 0, d
 assert r["prefill"]["tokens"] == 21 and r["prefill"]["ms"] > 0, r["prefill"]
 assert r["prefill"]["tflops"] > 0, r["prefill"]
 PY
