@@ -16,6 +16,7 @@ constexpr int kMaxThreads = 1024;
 // Called once per kernel: the partials are not reset for a second use.
 __device__ __forceinline__ float BlockSum(float v) {
   __shared__ float partial[kMaxThreads / 32];
+  TPSERVE_SHARED_POISON(partial);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   v = WarpSum(v);
   if (lane == 0) partial[warp] = v;

@@ -42,6 +42,9 @@ __device__ void TopLogprobs(const RowItems& items, int top_n, float log_norm,
   __shared__ uint32_t keys[kSamplingMaxTopN];
   __shared__ int32_t ids[kSamplingMaxTopN];
   __shared__ int gathered;
+  TPSERVE_SHARED_POISON(keys);
+  TPSERVE_SHARED_POISON(ids);
+  TPSERVE_SHARED_POISON(gathered);
   const Selected nth = Select(items, CountAtLeast(top_n), sh);
   if (!nth.found) {
     if (threadIdx.x == 0) out.top_count = 0;
@@ -68,6 +71,7 @@ __global__ void __launch_bounds__(kThreads)
                    const SamplingLogprobRow* __restrict__ rows, SamplingRowStats* stats,
                    SamplingResult* results) {
   __shared__ SelectShared sh;
+  TPSERVE_SHARED_POISON(sh);
   const SamplingLogprobRow q = rows[blockIdx.x];
   const float* row = logits + q.row * vocab;
   SamplingResult& out = results[blockIdx.x];
@@ -286,6 +290,7 @@ __global__ void __launch_bounds__(kThreads)
                const SamplingDrawParams* __restrict__ params, const float* penalised,
                const SamplingRowStats* stats, SamplingResult* results) {
   __shared__ SelectShared sh;
+  TPSERVE_SHARED_POISON(sh);
   const SamplingDrawParams p = params[blockIdx.x];
   SamplingResult& out = results[blockIdx.x];
   if (out.not_finite || out.penalised_overflow) return;  // the call fails for this row

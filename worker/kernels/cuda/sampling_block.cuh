@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "worker/kernels/cuda/vec.cuh"
+
 namespace tpserve {
 namespace sampling {
 
@@ -80,6 +82,7 @@ __device__ __forceinline__ T WarpReduce(T v, Op op) {
 template <typename T, typename Op>
 __device__ T BlockReduce(T v, Op op) {
   __shared__ T partial[kWarps];
+  TPSERVE_SHARED_POISON(partial);
   v = WarpReduce(v, op);
   __syncthreads();  // an earlier call's readers are done with `partial`
   if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;

@@ -22,6 +22,14 @@
 #define TPSERVE_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
 #endif
 
+// Follows every static __shared__ declaration: on the emulator, poisons the variable for
+// each CTA (emu.h), so that a read before any write shows; nothing on a device.
+#if defined(TPSERVE_CUDA_EMULATOR)
+#define TPSERVE_SHARED_POISON(var) ::tpserve::emu::PoisonStaticShared(&(var), sizeof(var))
+#else
+#define TPSERVE_SHARED_POISON(var) static_cast<void>(0)
+#endif
+
 namespace tpserve {
 
 // Elements of T in 16 bytes: the widest load.

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "worker/kernels/cuda/emu/emu.h"
@@ -96,6 +97,7 @@ class Cta {
 };
 
 thread_local Cta* running = nullptr;  // while a CTA runs on this OS thread
+thread_local uint64_t cta_serial = 0;   // CTAs run on this OS thread so far
 
 Cta& Running() {
   if (running == nullptr) Fail("a device function was called outside a kernel");
@@ -129,6 +131,7 @@ void Cta::Run(dim3 grid, dim3 block, uint3 block_idx, GuardedMemory& smem,
   smem_ = &smem;
   body_ = &body;
   blockIdx = block_idx, blockDim = block, gridDim = grid;
+  ++cta_serial;
   running = this;
   Schedule((block_idx.x + block_idx.y + block_idx.z) % 2 == 1);
   running = nullptr;
@@ -287,6 +290,15 @@ void CommitCopies() {
   t.uncommitted.clear();
 }
 void WaitCopies(int max_pending) { Running().WaitCopies(max_pending); }
+
+void PoisonStaticShared(void* p, size_t bytes) {
+  Running();
+  thread_local std::unordered_map<void*, uint64_t> poisoned_in;  // object -> its CTA serial
+  uint64_t& serial = poisoned_in[p];
+  if (serial == cta_serial) return;
+  serial = cta_serial;
+  std::memset(p, 0xFF, bytes);
+}
 
 void CheckAligned(const void* p, size_t bytes, const char* access) {
   if (reinterpret_cast<uintptr_t>(p) % bytes == 0) return;

@@ -19,9 +19,9 @@
 //    16), poisoned with 0xFF bytes (NaN in fp32 and bf16) for every CTA, followed by an
 //    inaccessible page (guarded_memory.h): a read or write past its end faults. A static
 //    __shared__ variable is a function-local static, one object per OS thread: since CTAs
-//    run one at a time, it is the running CTA's, but it keeps the previous CTA's values
-//    instead of being poisoned (g++ ignores a section attribute on a template's local
-//    statics, so there is no cheap way to find them all).
+//    run one at a time, it is the running CTA's. TPSERVE_SHARED_POISON(var) (vec.cuh),
+//    which every declaration in the kernels is followed by (shared_poison_test checks),
+//    poisons it with 0xFF bytes once per CTA, when the CTA's first thread passes it.
 //  - Atomics and the intrinsics the kernels call (intrinsics.h): atomic because threads
 //    switch only at barriers.
 //  - cp.async (CopyAsync16, CommitCopies, WaitCopies): a copy lands only when its thread
@@ -101,6 +101,9 @@ void WaitCopies(int max_pending);
 // load or store that is not aligned to its size (cudaErrorMisalignedAddress), which x86
 // forgives. LoadVec and StoreVec (vec.cuh) call it.
 void CheckAligned(const void* p, size_t bytes, const char* access);
+// Fills the static __shared__ object [p, p + bytes) with 0xFF bytes unless the running CTA
+// already has: what a CTA reads there before writing it is what it wrote, or NaN.
+void PoisonStaticShared(void* p, size_t bytes);
 
 // Validates the launch, then runs body() on every thread of the grid, or records it when
 // `stream` is capturing. `kernel` identifies the kernel for cudaFuncSetAttribute.

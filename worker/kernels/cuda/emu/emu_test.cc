@@ -88,6 +88,28 @@ TEST(EmuTest, StaticSharedMemoryIsSharedByTheCta) {
   cudaFree(out);
 }
 
+// Each CTA reads its static shared word before writing it, and again after a barrier.
+__global__ void ReadsStaticSharedFirst(uint32_t* before, uint32_t* after) {
+  __shared__ uint32_t word;
+  emu::PoisonStaticShared(&word, sizeof(word));
+  if (threadIdx.x == 0) before[blockIdx.x] = word;
+  __syncthreads();
+  if (threadIdx.x == 1) word = blockIdx.x;  // a later thread writes: no re-poisoning
+  __syncthreads();
+  if (threadIdx.x == 0) after[blockIdx.x] = word;
+}
+
+TEST(EmuTest, StaticSharedMemoryIsPoisonedForEachCta) {
+  uint32_t* before = DeviceArray<uint32_t>(3);
+  uint32_t* after = DeviceArray<uint32_t>(3);
+  emu::Launch(ReadsStaticSharedFirst, 3, 64, 0, nullptr, before, after);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  // Not 0 (a fresh static) nor the previous CTA's value.
+  EXPECT_EQ(ToHost(before, 3), std::vector<uint32_t>(3, 0xFFFFFFFFu));
+  EXPECT_EQ(ToHost(after, 3), (std::vector<uint32_t>{0, 1, 2}));
+  cudaFree(before), cudaFree(after);
+}
+
 __global__ void Shuffles(float* sums, double* doubles, int64_t* ints) {
   const int lane = threadIdx.x % 32;
   float v = static_cast<float>(lane);
