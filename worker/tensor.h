@@ -46,6 +46,10 @@ class Tensor {
 
   // Changes the shape, keeping the elements; InvalidArgument if the count differs.
   absl::Status Reshape(Shape shape);
+  // Takes `shape`, whatever its element count, reusing the storage when it is large
+  // enough: for a scratch tensor that is overwritten next, so the elements are left
+  // unspecified (zeros where the storage grew).
+  void Resize(Shape shape);
 
  private:
   Shape shape_;
