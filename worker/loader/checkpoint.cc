@@ -177,4 +177,11 @@ absl::StatusOr<Tensor> Checkpoint::GetFloat(absl::string_view name,
   return TensorViewToFloat(*view, expected_shape);
 }
 
+absl::Status Checkpoint::GetFloatInto(absl::string_view name, const Shape& expected_shape,
+                                      Tensor* out) const {
+  absl::StatusOr<TensorView> view = Get(name);
+  if (!view.ok()) return view.status();
+  return TensorViewToFloatInto(*view, expected_shape, out);
+}
+
 }  // namespace tpserve

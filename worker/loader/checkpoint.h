@@ -39,6 +39,9 @@ class Checkpoint {
   // Get + a shape check ("tensor X in FILE has shape [a, b], expected [c, d]") +
   // conversion to fp32.
   absl::StatusOr<Tensor> GetFloat(absl::string_view name, const Shape& expected_shape) const;
+  // GetFloat into *out, reusing its storage (a scratch tensor: see TensorViewToFloatInto).
+  absl::Status GetFloatInto(absl::string_view name, const Shape& expected_shape,
+                            Tensor* out) const;
 
  private:
   Checkpoint() = default;

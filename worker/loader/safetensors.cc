@@ -261,6 +261,14 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(absl::Span<const uint8_
 }
 
 absl::StatusOr<Tensor> TensorViewToFloat(const TensorView& view, const Shape& expected_shape) {
+  Tensor out;
+  absl::Status status = TensorViewToFloatInto(view, expected_shape, &out);
+  if (!status.ok()) return status;
+  return out;
+}
+
+absl::Status TensorViewToFloatInto(const TensorView& view, const Shape& expected_shape,
+                                   Tensor* out) {
   if (view.shape != expected_shape) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor ", view.name, " in ", view.file, " has shape ",
@@ -271,10 +279,8 @@ absl::StatusOr<Tensor> TensorViewToFloat(const TensorView& view, const Shape& ex
         absl::StrCat("tensor ", view.name, " in ", view.file, " has dtype ",
                      DTypeName(view.dtype), "; only F32, BF16 and F16 convert to fp32"));
   }
-  Tensor out(view.shape);
-  absl::Status status = ConvertToFloat(view.dtype, view.data, out.numel(), out.data());
-  if (!status.ok()) return status;
-  return out;
+  out->Resize(view.shape);
+  return ConvertToFloat(view.dtype, view.data, out->numel(), out->data());
 }
 
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {

@@ -61,6 +61,9 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(absl::Span<const uint8_
 // (the error names the tensor, its file and both shapes). F32, BF16 and F16 convert;
 // any other dtype is InvalidArgument naming the tensor and the dtype.
 absl::StatusOr<Tensor> TensorViewToFloat(const TensorView& view, const Shape& expected_shape);
+// The same into *out, reusing its storage (Tensor::Resize); *out is unspecified on error.
+absl::Status TensorViewToFloatInto(const TensorView& view, const Shape& expected_shape,
+                                   Tensor* out);
 
 class SafetensorsFile {
  public:

@@ -64,6 +64,19 @@ TEST(SafetensorsTest, ReadsF32Bf16AndF16) {
   ASSERT_TRUE(tc.ok());
   EXPECT_EQ(std::vector<float>(tc->data(), tc->data() + 3), std::vector<float>({1, -2, 0.5f}));
   EXPECT_EQ((*file)->Find("missing"), nullptr);
+
+  // One scratch tensor through all three, as a model load reads them.
+  Tensor scratch;
+  ASSERT_TRUE(TensorViewToFloatInto(*a, {2, 2}, &scratch).ok());
+  EXPECT_EQ(std::vector<float>(scratch.data(), scratch.data() + 4),
+            std::vector<float>({1, 2, 3, 4}));
+  ASSERT_TRUE(TensorViewToFloatInto(*(*file)->Find("c"), {3}, &scratch).ok());
+  EXPECT_EQ(scratch.shape(), (Shape{3}));
+  EXPECT_EQ(std::vector<float>(scratch.data(), scratch.data() + 3),
+            std::vector<float>({1, -2, 0.5f}));
+  const absl::Status wrong = TensorViewToFloatInto(*a, {4}, &scratch);
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(wrong.message(), "tensor a in " + path + " has shape [2, 2], expected [4]");
 }
 
 TEST(SafetensorsTest, EmptyHeaderAndZeroElementTensorsAreValid) {

@@ -10,8 +10,8 @@
 namespace tpserve {
 namespace {
 
-absl::Status LoadNorm(const Checkpoint& ckpt, const std::string& name, int64_t dim, Tensor& dst) {
-  return LoadTensor(ckpt, name, {dim}, [&](const Tensor& t) {
+absl::Status LoadNorm(WeightReader& reader, const std::string& name, int64_t dim, Tensor& dst) {
+  return reader.Load(name, {dim}, [&](const Tensor& t) {
     dst = t;
     return absl::OkStatus();
   });
@@ -53,24 +53,25 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelConfig
 
 absl::Status LlamaModel::LoadWeights(const Checkpoint& ckpt) {
   const int64_t hidden = config_.hidden_size, vocab = config_.vocab_size;
-  absl::Status s = LoadTensor(ckpt, "model.embed_tokens.weight", {vocab, hidden}, [&](const Tensor& t) {
+  WeightReader reader(ckpt);
+  absl::Status s = reader.Load("model.embed_tokens.weight", {vocab, hidden}, [&](const Tensor& t) {
     return embed_->WeightLoader(embed_->weight(), t);
   });
   if (!s.ok()) return s;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const std::string prefix = absl::StrCat("model.layers.", i, ".");
     DecoderLayer& layer = layers_[i];
-    if (!(s = layer.attn->LoadWeights(ckpt, prefix + "self_attn.")).ok()) return s;
-    if (!(s = layer.mlp->LoadWeights(ckpt, prefix + "mlp.")).ok()) return s;
-    if (!(s = LoadNorm(ckpt, prefix + "input_layernorm.weight", hidden, layer.input_norm)).ok()) {
+    if (!(s = layer.attn->LoadWeights(reader, prefix + "self_attn.")).ok()) return s;
+    if (!(s = layer.mlp->LoadWeights(reader, prefix + "mlp.")).ok()) return s;
+    if (!(s = LoadNorm(reader, prefix + "input_layernorm.weight", hidden, layer.input_norm)).ok()) {
       return s;
     }
-    s = LoadNorm(ckpt, prefix + "post_attention_layernorm.weight", hidden, layer.post_attn_norm);
+    s = LoadNorm(reader, prefix + "post_attention_layernorm.weight", hidden, layer.post_attn_norm);
     if (!s.ok()) return s;
   }
-  if (!(s = LoadNorm(ckpt, "model.norm.weight", hidden, final_norm_)).ok()) return s;
+  if (!(s = LoadNorm(reader, "model.norm.weight", hidden, final_norm_)).ok()) return s;
   if (config_.tie_word_embeddings) return absl::OkStatus();
-  return LoadTensor(ckpt, "lm_head.weight", {vocab, hidden}, [&](const Tensor& t) {
+  return reader.Load("lm_head.weight", {vocab, hidden}, [&](const Tensor& t) {
     return lm_head_->WeightLoader(lm_head_->weight(), t);
   });
 }

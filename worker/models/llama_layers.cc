@@ -40,7 +40,7 @@ absl::StatusOr<std::unique_ptr<LlamaAttention>> LlamaAttention::Create(
   return attn;
 }
 
-absl::Status LlamaAttention::LoadWeights(const Checkpoint& ckpt, const std::string& prefix) {
+absl::Status LlamaAttention::LoadWeights(WeightReader& reader, const std::string& prefix) {
   const int64_t hidden = config_->hidden_size, d = config_->head_dim;
   const int64_t q_rows = int64_t{config_->num_attention_heads} * d;
   const int64_t kv_rows = int64_t{config_->num_key_value_heads} * d;
@@ -48,28 +48,28 @@ absl::Status LlamaAttention::LoadWeights(const Checkpoint& ckpt, const std::stri
   const char* names[] = {"q", "k", "v"};
   for (int i = 0; i < 3; ++i) {
     const std::string proj = prefix + names[i] + "_proj.";
-    absl::Status s = LoadTensor(ckpt, proj + "weight", {rows[i][0], hidden}, [&](const Tensor& t) {
+    absl::Status s = reader.Load(proj + "weight", {rows[i][0], hidden}, [&](const Tensor& t) {
       return qkv_->WeightLoader(qkv_->weight(), t, std::string(names[i]));
     });
     if (!s.ok()) return s;
     if (qkv_->bias() == nullptr) continue;
-    s = LoadTensor(ckpt, proj + "bias", rows[i], [&](const Tensor& t) {
+    s = reader.Load(proj + "bias", rows[i], [&](const Tensor& t) {
       return qkv_->WeightLoader(*qkv_->bias(), t, std::string(names[i]));
     });
     if (!s.ok()) return s;
   }
-  absl::Status s = LoadTensor(ckpt, prefix + "o_proj.weight", {hidden, q_rows},
+  absl::Status s = reader.Load(prefix + "o_proj.weight", {hidden, q_rows},
                               [&](const Tensor& t) { return o_proj_->WeightLoader(o_proj_->weight(), t); });
   if (!s.ok()) return s;
   if (o_proj_->bias() != nullptr) {
-    s = LoadTensor(ckpt, prefix + "o_proj.bias", {hidden},
+    s = reader.Load(prefix + "o_proj.bias", {hidden},
                    [&](const Tensor& t) { return o_proj_->WeightLoader(*o_proj_->bias(), t); });
     if (!s.ok()) return s;
   }
   if (!config_->qk_norm) return absl::OkStatus();
   for (auto [name, dst] : {std::pair<const char*, Tensor*>{"q_norm.weight", &q_norm_},
                            {"k_norm.weight", &k_norm_}}) {
-    s = LoadTensor(ckpt, prefix + name, {d}, [&](const Tensor& t) {
+    s = reader.Load(prefix + name, {d}, [&](const Tensor& t) {
       *dst = t;
       return absl::OkStatus();
     });
@@ -121,16 +121,16 @@ absl::StatusOr<std::unique_ptr<LlamaMlp>> LlamaMlp::Create(const ModelConfig& co
   return mlp;
 }
 
-absl::Status LlamaMlp::LoadWeights(const Checkpoint& ckpt, const std::string& prefix) {
+absl::Status LlamaMlp::LoadWeights(WeightReader& reader, const std::string& prefix) {
   int shard = 0;
   for (const char* name : {"gate_proj.weight", "up_proj.weight"}) {
-    absl::Status s = LoadTensor(ckpt, prefix + name, {intermediate_, hidden_}, [&](const Tensor& t) {
+    absl::Status s = reader.Load(prefix + name, {intermediate_, hidden_}, [&](const Tensor& t) {
       return gate_up_->WeightLoader(gate_up_->weight(), t, shard);
     });
     if (!s.ok()) return s;
     ++shard;
   }
-  return LoadTensor(ckpt, prefix + "down_proj.weight", {hidden_, intermediate_},
+  return reader.Load(prefix + "down_proj.weight", {hidden_, intermediate_},
                     [&](const Tensor& t) { return down_->WeightLoader(down_->weight(), t); });
 }
 

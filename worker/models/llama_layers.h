@@ -23,16 +23,26 @@
 
 namespace tpserve {
 
-// Reads `name` from the checkpoint, checks its full HF shape, and hands it to `load`.
-template <typename LoadFn>
-absl::Status LoadTensor(const Checkpoint& ckpt, const std::string& name, const Shape& shape,
-                        LoadFn load) {
-  absl::StatusOr<Tensor> t = ckpt.GetFloat(name, shape);
-  if (!t.ok()) return t.status();
-  absl::Status s = load(*t);
-  if (!s.ok()) return absl::Status(s.code(), name + ": " + std::string(s.message()));
-  return absl::OkStatus();
-}
+// Reads checkpoint tensors for the layers' WeightLoaders through one fp32 scratch tensor
+// reused from tensor to tensor, so that loading a model allocates (and page-faults) the
+// largest tensor's worth once rather than every tensor anew. One loading thread.
+class WeightReader {
+ public:
+  explicit WeightReader(const Checkpoint& ckpt) : ckpt_(ckpt) {}
+  // Reads `name`, checks its full HF shape, and hands it to `load` (valid only during the
+  // call); load's error comes back prefixed with the name.
+  template <typename LoadFn>
+  absl::Status Load(const std::string& name, const Shape& shape, LoadFn load) {
+    if (absl::Status s = ckpt_.GetFloatInto(name, shape, &scratch_); !s.ok()) return s;
+    absl::Status s = load(static_cast<const Tensor&>(scratch_));
+    if (!s.ok()) return absl::Status(s.code(), name + ": " + std::string(s.message()));
+    return absl::OkStatus();
+  }
+
+ private:
+  const Checkpoint& ckpt_;
+  Tensor scratch_;
+};
 
 // The tensors one step's attention layers share: positions and cache slots.
 struct AttentionInputs {
@@ -48,7 +58,7 @@ class LlamaAttention {
                                                                 const RotaryEmbedding* rope,
                                                                 int layer);
   // prefix: "model.layers.{i}.self_attn."
-  absl::Status LoadWeights(const Checkpoint& ckpt, const std::string& prefix);
+  absl::Status LoadWeights(WeightReader& reader, const std::string& prefix);
   // x: [n, hidden] -> [n, hidden], all-reduced.
   absl::StatusOr<Tensor> Forward(const Tensor& x, const AttentionInputs& in, KvCache& cache) const;
 
@@ -75,7 +85,7 @@ class LlamaMlp {
   static absl::StatusOr<std::unique_ptr<LlamaMlp>> Create(const ModelConfig& config,
                                                           CommGroup* comm);
   // prefix: "model.layers.{i}.mlp."
-  absl::Status LoadWeights(const Checkpoint& ckpt, const std::string& prefix);
+  absl::Status LoadWeights(WeightReader& reader, const std::string& prefix);
   // x: [n, hidden] -> [n, hidden], all-reduced.
   absl::StatusOr<Tensor> Forward(const Tensor& x) const;
 
