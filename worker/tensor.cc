@@ -3,6 +3,8 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -21,25 +23,22 @@ std::string ShapeToString(const Shape& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
-namespace {
-
-// Asks for transparent huge pages over the whole 2 MiB pages of [p, p + bytes): a large
-// tensor's first touch then faults once per 2 MiB instead of once per 4 KiB, which is
-// most of what loading a model costs. Advice only: where THP is off nothing changes.
-void AdviseHugePages(void* p, size_t bytes) {
-  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+void* AllocateZeroed(size_t bytes) {
+  void* p = std::calloc(bytes > 0 ? bytes : 1, 1);
+  if (p == nullptr) throw std::bad_alloc();
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;  // advise the whole 2 MiB pages inside
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
   const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+  return p;
 }
 
-}  // namespace
+Tensor::Tensor(Shape shape)
+    : shape_(std::move(shape)), data_(static_cast<size_t>(NumElements(shape_))) {}
 
-Tensor::Tensor(Shape shape) : shape_(std::move(shape)) {
-  const size_t n = static_cast<size_t>(NumElements(shape_));
-  data_.reserve(n);  // allocated, not yet touched
-  AdviseHugePages(data_.data(), n * sizeof(float));
-  data_.resize(n, 0.0f);
+Tensor::Tensor(Shape shape, const std::vector<float>& data)
+    : shape_(std::move(shape)), data_(data.begin(), data.end()) {
+  TPSERVE_CHECK(static_cast<int64_t>(data_.size()) == NumElements(shape_));
 }
 
 void Tensor::Resize(Shape shape) {
@@ -50,11 +49,6 @@ void Tensor::Resize(Shape shape) {
   }
   data_.resize(n);
   shape_ = std::move(shape);
-}
-
-Tensor::Tensor(Shape shape, std::vector<float> data)
-    : shape_(std::move(shape)), data_(std::move(data)) {
-  TPSERVE_CHECK(static_cast<int64_t>(data_.size()) == NumElements(shape_));
 }
 
 absl::Status Tensor::Reshape(Shape shape) {

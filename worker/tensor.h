@@ -5,8 +5,11 @@
 #ifndef TPSERVE_WORKER_TENSOR_H_
 #define TPSERVE_WORKER_TENSOR_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -21,13 +24,41 @@ int64_t NumElements(const Shape& shape);
 // "[2, 3]"
 std::string ShapeToString(const Shape& shape);
 
+// Zeroed storage for `bytes` from calloc: fresh pages from the OS are zero already, so a
+// large tensor is not written before its first real use, and it asks for transparent
+// huge pages before that first touch (one fault per 2 MiB instead of per 4 KiB, which
+// is most of what loading a model costs; advice only). Throws std::bad_alloc as new does.
+void* AllocateZeroed(size_t bytes);
+
+// The allocator of Tensor's storage: AllocateZeroed, so value-initialising an element
+// (what std::vector<T>(n) and resize(n) do) writes nothing.
+template <typename T>
+struct ZeroedAllocator {
+  using value_type = T;
+  ZeroedAllocator() = default;
+  template <typename U>
+  ZeroedAllocator(const ZeroedAllocator<U>&) {}  // NOLINT: allocators convert implicitly
+  T* allocate(size_t n) { return static_cast<T*>(AllocateZeroed(n * sizeof(T))); }
+  void deallocate(T* p, size_t) { std::free(p); }
+  template <typename U>
+  void construct(U*) noexcept {}  // already zero (or, in Tensor::Resize, unspecified)
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+  template <typename U>
+  bool operator==(const ZeroedAllocator<U>&) const { return true; }
+  template <typename U>
+  bool operator!=(const ZeroedAllocator<U>&) const { return false; }
+};
+
 class Tensor {
  public:
   Tensor() = default;
   // Zero-filled tensor of `shape`.
   explicit Tensor(Shape shape);
-  // Takes `data`; its size must equal NumElements(shape).
-  Tensor(Shape shape, std::vector<float> data);
+  // Copies `data`; its size must equal NumElements(shape).
+  Tensor(Shape shape, const std::vector<float>& data);
 
   const Shape& shape() const { return shape_; }
   int64_t dim(int i) const { return shape_[i < 0 ? i + shape_.size() : i]; }
@@ -48,12 +79,12 @@ class Tensor {
   absl::Status Reshape(Shape shape);
   // Takes `shape`, whatever its element count, reusing the storage when it is large
   // enough: for a scratch tensor that is overwritten next, so the elements are left
-  // unspecified (zeros where the storage grew).
+  // unspecified (zeros only where new storage was allocated).
   void Resize(Shape shape);
 
  private:
   Shape shape_;
-  std::vector<float> data_;
+  std::vector<float, ZeroedAllocator<float>> data_;
 };
 
 // OK if `t` has exactly `expected` shape, else InvalidArgument naming `what`.
