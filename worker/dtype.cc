@@ -63,12 +63,8 @@ float F16ToFloat(uint16_t v) {
   return sign ? -magnitude : magnitude;
 }
 
-uint16_t FloatToBf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
-  if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x40);
-  const uint32_t rounding = 0x7fff + ((bits >> 16) & 1);
-  return static_cast<uint16_t>((bits + rounding) >> 16);
+void FloatsToBf16(const float* src, size_t count, uint16_t* dst) {
+  for (size_t i = 0; i < count; ++i) dst[i] = FloatToBf16(src[i]);
 }
 
 absl::Status ConvertToFloat(DType dtype, const void* src, size_t count, float* dst) {

@@ -34,6 +34,21 @@ TEST(DTypeTest, HalfConversionsAreExact) {
   EXPECT_EQ(Bf16ToFloat(FloatToBf16(1.0f + std::ldexp(1.0f, -8))), 1.0f);
 }
 
+TEST(DTypeTest, BulkBf16ConversionMatchesTheScalarOneAndKeepsNaN) {
+  std::vector<float> in = {1.0f, -0.0f, 3.140625f, 1.0f + std::ldexp(1.0f, -8),
+                           1.0f + 3 * std::ldexp(1.0f, -8), 3.0e38f, -INFINITY, NAN,
+                           std::ldexp(1.0f, -130)};
+  for (int i = 0; i < 1000; ++i) in.push_back(std::ldexp(static_cast<float>(i) - 500, i % 40 - 20));
+  std::vector<uint16_t> out(in.size());
+  FloatsToBf16(in.data(), in.size(), out.data());
+  for (size_t i = 0; i < in.size(); ++i) EXPECT_EQ(out[i], FloatToBf16(in[i])) << in[i];
+  EXPECT_EQ(out[3], 0x3f80);  // the tie rounds to even
+  EXPECT_EQ(out[4], 0x3f82);  // 1 + 3·2^-8 rounds up
+  EXPECT_EQ(out[6], 0xff80);  // -inf
+  EXPECT_TRUE(std::isnan(Bf16ToFloat(out[7])));
+  EXPECT_EQ(out[5], 0x7f62);  // 3e38 rounds to a finite bf16
+}
+
 TEST(DTypeTest, ConvertRejectsNonFloatTypes) {
   std::vector<uint16_t> bf16 = {0x3f80, 0x4000};
   std::vector<float> out(2);

@@ -16,17 +16,12 @@
 namespace tpserve {
 
 template <typename T>
-absl::StatusOr<DeviceBuffer> UploadAs(const Tensor& host) {
+absl::StatusOr<DeviceBuffer> UploadAs(const Tensor& host, DeviceUploader& uploader) {
   absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Create(host.numel() * sizeof(T));
   if (!buf.ok()) return buf.status();
-  if constexpr (std::is_same_v<T, float>) {
-    if (absl::Status s = buf->CopyFromHost(host.data(), host.numel() * sizeof(float)); !s.ok()) {
-      return s;
-    }
-  } else {
-    std::vector<uint16_t> bits(host.numel());
-    for (int64_t i = 0; i < host.numel(); ++i) bits[i] = FloatToBf16(host.data()[i]);
-    if (absl::Status s = buf->CopyFromHost(bits.data(), bits.size() * 2); !s.ok()) return s;
+  if (absl::Status s = uploader.Upload(host.data(), host.numel(), DeviceDTypeOf<T>(), buf->data());
+      !s.ok()) {
+    return s;
   }
   return buf;
 }
@@ -41,7 +36,7 @@ absl::Status Launched(cudaError_t err, const char* what) { return CudaStatus(err
 
 template <typename T>
 absl::StatusOr<CudaColumnParallelLinear<T>> CudaColumnParallelLinear<T>::FromHost(
-    const ColumnParallelLinear& host, const CudaLayerContext& ctx) {
+    const ColumnParallelLinear& host, const CudaLayerContext& ctx, DeviceUploader& uploader) {
   if (host.gather_output() || host.skip_bias_add()) {
     return absl::UnimplementedError(
         "CudaColumnParallelLinear: gather_output and skip_bias_add are not used on the GPU");
@@ -50,11 +45,11 @@ absl::StatusOr<CudaColumnParallelLinear<T>> CudaColumnParallelLinear<T>::FromHos
   layer.ctx_ = ctx;
   layer.in_ = host.input_size();
   layer.out_ = host.output_size_per_partition();
-  absl::StatusOr<DeviceBuffer> w = UploadAs<T>(host.weight());
+  absl::StatusOr<DeviceBuffer> w = UploadAs<T>(host.weight(), uploader);
   if (!w.ok()) return w.status();
   layer.weight_ = *std::move(w);
   if (host.bias() != nullptr) {
-    absl::StatusOr<DeviceBuffer> b = UploadAs<T>(*host.bias());
+    absl::StatusOr<DeviceBuffer> b = UploadAs<T>(*host.bias(), uploader);
     if (!b.ok()) return b.status();
     layer.bias_ = *std::move(b);
   }
@@ -72,7 +67,7 @@ absl::Status CudaColumnParallelLinear<T>::Forward(const T* x, int64_t n, T* y) c
 
 template <typename T>
 absl::StatusOr<CudaRowParallelLinear<T>> CudaRowParallelLinear<T>::FromHost(
-    const RowParallelLinear& host, const CudaLayerContext& ctx) {
+    const RowParallelLinear& host, const CudaLayerContext& ctx, DeviceUploader& uploader) {
   if (!host.input_is_parallel() || !host.reduce_results() || host.skip_bias_add()) {
     return absl::UnimplementedError(
         "CudaRowParallelLinear needs input_is_parallel and reduce_results, no skip_bias_add");
@@ -81,12 +76,12 @@ absl::StatusOr<CudaRowParallelLinear<T>> CudaRowParallelLinear<T>::FromHost(
   layer.ctx_ = ctx;
   layer.out_ = host.weight().dim(0);
   layer.in_ = host.weight().dim(1);
-  absl::StatusOr<DeviceBuffer> w = UploadAs<T>(host.weight());
+  absl::StatusOr<DeviceBuffer> w = UploadAs<T>(host.weight(), uploader);
   if (!w.ok()) return w.status();
   layer.weight_ = *std::move(w);
   // The bias joins the partial sum of rank 0 only, so the all-reduce adds it once.
   if (host.bias() != nullptr && ctx.comm->rank() == 0) {
-    absl::StatusOr<DeviceBuffer> b = UploadAs<T>(*host.bias());
+    absl::StatusOr<DeviceBuffer> b = UploadAs<T>(*host.bias(), uploader);
     if (!b.ok()) return b.status();
     layer.bias_ = *std::move(b);
   }
@@ -113,12 +108,12 @@ absl::Status CudaRowParallelLinear<T>::Forward(const T* x, int64_t n, T* y) cons
 
 template <typename T>
 absl::StatusOr<CudaVocabEmbedding<T>> CudaVocabEmbedding<T>::FromHost(
-    const VocabParallelEmbedding& host, const CudaLayerContext& ctx) {
+    const VocabParallelEmbedding& host, const CudaLayerContext& ctx, DeviceUploader& uploader) {
   CudaVocabEmbedding layer;
   layer.ctx_ = ctx;
   layer.rows_ = host.weight().dim(0);
   layer.hidden_ = host.weight().dim(1);
-  absl::StatusOr<DeviceBuffer> w = UploadAs<T>(host.weight());
+  absl::StatusOr<DeviceBuffer> w = UploadAs<T>(host.weight(), uploader);
   if (!w.ok()) return w.status();
   layer.weight_ = *std::move(w);
   return layer;
@@ -139,7 +134,8 @@ absl::Status CudaVocabEmbedding<T>::Forward(const int32_t* ids, int64_t n, T* ou
 template <typename T>
 absl::StatusOr<CudaLMHead<T>> CudaLMHead<T>::FromHost(const ParallelLMHead& host,
                                                       const CudaVocabEmbedding<T>* tied,
-                                                      const CudaLayerContext& ctx) {
+                                                      const CudaLayerContext& ctx,
+                                                      DeviceUploader& uploader) {
   CudaLMHead head;
   head.ctx_ = ctx;
   head.rows_ = host.shard().dim(0);
@@ -152,7 +148,7 @@ absl::StatusOr<CudaLMHead<T>> CudaLMHead<T>::FromHost(const ParallelLMHead& host
     head.weight_ = tied->weight().template as<T>();
     return head;
   }
-  absl::StatusOr<DeviceBuffer> w = UploadAs<T>(host.shard());
+  absl::StatusOr<DeviceBuffer> w = UploadAs<T>(host.shard(), uploader);
   if (!w.ok()) return w.status();
   head.own_ = *std::move(w);
   head.weight_ = head.own_.template as<T>();
@@ -177,11 +173,11 @@ absl::Status CudaLMHead<T>::Forward(const T* x, int64_t n, T* shard_out, T* gath
                   "lm head ungather");
 }
 
-#define TPSERVE_INSTANTIATE(T)                                                      \
-  template absl::StatusOr<DeviceBuffer> UploadAs<T>(const Tensor&);                 \
-  template class CudaColumnParallelLinear<T>;                                       \
-  template class CudaRowParallelLinear<T>;                                          \
-  template class CudaVocabEmbedding<T>;                                             \
+#define TPSERVE_INSTANTIATE(T)                                                       \
+  template absl::StatusOr<DeviceBuffer> UploadAs<T>(const Tensor&, DeviceUploader&); \
+  template class CudaColumnParallelLinear<T>;                                        \
+  template class CudaRowParallelLinear<T>;                                           \
+  template class CudaVocabEmbedding<T>;                                              \
   template class CudaLMHead<T>;
 TPSERVE_INSTANTIATE(float)
 TPSERVE_INSTANTIATE(__nv_bfloat16)

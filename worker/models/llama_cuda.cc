@@ -208,8 +208,7 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaLlamaModel<T>::Create(
   model->ctx_ = CudaLayerContext{comm, model->gemm_.get()};
   TPSERVE_RETURN_IF_ERROR(model->Upload(host));
   TPSERVE_RETURN_IF_ERROR(model->AllocateActivations());
-  // Pageable uploads ride the legacy stream, which the non-blocking compute stream does
-  // not follow: let them land before any kernel reads the weights.
+  // Upload waited for its own stream; this also covers anything on the legacy stream.
   TPSERVE_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   TPSERVE_RETURN_IF_ERROR(comm->WaitStream(options.step_timeout));
   return std::unique_ptr<CudaModelRunner>(std::move(model));
@@ -217,6 +216,8 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaLlamaModel<T>::Create(
 
 template <typename T>
 absl::Status CudaLlamaModel<T>::Upload(const LlamaModel& host) {
+  TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceUploader> uploader, DeviceUploader::Create());
+  DeviceUploader& up = *uploader;
   const AttentionParams& p = host.attention(0).params();
   num_heads_ = p.num_heads;
   num_kv_heads_ = p.num_kv_heads;
@@ -225,30 +226,35 @@ absl::Status CudaLlamaModel<T>::Upload(const LlamaModel& host) {
   scale_ = p.scale;
   qkv_width_ = host.attention(0).qkv().output_size_per_partition();
   inter_per_rank_ = host.mlp(0).gate_up().output_size_per_partition() / 2;
-  TPSERVE_ASSIGN_OR_RETURN(embed_, CudaVocabEmbedding<T>::FromHost(host.embedding(), ctx_));
+  TPSERVE_ASSIGN_OR_RETURN(embed_, CudaVocabEmbedding<T>::FromHost(host.embedding(), ctx_, up));
   for (int i = 0; i < host.num_layers(); ++i) {
     CudaDecoderLayer<T> layer;
     const LlamaAttention& attn = host.attention(i);
-    TPSERVE_ASSIGN_OR_RETURN(layer.qkv, CudaColumnParallelLinear<T>::FromHost(attn.qkv(), ctx_));
-    TPSERVE_ASSIGN_OR_RETURN(layer.o_proj, CudaRowParallelLinear<T>::FromHost(attn.o_proj(), ctx_));
-    TPSERVE_ASSIGN_OR_RETURN(layer.gate_up,
-                             CudaColumnParallelLinear<T>::FromHost(host.mlp(i).gate_up(), ctx_));
-    TPSERVE_ASSIGN_OR_RETURN(layer.down, CudaRowParallelLinear<T>::FromHost(host.mlp(i).down(), ctx_));
-    TPSERVE_ASSIGN_OR_RETURN(layer.input_norm, UploadAs<T>(host.input_norm(i)));
-    TPSERVE_ASSIGN_OR_RETURN(layer.post_attn_norm, UploadAs<T>(host.post_attn_norm(i)));
+    TPSERVE_ASSIGN_OR_RETURN(layer.qkv,
+                             CudaColumnParallelLinear<T>::FromHost(attn.qkv(), ctx_, up));
+    TPSERVE_ASSIGN_OR_RETURN(layer.o_proj,
+                             CudaRowParallelLinear<T>::FromHost(attn.o_proj(), ctx_, up));
+    TPSERVE_ASSIGN_OR_RETURN(
+        layer.gate_up, CudaColumnParallelLinear<T>::FromHost(host.mlp(i).gate_up(), ctx_, up));
+    TPSERVE_ASSIGN_OR_RETURN(layer.down,
+                             CudaRowParallelLinear<T>::FromHost(host.mlp(i).down(), ctx_, up));
+    TPSERVE_ASSIGN_OR_RETURN(layer.input_norm, UploadAs<T>(host.input_norm(i), up));
+    TPSERVE_ASSIGN_OR_RETURN(layer.post_attn_norm, UploadAs<T>(host.post_attn_norm(i), up));
     if (config_.qk_norm) {
-      TPSERVE_ASSIGN_OR_RETURN(layer.q_norm, UploadAs<T>(attn.q_norm()));
-      TPSERVE_ASSIGN_OR_RETURN(layer.k_norm, UploadAs<T>(attn.k_norm()));
+      TPSERVE_ASSIGN_OR_RETURN(layer.q_norm, UploadAs<T>(attn.q_norm(), up));
+      TPSERVE_ASSIGN_OR_RETURN(layer.k_norm, UploadAs<T>(attn.k_norm(), up));
     }
     layers_.push_back(std::move(layer));
   }
-  TPSERVE_ASSIGN_OR_RETURN(final_norm_, UploadAs<T>(host.final_norm()));
+  TPSERVE_ASSIGN_OR_RETURN(final_norm_, UploadAs<T>(host.final_norm(), up));
   TPSERVE_ASSIGN_OR_RETURN(
       lm_head_, CudaLMHead<T>::FromHost(host.lm_head(),
-                                        config_.tie_word_embeddings ? &embed_ : nullptr, ctx_));
+                                        config_.tie_word_embeddings ? &embed_ : nullptr, ctx_, up));
   const std::vector<float> table = host.rope().CosSinTable(max_context_);  // [max_context_, d]
   TPSERVE_ASSIGN_OR_RETURN(cos_sin_, DeviceBuffer::Create(table.size() * sizeof(float)));
-  return cos_sin_.CopyFromHost(table.data(), table.size() * sizeof(float));
+  TPSERVE_RETURN_IF_ERROR(up.Upload(table.data(), static_cast<int64_t>(table.size()),
+                                    DeviceDType::kFloat32, cos_sin_.data()));
+  return up.Finish();
 }
 
 template <typename T>
