@@ -4,10 +4,15 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/parallel_for.h"
 #include "worker/cuda/cuda_status.h"
 #include "worker/dtype.h"
 
 namespace tpserve {
+namespace {
+constexpr int64_t kPerThread = int64_t{1} << 20;  // elements
+constexpr int kThreads = 8;
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<DeviceUploader>> DeviceUploader::Create(size_t chunk_bytes) {
   if (chunk_bytes < 4 || chunk_bytes % 4 != 0) {
@@ -50,11 +55,17 @@ absl::Status DeviceUploader::Upload(const float* src, int64_t count, DeviceDType
     next_ ^= 1;
     // The copy out of this buffer two chunks ago must be done before it is refilled.
     TPSERVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(reusable_[b]));
-    if (dtype == DeviceDType::kBFloat16) {
-      FloatsToBf16(src + done, static_cast<size_t>(n), staging_[b].as<uint16_t>());
-    } else {
-      std::memcpy(staging_[b].data(), src + done, static_cast<size_t>(n) * 4);
-    }
+    const float* from = src + done;
+    char* to = staging_[b].as<char>();
+    // Memory-bound: a chunk converts on several cores while the previous one is copied.
+    ParallelFor(n, kPerThread, kThreads, [&](int64_t begin, int64_t end) {
+      if (dtype == DeviceDType::kBFloat16) {
+        FloatsToBf16(from + begin, static_cast<size_t>(end - begin),
+                     reinterpret_cast<uint16_t*>(to) + begin);
+      } else {
+        std::memcpy(to + begin * 4, from + begin, static_cast<size_t>(end - begin) * 4);
+      }
+    });
     TPSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(static_cast<char*>(dst) + done * element,
                                                  staging_[b].data(), n * element,
                                                  cudaMemcpyHostToDevice, stream_));

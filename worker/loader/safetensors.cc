@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -14,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/parallel_for.h"
 #include "worker/loader/json_util.h"
 
 namespace tpserve {
@@ -260,6 +262,11 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(absl::Span<const uint8_
   return header;
 }
 
+namespace {
+constexpr int64_t kConvertPerThread = int64_t{1} << 20;  // elements: 4 MiB of fp32 or more
+constexpr int kConvertThreads = 8;
+}  // namespace
+
 absl::StatusOr<Tensor> TensorViewToFloat(const TensorView& view, const Shape& expected_shape) {
   Tensor out;
   absl::Status status = TensorViewToFloatInto(view, expected_shape, &out);
@@ -280,7 +287,17 @@ absl::Status TensorViewToFloatInto(const TensorView& view, const Shape& expected
                      DTypeName(view.dtype), "; only F32, BF16 and F16 convert to fp32"));
   }
   out->Resize(view.shape);
-  return ConvertToFloat(view.dtype, view.data, out->numel(), out->data());
+  // Memory-bound: a large tensor converts (and first touches its pages) on several cores.
+  const size_t element = DTypeSize(view.dtype);
+  std::atomic<bool> failed{false};
+  absl::Status first_error;
+  ParallelFor(out->numel(), kConvertPerThread, kConvertThreads, [&](int64_t begin, int64_t end) {
+    absl::Status s =
+        ConvertToFloat(view.dtype, static_cast<const uint8_t*>(view.data) + begin * element,
+                       static_cast<size_t>(end - begin), out->data() + begin);
+    if (!s.ok() && !failed.exchange(true)) first_error = s;
+  });
+  return failed ? first_error : absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
