@@ -8,7 +8,9 @@
 #define TPSERVE_BASE_PARALLEL_FOR_H_
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -37,6 +39,14 @@ void ParallelFor(int64_t count, int64_t min_per_thread, int max_threads, const B
   }
   body(int64_t{0}, std::min(count, per));
   for (std::thread& h : helpers) h.join();
+}
+
+// memcpy(dst, src, bytes) in ParallelFor ranges of at least 4 MiB, on up to 8 threads.
+inline void ParallelCopy(void* dst, const void* src, size_t bytes) {
+  ParallelFor(static_cast<int64_t>(bytes), int64_t{4} << 20, 8, [&](int64_t begin, int64_t end) {
+    std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin,
+                static_cast<size_t>(end - begin));
+  });
 }
 
 }  // namespace tpserve

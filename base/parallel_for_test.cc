@@ -40,5 +40,14 @@ TEST(ParallelForTest, SmallCountsRunInlineOnTheCaller) {
   EXPECT_LE(ParallelForThreads(1 << 20, 100, 8), 8);
 }
 
+TEST(ParallelForTest, ParallelCopyCopiesEveryByte) {
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{4} << 20, (size_t{13} << 20) + 7}) {
+    std::vector<unsigned char> src(bytes), dst(bytes, 0);
+    for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<unsigned char>(i * 131 + 7);
+    ParallelCopy(dst.data(), src.data(), bytes);
+    EXPECT_EQ(dst, src) << bytes << " bytes";
+  }
+}
+
 }  // namespace
 }  // namespace tpserve

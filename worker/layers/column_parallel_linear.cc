@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/parallel_for.h"
 #include "worker/kernels/cpu/gemm.h"
 #include "worker/layers/linear.h"
 
@@ -83,8 +84,8 @@ absl::Status ColumnParallelLinear::CopyRows(Tensor& param, const Tensor& loaded,
         ShapeToString(loaded.shape()), " do not fit parameter ", ShapeToString(param.shape()),
         " at row ", dst_row));
   }
-  std::memcpy(param.data() + dst_row * width, loaded.data() + src_row * width,
-              rows * width * sizeof(float));
+  ParallelCopy(param.data() + dst_row * width, loaded.data() + src_row * width,
+               rows * width * sizeof(float));
   return absl::OkStatus();
 }
 

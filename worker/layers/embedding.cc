@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/parallel_for.h"
 #include "worker/kernels/cpu/gemm.h"
 
 namespace tpserve {
@@ -21,10 +22,8 @@ absl::Status LoadVocabShard(Tensor& param, const Tensor& loaded, int64_t vocab_s
   }
   const int64_t start = rank * rows;
   const int64_t real = std::max<int64_t>(0, std::min(rows, vocab_size - start));
-  std::fill(param.data(), param.data() + param.numel(), 0.0f);
-  if (real > 0) {
-    std::memcpy(param.data(), loaded.row(start), real * hidden * sizeof(float));
-  }
+  if (real > 0) ParallelCopy(param.data(), loaded.row(start), real * hidden * sizeof(float));
+  std::fill(param.data() + real * hidden, param.data() + param.numel(), 0.0f);  // padding rows
   return absl::OkStatus();
 }
 

@@ -1,7 +1,9 @@
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/parallel_for.h"
 #include "worker/kernels/cpu/gemm.h"
 #include "worker/layers/linear.h"
 
@@ -95,9 +97,13 @@ absl::Status RowParallelLinear::WeightLoader(Tensor& param, const Tensor& loaded
         ", expected ", ShapeToString({out, input_size_})));
   }
   const int64_t col0 = comm_->rank() * in_local;
-  for (int64_t i = 0; i < out; ++i) {
-    std::memcpy(weight_.row(i), loaded_weight.row(i) + col0, in_local * sizeof(float));
-  }
+  ParallelFor(out, std::max<int64_t>(1, (int64_t{1} << 20) / in_local), 8,
+              [&](int64_t begin, int64_t end) {
+                for (int64_t i = begin; i < end; ++i) {
+                  std::memcpy(weight_.row(i), loaded_weight.row(i) + col0,
+                              in_local * sizeof(float));
+                }
+              });
   return absl::OkStatus();
 }
 
