@@ -41,9 +41,19 @@ void ParallelFor(int64_t count, int64_t min_per_thread, int max_threads, const B
   for (std::thread& h : helpers) h.join();
 }
 
-// memcpy(dst, src, bytes) in ParallelFor ranges of at least 4 MiB, on up to 8 threads.
+// ParallelFor for bulk memory work (model load): items of `item_bytes` each, at least
+// 4 MiB per thread, at most 8 threads.
+template <typename Body>
+void ParallelForBulk(int64_t count, int64_t item_bytes, const Body& body) {
+  constexpr int64_t kMinBytesPerThread = int64_t{4} << 20;
+  constexpr int kMaxThreads = 8;
+  ParallelFor(count, std::max<int64_t>(1, kMinBytesPerThread / std::max<int64_t>(1, item_bytes)),
+              kMaxThreads, body);
+}
+
+// memcpy(dst, src, bytes) through ParallelForBulk.
 inline void ParallelCopy(void* dst, const void* src, size_t bytes) {
-  ParallelFor(static_cast<int64_t>(bytes), int64_t{4} << 20, 8, [&](int64_t begin, int64_t end) {
+  ParallelForBulk(static_cast<int64_t>(bytes), 1, [&](int64_t begin, int64_t end) {
     std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin,
                 static_cast<size_t>(end - begin));
   });

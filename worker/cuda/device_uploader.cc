@@ -9,10 +9,6 @@
 #include "worker/dtype.h"
 
 namespace tpserve {
-namespace {
-constexpr int64_t kPerThread = int64_t{1} << 20;  // elements
-constexpr int kThreads = 8;
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<DeviceUploader>> DeviceUploader::Create(size_t chunk_bytes) {
   if (chunk_bytes < 4 || chunk_bytes % 4 != 0) {
@@ -58,7 +54,7 @@ absl::Status DeviceUploader::Upload(const float* src, int64_t count, DeviceDType
     const float* from = src + done;
     char* to = staging_[b].as<char>();
     // Memory-bound: a chunk converts on several cores while the previous one is copied.
-    ParallelFor(n, kPerThread, kThreads, [&](int64_t begin, int64_t end) {
+    ParallelForBulk(n, sizeof(float), [&](int64_t begin, int64_t end) {
       if (dtype == DeviceDType::kBFloat16) {
         FloatsToBf16(from + begin, static_cast<size_t>(end - begin),
                      reinterpret_cast<uint16_t*>(to) + begin);

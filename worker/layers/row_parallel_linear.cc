@@ -1,4 +1,3 @@
-#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -97,13 +96,11 @@ absl::Status RowParallelLinear::WeightLoader(Tensor& param, const Tensor& loaded
         ", expected ", ShapeToString({out, input_size_})));
   }
   const int64_t col0 = comm_->rank() * in_local;
-  ParallelFor(out, std::max<int64_t>(1, (int64_t{1} << 20) / in_local), 8,
-              [&](int64_t begin, int64_t end) {
-                for (int64_t i = begin; i < end; ++i) {
-                  std::memcpy(weight_.row(i), loaded_weight.row(i) + col0,
-                              in_local * sizeof(float));
-                }
-              });
+  ParallelForBulk(out, in_local * sizeof(float), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      std::memcpy(weight_.row(i), loaded_weight.row(i) + col0, in_local * sizeof(float));
+    }
+  });
   return absl::OkStatus();
 }
 

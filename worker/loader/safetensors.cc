@@ -262,11 +262,6 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(absl::Span<const uint8_
   return header;
 }
 
-namespace {
-constexpr int64_t kConvertPerThread = int64_t{1} << 20;  // elements: 4 MiB of fp32 or more
-constexpr int kConvertThreads = 8;
-}  // namespace
-
 absl::StatusOr<Tensor> TensorViewToFloat(const TensorView& view, const Shape& expected_shape) {
   Tensor out;
   absl::Status status = TensorViewToFloatInto(view, expected_shape, &out);
@@ -291,7 +286,7 @@ absl::Status TensorViewToFloatInto(const TensorView& view, const Shape& expected
   const size_t element = DTypeSize(view.dtype);
   std::atomic<bool> failed{false};
   absl::Status first_error;
-  ParallelFor(out->numel(), kConvertPerThread, kConvertThreads, [&](int64_t begin, int64_t end) {
+  ParallelForBulk(out->numel(), sizeof(float), [&](int64_t begin, int64_t end) {
     absl::Status s =
         ConvertToFloat(view.dtype, static_cast<const uint8_t*>(view.data) + begin * element,
                        static_cast<size_t>(end - begin), out->data() + begin);

@@ -96,8 +96,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-bool Aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-
 // The widest N (pairs per access) that keeps all 32 lanes busy and every access aligned.
 template <typename T>
 int PairsPerAccess(const T* qkv, int64_t row_stride, int head_dim, const float* cos_sin,
