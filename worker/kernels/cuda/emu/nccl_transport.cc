@@ -145,6 +145,14 @@ ncclResult_t PeerFailure(ncclComm* comm, const char* what, std::string* why) {
 
 ncclResult_t WaitUntil(ncclComm* comm, const char* what, std::chrono::steady_clock::time_point start,
                        const std::function<bool()>& done) {
+  return WaitUntil(comm, what, start, done,
+                   [comm, what](std::string* why) { return PeerFailure(comm, what, why); });
+}
+
+ncclResult_t WaitUntil(ncclComm* comm, const char* what,
+                       std::chrono::steady_clock::time_point start,
+                       const std::function<bool()>& done,
+                       const std::function<ncclResult_t(std::string* why)>& peer_failure) {
   const auto deadline = start + WaitTimeout();
   for (int spins = 0;; ++spins) {
     if (done()) return ncclSuccess;
@@ -155,16 +163,19 @@ ncclResult_t WaitUntil(ncclComm* comm, const char* what, std::chrono::steady_clo
     std::this_thread::sleep_for(std::chrono::microseconds(50));
     if (spins % 64 != 0) continue;  // the checks below read /proc
     std::string why;
-    if (const ncclResult_t failed = PeerFailure(comm, what, &why); failed != ncclSuccess) {
-      Break(comm, failed, why);
-      return failed;
+    ncclResult_t failed = peer_failure(&why);
+    if (failed == ncclSuccess && std::chrono::steady_clock::now() >= deadline) {
+      failed = ncclSystemError;
+      why = std::string(what) + ": a peer did not arrive within TPSERVE_EMU_NCCL_TIMEOUT_S (" +
+            std::to_string(WaitTimeout().count()) + " s)";
     }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      Break(comm, ncclSystemError,
-            std::string(what) + ": a peer did not arrive within TPSERVE_EMU_NCCL_TIMEOUT_S (" +
-                std::to_string(WaitTimeout().count()) + " s)");
-      return ncclSystemError;
-    }
+    if (failed == ncclSuccess) continue;
+    // A peer may have completed the wait (done() true) and then exited or aborted since
+    // done() was last asked: a rank leaving after its last collective. Only a wait that is
+    // still not done once the failure is seen has failed.
+    if (done()) return ncclSuccess;
+    Break(comm, failed, why);
+    return failed;
   }
 }
 

@@ -81,6 +81,14 @@ ncclResult_t PeerFailure(ncclComm* comm, const char* what, std::string* why);
 ncclResult_t WaitUntil(ncclComm* comm, const char* what, std::chrono::steady_clock::time_point start,
                        const std::function<bool()>& done);
 
+// WaitUntil with the peer check given (PeerFailure above for the other overload). A
+// failure, or the deadline, counts only if done() is still false when asked once more
+// after it was seen: a peer that completed the wait and then exited did not fail it.
+ncclResult_t WaitUntil(ncclComm* comm, const char* what,
+                       std::chrono::steady_clock::time_point start,
+                       const std::function<bool()>& done,
+                       const std::function<ncclResult_t(std::string* why)>& peer_failure);
+
 enum class Kind { kAllReduce, kAllGather, kBroadcast };
 
 struct Collective {
