@@ -41,6 +41,7 @@ RequestTiming TimeOne(v1::Inference::Stub& stub, const v1::GenerateRequest& requ
   v1::GenerateResponse chunk;
   double last = 0;
   while (reader->Read(&chunk)) {
+    if (chunk.has_usage()) t.cached_prompt_tokens = chunk.usage().cached_prompt_tokens();
     if (chunk.token_ids_size() == 0) continue;
     const double now = Since(start);
     if (t.output_tokens == 0) {
@@ -82,6 +83,15 @@ std::vector<std::vector<int32_t>> RandomPrompts(int count, int length, int vocab
   return prompts;
 }
 
+std::vector<std::vector<int32_t>> SharedPrefixPrompts(int count, int prefix_len, int length,
+                                                      int vocab_size, uint64_t seed) {
+  const std::vector<int32_t> prefix =
+      RandomPrompts(1, prefix_len, vocab_size, seed ^ 0x5851f42d4c957f2dULL)[0];
+  std::vector<std::vector<int32_t>> prompts = RandomPrompts(count, length, vocab_size, seed);
+  for (auto& prompt : prompts) prompt.insert(prompt.begin(), prefix.begin(), prefix.end());
+  return prompts;
+}
+
 std::vector<double> ArrivalOffsets(int count, double rate, uint64_t seed) {
   std::vector<double> offsets(count, 0.0);
   if (rate <= 0) return offsets;
@@ -96,7 +106,8 @@ std::vector<double> ArrivalOffsets(int count, double rate, uint64_t seed) {
 }
 
 BenchReport RunBench(v1::Inference::Stub& stub, const BenchOptions& o, int vocab_size) {
-  const auto prompts = RandomPrompts(o.num_prompts, o.input_len, vocab_size, o.seed);
+  const auto prompts =
+      SharedPrefixPrompts(o.num_prompts, o.prefix_len, o.input_len, vocab_size, o.seed);
   const auto offsets = ArrivalOffsets(o.num_prompts, o.request_rate, o.seed);
   std::vector<RequestTiming> timings(o.num_prompts);
   Slots slots(o.concurrency > 0 ? o.concurrency : o.num_prompts);
@@ -111,7 +122,7 @@ BenchReport RunBench(v1::Inference::Stub& stub, const BenchOptions& o, int vocab
     });
   }
   for (std::thread& t : threads) t.join();
-  return MakeReport(timings, Since(start), o.input_len);
+  return MakeReport(timings, Since(start), o.prefix_len + o.input_len);
 }
 
 }  // namespace tpserve

@@ -55,6 +55,7 @@ BenchReport MakeReport(const std::vector<RequestTiming>& timings, double duratio
     ++r.completed;
     r.input_tokens += input_len;
     r.output_tokens += t.output_tokens;
+    r.cached_prompt_tokens += t.cached_prompt_tokens;
     ttft.push_back(t.ttft_s);
     e2e.push_back(t.e2e_s);
     itl.insert(itl.end(), t.itl_s.begin(), t.itl_s.end());
@@ -90,6 +91,7 @@ nlohmann::json ReportJson(const BenchReport& r) {
           {"duration_s", r.duration_s},
           {"input_tokens", r.input_tokens},
           {"output_tokens", r.output_tokens},
+          {"cached_prompt_tokens", r.cached_prompt_tokens},
           {"request_throughput", r.request_throughput},
           {"output_throughput", r.output_throughput},
           {"ttft_ms", DistributionJson(r.ttft_ms)},
@@ -101,9 +103,9 @@ nlohmann::json ReportJson(const BenchReport& r) {
 std::string ReportText(const BenchReport& r) {
   std::string out = absl::StrFormat(
       "completed %d  failed %d  duration %.2f s\n"
-      "input tokens %d  output tokens %d\n"
+      "input tokens %d (%d from the prefix cache)  output tokens %d\n"
       "request throughput %.2f req/s  output throughput %.1f tok/s\n",
-      r.completed, r.failed, r.duration_s, r.input_tokens, r.output_tokens,
+      r.completed, r.failed, r.duration_s, r.input_tokens, r.cached_prompt_tokens, r.output_tokens,
       r.request_throughput, r.output_throughput);
   for (const auto& [code, count] : r.errors) {
     out += absl::StrFormat("  failures %s: %d\n", code, count);

@@ -21,6 +21,7 @@ struct RequestTiming {
   double e2e_s = 0;        // the call's end
   std::vector<double> itl_s;  // gaps between chunks that carried tokens
   int output_tokens = 0;
+  int cached_prompt_tokens = 0;  // the server's usage: prompt tokens from its prefix cache
 };
 
 struct Distribution {
@@ -35,6 +36,7 @@ struct BenchReport {
   double duration_s = 0;
   long long input_tokens = 0;
   long long output_tokens = 0;
+  long long cached_prompt_tokens = 0;  // of input_tokens, taken from the prefix cache
   double request_throughput = 0;  // completed requests / s
   double output_throughput = 0;   // output tokens / s
   Distribution ttft_ms, tpot_ms, itl_ms, e2e_ms;

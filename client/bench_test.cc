@@ -1,5 +1,6 @@
 #include "client/bench.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "gtest/gtest.h"
@@ -15,15 +16,18 @@ TEST(BenchStatsTest, PercentileInterpolatesLikeNumpy) {
 }
 
 TEST(BenchStatsTest, ReportFromTimings) {
-  RequestTiming a{true, "", 0.1, 0.5, {0.2, 0.2}, 5};
-  RequestTiming b{true, "", 0.3, 0.7, {0.4}, 3};
-  RequestTiming failed{false, "UNAVAILABLE", 0, 0.05, {}, 0};
+  RequestTiming a{true, "", 0.1, 0.5, {0.2, 0.2}, 5, 8};
+  RequestTiming b{true, "", 0.3, 0.7, {0.4}, 3, 0};
+  RequestTiming failed{false, "UNAVAILABLE", 0, 0.05, {}, 0, 4};
   const BenchReport r = MakeReport({a, b, failed}, 2.0, 16);
   EXPECT_EQ(r.completed, 2);
   EXPECT_EQ(r.failed, 1);
   EXPECT_EQ(r.errors.at("UNAVAILABLE"), 1);
   EXPECT_EQ(r.input_tokens, 32);
   EXPECT_EQ(r.output_tokens, 8);
+  EXPECT_EQ(r.cached_prompt_tokens, 8);  // completed requests only
+  EXPECT_EQ(ReportJson(r)["cached_prompt_tokens"], 8);
+  EXPECT_NE(ReportText(r).find("input tokens 32 (8 from the prefix cache)"), std::string::npos);
   EXPECT_DOUBLE_EQ(r.request_throughput, 1.0);
   EXPECT_DOUBLE_EQ(r.output_throughput, 4.0);
   EXPECT_NEAR(r.ttft_ms.mean, 200, 1e-9);
@@ -53,6 +57,19 @@ TEST(BenchTest, PromptsAreSeededAndInTheVocabulary) {
     ASSERT_EQ(prompt.size(), 16u);
     for (int32_t id : prompt) EXPECT_TRUE(id >= 0 && id < 50);
   }
+}
+
+TEST(BenchTest, SharedPrefixPromptsShareExactlyTheirPrefix) {
+  const auto a = SharedPrefixPrompts(4, 10, 16, 50, 7);
+  const auto own = RandomPrompts(4, 16, 50, 7);
+  ASSERT_EQ(a.size(), 4u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].size(), 26u);
+    EXPECT_TRUE(std::equal(a[i].begin(), a[i].begin() + 10, a[0].begin()));
+    EXPECT_EQ(std::vector<int32_t>(a[i].begin() + 10, a[i].end()), own[i]);
+  }
+  EXPECT_NE(a[0], a[1]);
+  EXPECT_EQ(SharedPrefixPrompts(4, 0, 16, 50, 7), own);
 }
 
 TEST(BenchTest, ArrivalsArePoissonAtTheRate) {

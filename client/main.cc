@@ -4,7 +4,7 @@
 //     generate "text" | --token-ids 1,2,3  [--stream] [sampling flags]
 //     tokenize "text"          detokenize 1,2,3
 //     info                     health
-//     bench [--input-len N] [--output-len N] [--num-prompts N]
+//     bench [--input-len N] [--prefix-len N] [--output-len N] [--num-prompts N]
 //           [--concurrency N | --request-rate R] [--seed S]
 //
 // Exit codes: 0 success, 1 the server answered with an error (or is not serving),
@@ -30,7 +30,7 @@ struct Flags {
   bool help = false;
   double timeout_s = 0;
   GenerateFlags generate;
-  int64_t input_len = 32, output_len = 32, num_prompts = 64, concurrency = 0;
+  int64_t input_len = 32, prefix_len = 0, output_len = 32, num_prompts = 64, concurrency = 0;
   double request_rate = 0;
 };
 
@@ -42,6 +42,8 @@ void Register(ArgParser& args, Flags& f) {
   args.AddBool("help", &f.help, "print this help");
   AddGenerateFlags(args, &f.generate);
   args.AddInt("input-len", &f.input_len, "bench: prompt tokens");
+  args.AddInt("prefix-len", &f.prefix_len,
+              "bench: tokens of a prefix shared by every prompt, before its own --input-len");
   args.AddInt("output-len", &f.output_len, "bench: generated tokens per request");
   args.AddInt("num-prompts", &f.num_prompts, "bench: requests");
   args.AddInt("concurrency", &f.concurrency, "bench: most requests in flight (0: no limit)");
@@ -67,11 +69,12 @@ int BadRequest(const ArgParser& args, const Cli& cli, const absl::Status& status
 absl::StatusOr<BenchOptions> BenchFrom(const ArgParser& args, const Flags& f) {
   BenchOptions o;
   if (f.input_len < 1 || f.output_len < 1 || f.num_prompts < 1 || f.concurrency < 0 ||
-      f.request_rate < 0) {
+      f.request_rate < 0 || f.prefix_len < 0 || f.input_len + f.prefix_len > (1 << 30)) {
     return absl::InvalidArgumentError(
-        "bench needs --input-len, --output-len, --num-prompts >= 1, --concurrency >= 0 and "
-        "--request-rate >= 0");
+        "bench needs --input-len, --output-len, --num-prompts >= 1, --concurrency >= 0, "
+        "--prefix-len >= 0 and --request-rate >= 0");
   }
+  o.prefix_len = static_cast<int>(f.prefix_len);
   o.input_len = static_cast<int>(f.input_len);
   o.output_len = static_cast<int>(f.output_len);
   o.num_prompts = static_cast<int>(f.num_prompts);

@@ -68,7 +68,8 @@ nlohmann::json GenerateJson(const v1::GenerateResponse& whole) {
       {"finish_reason", FinishReasonName(whole.finish_reason())},
       {"usage",
        {{"prompt_tokens", whole.usage().prompt_tokens()},
-        {"completion_tokens", whole.usage().completion_tokens()}}},
+        {"completion_tokens", whole.usage().completion_tokens()},
+        {"cached_prompt_tokens", whole.usage().cached_prompt_tokens()}}},
       {"logprobs", LogprobsJson(whole.logprobs())},
   };
   if (whole.prompt_logprobs_size() > 0) {
@@ -86,7 +87,8 @@ std::string GenerateTrailer(const v1::GenerateResponse& whole) {
   return absl::StrCat("token_ids: ", absl::StrJoin(whole.token_ids(), " "),
                       "\nfinish_reason: ", FinishReasonName(whole.finish_reason()),
                       "  prompt_tokens: ", whole.usage().prompt_tokens(),
-                      "  completion_tokens: ", whole.usage().completion_tokens(), "\n");
+                      "  completion_tokens: ", whole.usage().completion_tokens(),
+                      "  cached_prompt_tokens: ", whole.usage().cached_prompt_tokens(), "\n");
 }
 
 std::string ErrorLine(const grpc::Status& status) {

@@ -28,6 +28,7 @@ TEST(OutputTest, StreamedChunksJoinIntoOneJsonObject) {
   last.set_finish_reason(v1::FINISH_REASON_EOS);
   last.mutable_usage()->set_prompt_tokens(4);
   last.mutable_usage()->set_completion_tokens(3);
+  last.mutable_usage()->set_cached_prompt_tokens(2);
   AppendGenerateChunk(last, &whole);
   const nlohmann::json j = GenerateJson(whole);
   EXPECT_EQ(j["token_ids"], nlohmann::json::parse("[1,2,3]"));
@@ -35,13 +36,15 @@ TEST(OutputTest, StreamedChunksJoinIntoOneJsonObject) {
   EXPECT_EQ(j["finish_reason"], "eos");
   EXPECT_EQ(j["usage"]["prompt_tokens"], 4);
   EXPECT_EQ(j["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(j["usage"]["cached_prompt_tokens"], 2);
   ASSERT_EQ(j["logprobs"].size(), 3u);
   EXPECT_EQ(j["logprobs"][2]["token_id"], 3);
   EXPECT_DOUBLE_EQ(j["logprobs"][2]["logprob"].get<double>(), -0.25);
   EXPECT_EQ(j["logprobs"][2]["top"][0]["text"], "t");
   EXPECT_FALSE(j.contains("prompt_logprobs"));
   EXPECT_EQ(GenerateTrailer(whole),
-            "token_ids: 1 2 3\nfinish_reason: eos  prompt_tokens: 4  completion_tokens: 3\n");
+            "token_ids: 1 2 3\nfinish_reason: eos  prompt_tokens: 4  completion_tokens: 3  "
+            "cached_prompt_tokens: 2\n");
 }
 
 TEST(OutputTest, Errors) {

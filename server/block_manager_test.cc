@@ -211,5 +211,159 @@ TEST(BlockManager, RandomisedNeverHandsOutABlockTwice) {
   }
 }
 
+BlockManager MakeCaching(int32_t num_blocks, int32_t block_size, int32_t watermark = 0) {
+  BlockManagerConfig config = Config(num_blocks, block_size, watermark);
+  config.prefix_caching = true;
+  absl::StatusOr<BlockManager> bm = BlockManager::Create(config);
+  EXPECT_TRUE(bm.ok()) << bm.status();
+  return *std::move(bm);
+}
+
+TEST(BlockManagerPrefixCache, OfferedBlocksMatchWholeBlockPrefixesOnly) {
+  BlockManager bm = MakeCaching(8, 2);
+  ASSERT_TRUE(bm.Allocate(1, 5).ok());  // blocks 0, 1, 2
+  ASSERT_TRUE(bm.CacheBlocks(1, {1, 2, 3, 4}).ok());
+  EXPECT_EQ(*bm.num_cached_blocks(1), 2);
+  EXPECT_EQ(bm.num_cached_blocks(), 2);
+  EXPECT_THAT(bm.MatchPrefix({1, 2, 3, 4, 5}, 5), ElementsAre(0, 1));
+  EXPECT_THAT(bm.MatchPrefix({1, 2, 3, 4, 5}, 3), ElementsAre(0));  // max_tokens
+  EXPECT_THAT(bm.MatchPrefix({1, 2, 3, 9}, 4), ElementsAre(0));     // second block differs
+  EXPECT_THAT(bm.MatchPrefix({3, 4}, 2), IsEmpty());  // block 1's tokens, but not after [1, 2]
+  EXPECT_THAT(bm.MatchPrefix({1}, 1), IsEmpty());     // no whole block
+  // Only whole blocks of the sequence's tokens can be offered.
+  EXPECT_EQ(bm.CacheBlocks(1, {5}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bm.CacheBlocks(1, {5, 6}).code(), absl::StatusCode::kInvalidArgument);  // 6 > 5 tokens
+  EXPECT_EQ(bm.CacheBlocks(7, {1, 2}).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*bm.num_cached_blocks(1), 2);
+}
+
+TEST(BlockManagerPrefixCache, WithoutPrefixCachingNothingMatches) {
+  BlockManager bm = Make(8, 2);
+  ASSERT_TRUE(bm.Allocate(1, 4).ok());
+  ASSERT_TRUE(bm.CacheBlocks(1, {1, 2, 3, 4}).ok());
+  EXPECT_EQ(*bm.num_cached_blocks(1), 0);
+  EXPECT_THAT(bm.MatchPrefix({1, 2, 3, 4, 5}, 5), IsEmpty());
+  ASSERT_TRUE(bm.Free(1).ok());
+  EXPECT_EQ(bm.num_cached_blocks(), 0);
+}
+
+TEST(BlockManagerPrefixCache, SharedBlocksAreCountedOnceAndOutliveTheirSequence) {
+  BlockManager bm = MakeCaching(6, 2);
+  ASSERT_TRUE(bm.Allocate(1, 5).ok());  // 0, 1, 2
+  ASSERT_TRUE(bm.CacheBlocks(1, {1, 2, 3, 4}).ok());
+  const std::vector<int32_t> cached = bm.MatchPrefix({1, 2, 3, 4, 7}, 4);
+  ASSERT_THAT(cached, ElementsAre(0, 1));
+  // Held blocks cost nothing: 5 tokens need 3 blocks, 2 of them shared.
+  EXPECT_TRUE(bm.CanAllocate(5, cached));
+  ASSERT_TRUE(bm.Allocate(2, 5, cached).ok());
+  EXPECT_THAT(Table(bm, 2), ElementsAre(0, 1, 3));
+  EXPECT_EQ(*bm.num_cached_blocks(2), 2);
+  EXPECT_EQ(bm.num_used_blocks(), 4);
+  ASSERT_TRUE(bm.Free(1).ok());  // block 2 is free; 0 and 1 stay with sequence 2
+  EXPECT_EQ(bm.num_used_blocks(), 3);
+  ASSERT_TRUE(bm.Free(2).ok());  // 0 and 1 cached and free, 3 free
+  EXPECT_EQ(bm.num_used_blocks(), 0);
+  EXPECT_EQ(bm.num_free_blocks(), 6);
+  EXPECT_EQ(bm.num_cached_blocks(), 2);
+  // An unheld cached block costs one free block: 2 hits + 2 new = 4 of 6, watermark aside.
+  EXPECT_THAT(bm.MatchPrefix({1, 2, 3, 4, 5, 6, 7, 8}, 8), ElementsAre(0, 1));
+  EXPECT_TRUE(bm.CanAllocate(8, cached));
+  ASSERT_TRUE(bm.Allocate(3, 8, cached).ok());
+  EXPECT_EQ(bm.num_used_blocks(), 4);
+  EXPECT_EQ(bm.num_cached_blocks(), 2);
+  // More shared blocks than the tokens need, or a block that is not cached: refused, and
+  // nothing changes.
+  EXPECT_EQ(bm.Allocate(4, 2, cached).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bm.Allocate(4, 6, {5}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(bm.Contains(4));
+  EXPECT_EQ(bm.num_used_blocks(), 4);
+}
+
+TEST(BlockManagerPrefixCache, FreshBlocksGoFirstThenTheLeastRecentlyReleasedLastBlocks) {
+  BlockManager bm = MakeCaching(4, 2);
+  ASSERT_TRUE(bm.Allocate(1, 4).ok());  // 0, 1
+  ASSERT_TRUE(bm.CacheBlocks(1, {1, 2, 3, 4}).ok());
+  ASSERT_TRUE(bm.Free(1).ok());
+  // Two never-cached blocks are taken before any cached one.
+  ASSERT_TRUE(bm.Allocate(2, 4).ok());
+  EXPECT_THAT(Table(bm, 2), ElementsAre(2, 3));
+  EXPECT_THAT(bm.MatchPrefix({1, 2, 3, 4}, 4), ElementsAre(0, 1));
+  // The next evicts sequence 1's last block first, so its first block still matches.
+  ASSERT_TRUE(bm.Allocate(3, 1).ok());
+  EXPECT_THAT(Table(bm, 3), ElementsAre(1));
+  EXPECT_EQ(bm.num_cached_blocks(), 1);
+  EXPECT_THAT(bm.MatchPrefix({1, 2, 3, 4}, 4), ElementsAre(0));
+  // Matching a block takes it out of the evictable pool.
+  const std::vector<int32_t> cached = bm.MatchPrefix({1, 2, 5}, 2);
+  ASSERT_TRUE(bm.Allocate(4, 2, cached).ok());
+  EXPECT_EQ(bm.num_free_blocks(), 0);
+  EXPECT_EQ(bm.Allocate(5, 1).code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(BlockManagerPrefixCache, AnEvictedBlockNoLongerLeadsToTheBlocksCachedAfterIt) {
+  BlockManager bm = MakeCaching(5, 2);
+  ASSERT_TRUE(bm.Allocate(1, 3).ok());  // 0, 1
+  ASSERT_TRUE(bm.CacheBlocks(1, {1, 2}).ok());
+  // Sequence 2 computed [1, 2] again on its own: its copy stays uncached, and the block
+  // after it is cached as following block 0.
+  ASSERT_TRUE(bm.Allocate(2, 5).ok());  // 2, 3, 4
+  ASSERT_TRUE(bm.CacheBlocks(2, {1, 2, 5, 6}).ok());
+  EXPECT_EQ(*bm.num_cached_blocks(2), 2);
+  EXPECT_EQ(bm.num_cached_blocks(), 2);
+  EXPECT_THAT(bm.MatchPrefix({1, 2, 5, 6, 7}, 4), ElementsAre(0, 3));
+  ASSERT_TRUE(bm.Free(1).ok());  // evictable: 0
+  ASSERT_TRUE(bm.Free(2).ok());  // evictable: 0, 3
+  // Three fresh blocks, then block 0 is evicted and holds other tokens.
+  ASSERT_TRUE(bm.Allocate(3, 6).ok());
+  ASSERT_TRUE(bm.Allocate(4, 2).ok());
+  ASSERT_THAT(Table(bm, 4), ElementsAre(0));
+  ASSERT_TRUE(bm.CacheBlocks(4, {8, 9}).ok());
+  EXPECT_THAT(bm.MatchPrefix({8, 9, 5, 6}, 4), ElementsAre(0));  // not block 3 after it
+  EXPECT_THAT(bm.MatchPrefix({1, 2, 5, 6}, 4), IsEmpty());
+}
+
+TEST(BlockManagerPrefixCache, RandomSharingKeepsEveryBlockAccounted) {
+  std::mt19937 rng(7);
+  const int32_t bs = 2;
+  BlockManager bm = MakeCaching(12, bs, 1);
+  // Prompts over a 2-token alphabet, so prefixes repeat; what each live sequence holds.
+  std::map<uint64_t, std::vector<int32_t>> live;
+  uint64_t next_id = 1;
+  for (int op = 0; op < 4000; ++op) {
+    if (live.empty() || rng() % 3 != 0) {
+      std::vector<int32_t> tokens(1 + rng() % 7);
+      for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % 2);
+      const std::vector<int32_t> cached =
+          bm.MatchPrefix(tokens, static_cast<int64_t>(tokens.size()) - 1);
+      const bool can = bm.CanAllocate(static_cast<int64_t>(tokens.size()), cached);
+      const absl::Status s = bm.Allocate(next_id, static_cast<int64_t>(tokens.size()), cached);
+      ASSERT_EQ(s.ok(), can) << s;
+      if (s.ok()) {
+        const std::vector<int32_t> table = Table(bm, next_id);
+        ASSERT_TRUE(std::equal(cached.begin(), cached.end(), table.begin()));
+        const int64_t whole = static_cast<int64_t>(tokens.size()) / bs * bs;
+        const int64_t from = static_cast<int64_t>(cached.size()) * bs;
+        ASSERT_TRUE(bm.CacheBlocks(next_id, absl::MakeConstSpan(tokens).subspan(
+                                                from, std::max<int64_t>(whole - from, 0)))
+                        .ok());
+        live[next_id] = table;
+      }
+      ++next_id;
+    } else {
+      auto it = live.begin();
+      std::advance(it, rng() % live.size());
+      ASSERT_TRUE(bm.Free(it->first).ok());
+      live.erase(it);
+    }
+    // A block is held by live sequences or free, never both; none is lost.
+    std::set<int32_t> held;
+    for (const auto& [id, table] : live) held.insert(table.begin(), table.end());
+    ASSERT_EQ(static_cast<int32_t>(held.size()), bm.num_used_blocks());
+    ASSERT_EQ(bm.num_used_blocks() + bm.num_free_blocks(), bm.num_blocks());
+  }
+  for (const auto& [id, table] : live) ASSERT_TRUE(bm.Free(id).ok());
+  EXPECT_EQ(bm.num_free_blocks(), bm.num_blocks());
+}
+
 }  // namespace
 }  // namespace tpserve

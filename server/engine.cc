@@ -31,6 +31,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   config.num_blocks = executor->num_kv_blocks();
   config.block_size = executor->kv_block_size();
   config.watermark_blocks = options.kv_watermark_blocks;
+  config.prefix_caching = options.prefix_caching;
   TPSERVE_ASSIGN_OR_RETURN(BlockManager blocks, BlockManager::Create(config));
   return std::unique_ptr<Engine>(new Engine(
       std::make_unique<Impl>(options, executor, tokenizer, std::move(blocks))));

@@ -38,6 +38,7 @@ struct EngineOptions {
   int max_queue = 256;           // waiting requests; beyond it Submit is RESOURCE_EXHAUSTED
   int max_context = 0;           // prompt + generated tokens per sequence
   int kv_watermark_blocks = 1;   // kept free when admitting new sequences
+  bool prefix_caching = true;    // share computed KV blocks of common prompt prefixes
   int vocab_size = 0;            // sampled token ids must be in [0, vocab_size); 0: unchecked
   std::vector<int32_t> eos_token_ids;
 
@@ -51,6 +52,9 @@ struct EngineStats {
   int waiting = 0;
   uint64_t steps = 0;
   uint64_t preemptions = 0;  // sequences preempted (KV freed, recomputed later)
+  uint64_t prefix_cache_queried_tokens = 0;  // prompt tokens looked up at admission
+  uint64_t prefix_cache_hit_tokens = 0;      // of them, found in the prefix cache
+  int kv_blocks_cached = 0;                  // blocks whose KV is matchable now
   // Cumulative time in RunStep as seen by the engine, and the workers' own compute time
   // (rank 0's compute_time_us): their difference is the frontend overhead.
   int64_t step_wall_us = 0;

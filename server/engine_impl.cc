@@ -293,6 +293,9 @@ void Engine::Impl::PublishStats() {
   stats.kv_blocks_in_use = blocks.num_used_blocks();
   stats.running = scheduler.num_running();
   stats.preemptions = scheduler.num_preemptions();
+  stats.prefix_cache_queried_tokens = scheduler.prefix_cache_stats().queried_tokens;
+  stats.prefix_cache_hit_tokens = scheduler.prefix_cache_stats().hit_tokens;
+  stats.kv_blocks_cached = blocks.num_cached_blocks();
   stats.waiting = scheduler.num_waiting();
 }
 

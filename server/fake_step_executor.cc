@@ -1,5 +1,6 @@
 #include "server/fake_step_executor.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -74,7 +75,9 @@ absl::Status FakeStepExecutor::Apply(const StepPlan& plan) {
   for (uint64_t id : plan.drop_seq_ids()) {
     auto it = seqs_.find(id);
     if (it == seqs_.end()) return Broken(plan.step(), absl::StrCat("drop of unknown ", id));
-    for (int32_t block : it->second.blocks) block_owner_.erase(block);
+    for (int32_t block : it->second.blocks) {
+      if (--block_holders_[block] == 0) block_holders_.erase(block);
+    }
     seqs_.erase(it);
   }
   absl::flat_hash_set<uint64_t> in_batch;
@@ -107,17 +110,28 @@ absl::Status FakeStepExecutor::AddNew(const worker::v1::NewSequence& added) {
   seq.num_prompt = added.num_prompt_tokens() == 0 ? static_cast<int64_t>(seq.tokens.size())
                                                   : added.num_prompt_tokens();
   seq.sampling = added.sampling();
-  if (seq.tokens.empty() || added.num_cached_tokens() != 0 || added.num_new_tokens() < 1 ||
-      added.num_new_tokens() > static_cast<int64_t>(seq.tokens.size()) ||
-      seq.num_prompt > static_cast<int64_t>(seq.tokens.size())) {
+  const int64_t len = static_cast<int64_t>(seq.tokens.size());
+  if (seq.tokens.empty() || added.num_cached_tokens() < 0 || added.num_new_tokens() < 1 ||
+      added.num_cached_tokens() + added.num_new_tokens() > len || seq.num_prompt > len) {
     return absl::InternalError(absl::StrCat("new ", id, ": bad token counts"));
   }
-  if (seq.num_prompt < static_cast<int64_t>(seq.tokens.size())) ++recomputes_;
-  if (added.num_new_tokens() < static_cast<int64_t>(seq.tokens.size())) ++partial_prefills_;
+  if (added.num_cached_tokens() > 0 && seq.sampling.prompt_logprobs() >= 0) {
+    return absl::InternalError(
+        absl::StrCat("new ", id, ": asks for prompt logprobs of cached positions"));
+  }
+  seq.computed = added.num_cached_tokens();
+  ExtendKeys(seq);
+  if (seq.num_prompt < len) ++recomputes_;
+  if (seq.computed + added.num_new_tokens() < len) ++partial_prefills_;
+  cached_positions_ += seq.computed;
   const std::vector<int32_t> table(added.block_table().begin(), added.block_table().end());
   if (absl::Status s = TakeBlocks(id, table, seq); !s.ok()) return s;
-  if (absl::Status s = CheckCoverage(id, seq, added.num_new_tokens()); !s.ok()) {
-    for (int32_t block : seq.blocks) block_owner_.erase(block);
+  absl::Status s = CheckCoverage(id, seq, added.num_new_tokens());
+  if (s.ok()) s = CheckKv(id, seq, added.num_new_tokens());
+  if (!s.ok()) {
+    for (int32_t block : seq.blocks) {
+      if (--block_holders_[block] == 0) block_holders_.erase(block);
+    }
     return s;
   }
   seqs_.emplace(id, std::move(seq));
@@ -139,6 +153,7 @@ absl::Status FakeStepExecutor::ApplyDelta(const worker::v1::SequenceDelta& delta
   }
   seq.sampled.reset();
   seq.tokens.insert(seq.tokens.end(), got.begin(), got.end());
+  ExtendKeys(seq);
   const int64_t num_new = delta.num_new_tokens();
   if (num_new < 1 || seq.computed + num_new > static_cast<int64_t>(seq.tokens.size())) {
     return absl::InternalError(absl::StrCat("delta for ", id, ": bad num_new_tokens ", num_new));
@@ -146,7 +161,8 @@ absl::Status FakeStepExecutor::ApplyDelta(const worker::v1::SequenceDelta& delta
   if (seq.computed + num_new < static_cast<int64_t>(seq.tokens.size())) ++partial_prefills_;
   const std::vector<int32_t> blocks(delta.new_block_ids().begin(), delta.new_block_ids().end());
   if (absl::Status s = TakeBlocks(id, blocks, seq); !s.ok()) return s;
-  return CheckCoverage(id, seq, num_new);
+  if (absl::Status s = CheckCoverage(id, seq, num_new); !s.ok()) return s;
+  return CheckKv(id, seq, num_new);
 }
 
 absl::Status FakeStepExecutor::TakeBlocks(uint64_t id, absl::Span<const int32_t> blocks,
@@ -155,11 +171,10 @@ absl::Status FakeStepExecutor::TakeBlocks(uint64_t id, absl::Span<const int32_t>
     if (block < 0 || block >= config_.num_blocks) {
       return absl::InternalError(absl::StrCat("seq ", id, ": block ", block, " out of range"));
     }
-    auto [it, inserted] = block_owner_.emplace(block, id);
-    if (!inserted) {
-      return absl::InternalError(
-          absl::StrCat("seq ", id, ": block ", block, " belongs to seq ", it->second));
+    if (std::find(seq.blocks.begin(), seq.blocks.end(), block) != seq.blocks.end()) {
+      return absl::InternalError(absl::StrCat("seq ", id, ": block ", block, " listed twice"));
     }
+    ++block_holders_[block];
     seq.blocks.push_back(block);
   }
   return absl::OkStatus();
@@ -174,6 +189,36 @@ absl::Status FakeStepExecutor::CheckCoverage(uint64_t id, const Seq& seq, int64_
   return absl::OkStatus();
 }
 
+void FakeStepExecutor::ExtendKeys(Seq& seq) const {
+  uint64_t h = seq.keys.empty() ? 1469598103934665603ull : seq.keys.back();
+  for (size_t p = seq.keys.size(); p < seq.tokens.size(); ++p) {
+    h ^= static_cast<uint32_t>(seq.tokens[p]) + 1;  // FNV-1a; never 0 in practice
+    h *= 1099511628211ull;
+    seq.keys.push_back(h);
+  }
+}
+
+absl::Status FakeStepExecutor::CheckKv(uint64_t id, const Seq& seq, int64_t num_new) const {
+  const int64_t bs = config_.block_size;
+  for (int64_t p = 0; p < seq.computed; ++p) {
+    const int32_t block = seq.blocks[p / bs];
+    auto it = kv_.find(block);
+    if (it == kv_.end() || it->second[p % bs] != seq.keys[p]) {
+      return absl::InternalError(absl::StrCat("seq ", id, ": position ", p, " (block ", block,
+                                              ") does not hold the KV of its own prefix"));
+    }
+  }
+  for (int64_t p = seq.computed; p < seq.computed + num_new; ++p) {
+    const int32_t block = seq.blocks[p / bs];
+    if (block_holders_.at(block) > 1) {
+      return absl::InternalError(absl::StrCat("seq ", id, ": position ", p, " writes into block ",
+                                              block, ", which ", block_holders_.at(block),
+                                              " live sequences hold"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 worker::v1::SequenceOutput FakeStepExecutor::Compute(uint64_t id, int64_t num_new, Seq& seq) {
   worker::v1::SequenceOutput output;
   output.set_seq_id(id);
@@ -184,6 +229,13 @@ worker::v1::SequenceOutput FakeStepExecutor::Compute(uint64_t id, int64_t num_ne
       lp->mutable_chosen()->set_logprob(-0.01f * static_cast<float>(p + 1));
     }
   }
+  const int64_t bs = config_.block_size;
+  for (int64_t p = seq.computed; p < seq.computed + num_new; ++p) {
+    std::vector<uint64_t>& slots = kv_[seq.blocks[p / bs]];
+    slots.resize(bs, 0);
+    slots[p % bs] = seq.keys[p];
+  }
+  computed_positions_ += num_new;
   seq.computed += num_new;
   if (seq.computed < static_cast<int64_t>(seq.tokens.size())) return output;
   const int32_t token = config_.next_token ? config_.next_token(seq.tokens)
@@ -220,6 +272,16 @@ bool FakeStepExecutor::holds(uint64_t seq_id) const {
 int FakeStepExecutor::num_recomputes() const {
   absl::MutexLock lock(&mu_);
   return recomputes_;
+}
+
+int64_t FakeStepExecutor::num_computed_positions() const {
+  absl::MutexLock lock(&mu_);
+  return computed_positions_;
+}
+
+int64_t FakeStepExecutor::num_cached_positions() const {
+  absl::MutexLock lock(&mu_);
+  return cached_positions_;
 }
 
 int FakeStepExecutor::num_partial_prefills() const {

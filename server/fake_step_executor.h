@@ -5,9 +5,14 @@
 // from the plans alone, so a wrong delta shows up: steps must be consecutive, drops and
 // deltas must name sequences it holds, new sequences must be unknown, a delta must
 // carry exactly the token sampled for it since it last ran, block tables must cover
-// the context exactly, no block may belong to two live sequences, and the batch must
-// respect the configured limits. A broken rule is recorded in errors() and fails the
-// step with INTERNAL.
+// the context exactly, and the batch must respect the configured limits. It also models
+// the KV cache itself: each computed position writes a key of the sequence's tokens up
+// to it into its block's slot, and that content outlives the sequence. A block that two
+// live sequences hold (a shared prefix) must never be written, and every position a
+// sequence has computed — its num_cached_tokens included — must hold the key of its own
+// prefix when it runs, so a prefix cache that shares the wrong block, or hands out a
+// block another sequence still uses, fails here. A broken rule is recorded in errors()
+// and fails the step with INTERNAL.
 //
 // The next token is next_token(all tokens so far) — by default a hash of the history —
 // so a sequence's output depends on its tokens alone: batching, chunked prefill and
@@ -66,10 +71,15 @@ class FakeStepExecutor : public StepExecutor {
   int num_recomputes() const;
   // New sequences or deltas that computed only part of the known tokens.
   int num_partial_prefills() const;
+  // Positions computed, and new sequences' positions taken from the cache
+  // (num_cached_tokens), over all steps.
+  int64_t num_computed_positions() const;
+  int64_t num_cached_positions() const;
 
  private:
   struct Seq {
     std::vector<int32_t> tokens;
+    std::vector<uint64_t> keys;  // keys[p]: the KV key of tokens [0, p]
     int64_t num_prompt = 0;
     int64_t computed = 0;
     std::vector<int32_t> blocks;
@@ -84,18 +94,27 @@ class FakeStepExecutor : public StepExecutor {
   absl::Status TakeBlocks(uint64_t id, absl::Span<const int32_t> blocks, Seq& seq)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckCoverage(uint64_t id, const Seq& seq, int64_t num_new) const;
+  // Positions [0, seq.computed) hold seq's own KV; the next num_new go to blocks it
+  // alone holds.
+  absl::Status CheckKv(uint64_t id, const Seq& seq, int64_t num_new) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   worker::v1::SequenceOutput Compute(uint64_t id, int64_t num_new, Seq& seq)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExtendKeys(Seq& seq) const;
 
   const FakeExecutorConfig config_;
   mutable absl::Mutex mu_;
   uint64_t last_step_ ABSL_GUARDED_BY(mu_) = 0;
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<uint64_t, Seq> seqs_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<int32_t, uint64_t> block_owner_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int32_t, int> block_holders_ ABSL_GUARDED_BY(mu_);  // live sequences
+  // Each block's slots: the KV key last written there, 0 for never.
+  absl::flat_hash_map<int32_t, std::vector<uint64_t>> kv_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> errors_ ABSL_GUARDED_BY(mu_);
   int recomputes_ ABSL_GUARDED_BY(mu_) = 0;
   int partial_prefills_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t computed_positions_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t cached_positions_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tpserve

@@ -62,6 +62,7 @@ void AppendChunk(const EngineChunk& chunk, v1::GenerateResponse* response) {
     response->set_finish_reason(ToProtoFinishReason(*chunk.finish_reason));
     response->mutable_usage()->set_prompt_tokens(chunk.prompt_tokens);
     response->mutable_usage()->set_completion_tokens(chunk.completion_tokens);
+    response->mutable_usage()->set_cached_prompt_tokens(chunk.cached_prompt_tokens);
   }
 }
 

@@ -60,6 +60,7 @@ struct EngineChunk {
   std::optional<FinishReason> finish_reason;  // last chunk only
   int prompt_tokens = 0;                      // last chunk only
   int completion_tokens = 0;                  // last chunk only
+  int cached_prompt_tokens = 0;               // last chunk only: from the prefix cache
 };
 
 }  // namespace tpserve

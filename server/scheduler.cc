@@ -50,7 +50,17 @@ ScheduledStep Scheduler::Schedule() {
 
 void Scheduler::CompleteStep(const ScheduledStep& step) {
   for (const ScheduledSequence& s : step.batch) {
-    s.seq->set_num_computed_tokens(s.first_position + s.num_new_tokens);
+    const int64_t computed = s.first_position + s.num_new_tokens;
+    s.seq->set_num_computed_tokens(computed);
+    if (!blocks_.prefix_caching()) continue;
+    // Blocks that this step filled with computed KV join the prefix cache.
+    const int64_t bs = blocks_.block_size();
+    const absl::StatusOr<int64_t> offered = blocks_.num_cached_blocks(s.seq->id());
+    TPSERVE_CHECK(offered.ok());
+    if (computed / bs > *offered) {
+      const std::vector<int32_t> tokens = s.seq->TokenRange(*offered * bs, computed / bs * bs);
+      TPSERVE_CHECK(blocks_.CacheBlocks(s.seq->id(), tokens).ok());
+    }
   }
 }
 
@@ -86,24 +96,39 @@ void Scheduler::AdmitWaiting(int64_t& budget, ScheduledStep& step) {
   std::vector<ScheduledSequence> admitted;
   while (!waiting_.empty() && num_running() < config_.max_sequences && budget > 0) {
     Sequence* seq = waiting_.front();
-    const int64_t count = AdmissibleTokens(std::min(seq->num_tokens(), budget));
+    const std::vector<int32_t> tokens = seq->TokenRange(0, seq->num_tokens());
+    // A cached prefix leaves at least the last token to compute (its logits are the
+    // sample's), in a block of the sequence's own. Prompt logprobs need every position's
+    // logits, so such a request computes its whole prompt.
+    const bool looks_up = blocks_.prefix_caching() && seq->request().prompt_logprobs < 0;
+    std::vector<int32_t> cached;
+    if (looks_up) cached = blocks_.MatchPrefix(tokens, seq->num_tokens() - 1);
+    const int64_t num_cached = static_cast<int64_t>(cached.size()) * blocks_.block_size();
+    const int64_t count =
+        AdmissibleTokens(std::min(seq->num_tokens() - num_cached, budget), cached);
     if (count == 0) break;
-    TPSERVE_CHECK(blocks_.Allocate(seq->id(), count).ok());
+    TPSERVE_CHECK(blocks_.Allocate(seq->id(), num_cached + count, cached).ok());
+    if (looks_up && seq->status() == SequenceStatus::kWaiting) {  // not a recompute
+      seq->set_num_cached_prompt_tokens(num_cached);
+      prefix_cache_.queried_tokens += seq->num_tokens();
+      prefix_cache_.hit_tokens += num_cached;
+    }
+    seq->set_num_computed_tokens(num_cached);
     worker::v1::NewSequence* added = step.plan.add_new_sequences();
     added->set_seq_id(seq->id());
-    for (int32_t token : seq->TokenRange(0, seq->num_tokens())) added->add_token_ids(token);
+    for (int32_t token : tokens) added->add_token_ids(token);
     *added->mutable_sampling() = seq->SamplingParams();
     absl::StatusOr<absl::Span<const int32_t>> table = blocks_.block_table(seq->id());
     TPSERVE_CHECK(table.ok());
     for (int32_t block : *table) added->add_block_table(block);
-    added->set_num_cached_tokens(0);
+    added->set_num_cached_tokens(static_cast<int32_t>(num_cached));
     added->set_num_prompt_tokens(static_cast<int32_t>(seq->num_prompt_tokens()));
     added->set_num_new_tokens(static_cast<int32_t>(count));
     seq->MarkSent(true);
     seq->set_status(SequenceStatus::kRunning);
     waiting_.pop_front();
     running_.push_back(seq);
-    admitted.push_back({seq, 0, count});
+    admitted.push_back({seq, num_cached, count});
     budget -= count;
   }
   step.batch.insert(step.batch.begin(), admitted.begin(), admitted.end());
@@ -138,9 +163,10 @@ int64_t Scheduler::TokensThatFit(const Sequence& seq) const {
   return blocks * blocks_.block_size() - seq.num_computed_tokens();
 }
 
-int64_t Scheduler::AdmissibleTokens(int64_t limit) const {
+int64_t Scheduler::AdmissibleTokens(int64_t limit, absl::Span<const int32_t> cached) const {
+  const int64_t num_cached = static_cast<int64_t>(cached.size()) * blocks_.block_size();
   for (int64_t n = limit; n > 0; n = (blocks_.BlocksFor(n) - 1) * blocks_.block_size()) {
-    if (blocks_.CanAllocate(n)) return n;
+    if (blocks_.CanAllocate(num_cached + n, cached)) return n;
   }
   return 0;
 }

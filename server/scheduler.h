@@ -10,7 +10,11 @@
 //     from prompt + generated tokens, sent again in full as a NewSequence.
 //  2. Prefill part (skipped in a step that preempted): waiting sequences, in FIFO
 //     order, are admitted while max_sequences, max_batch_tokens and the KV watermark
-//     allow; a prompt that does not fit in the budget is prefilled in chunks.
+//     allow; a prompt that does not fit in the budget is prefilled in chunks. With
+//     prefix caching, the whole blocks a new sequence shares with cached KV (all but
+//     its last token at most, none when it asks for prompt logprobs) are not computed:
+//     the NewSequence names them as num_cached_tokens. Every block a step fills is
+//     offered to the cache when the step completes.
 // The plan carries the ids to drop (sequences removed or preempted since the last
 // plan that the workers hold), new sequences in full and running ones as deltas.
 //
@@ -74,6 +78,13 @@ class Scheduler {
   // Sequences preempted (KV freed, to be recomputed) so far.
   uint64_t num_preemptions() const { return preemptions_; }
   uint64_t next_step() const { return next_step_; }
+  // Prompt tokens looked up in the prefix cache at first admission (not those of
+  // requests for prompt logprobs), and how many of them were found there.
+  struct PrefixCacheStats {
+    uint64_t queried_tokens = 0;
+    uint64_t hit_tokens = 0;
+  };
+  const PrefixCacheStats& prefix_cache_stats() const { return prefix_cache_; }
 
  private:
   // The decode part: returns false when it preempted.
@@ -86,8 +97,9 @@ class Scheduler {
   void Preempt(Sequence* seq);
   // Tokens seq can grow by with its blocks and the free ones.
   int64_t TokensThatFit(const Sequence& seq) const;
-  // The largest prefix of a waiting sequence that Allocate accepts now, ≤ limit.
-  int64_t AdmissibleTokens(int64_t limit) const;
+  // The most tokens (≤ limit) of a waiting sequence after its `cached` blocks that
+  // Allocate accepts now.
+  int64_t AdmissibleTokens(int64_t limit, absl::Span<const int32_t> cached) const;
   int64_t NumDecodes() const;
 
   const SchedulerConfig config_;
@@ -97,6 +109,7 @@ class Scheduler {
   std::vector<uint64_t> drops_;     // for the next plan
   uint64_t next_step_ = 1;
   uint64_t preemptions_ = 0;
+  PrefixCacheStats prefix_cache_;
 };
 
 }  // namespace tpserve

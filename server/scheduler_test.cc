@@ -22,16 +22,18 @@ std::vector<int32_t> SoloOutput(std::vector<int32_t> prompt, int max_tokens) {
 // Scheduler + block manager + fake workers, driven step by step as the engine would.
 class Harness {
  public:
-  Harness(int num_blocks, int block_size, int watermark, SchedulerConfig config)
-      : blocks_(*BlockManager::Create({num_blocks, block_size, watermark})),
+  Harness(int num_blocks, int block_size, int watermark, SchedulerConfig config,
+          bool prefix_caching = false)
+      : blocks_(*BlockManager::Create({num_blocks, block_size, watermark, prefix_caching})),
         scheduler_(config, &blocks_),
         fake_(FakeExecutorConfig{num_blocks, block_size, kVocab, config.max_batch_tokens,
                                  config.max_sequences}) {}
 
-  Sequence* Add(std::vector<int32_t> prompt, int max_tokens) {
+  Sequence* Add(std::vector<int32_t> prompt, int max_tokens, int prompt_logprobs = -1) {
     EngineRequest request;
     request.prompt_ids = std::move(prompt);
     request.max_tokens = max_tokens;
+    request.prompt_logprobs = prompt_logprobs;
     seqs_.push_back(std::make_unique<Sequence>(seqs_.size() + 1, request, nullptr,
                                                std::vector<int32_t>{}));
     scheduler_.Add(seqs_.back().get());
@@ -189,6 +191,105 @@ TEST(SchedulerTest, RandomWorkloadsMatchSoloRuns) {
     h.ExpectSoloOutputs();
     if (testing::Test::HasFailure()) return;
   }
+}
+
+// `prefix` then `tail`.
+std::vector<int32_t> Concat(std::vector<int32_t> prefix, const std::vector<int32_t>& tail) {
+  prefix.insert(prefix.end(), tail.begin(), tail.end());
+  return prefix;
+}
+
+TEST(SchedulerPrefixCacheTest, SharedWholeBlocksAreNotRecomputed) {
+  Harness h(32, 4, 0, {64, 8}, /*prefix_caching=*/true);
+  const std::vector<int32_t> system = Prompt(10, 1);  // 2 whole blocks and 2 tokens
+  h.Add(Concat(system, Prompt(3, 2)), 2);
+  h.RunToEnd();
+  EXPECT_EQ(h.blocks_.num_cached_blocks(), 3);  // 13 prompt + 1 computed output: 3 full
+  Sequence* second = h.Add(Concat(system, Prompt(5, 3)), 2);
+  worker::v1::StepPlan plan = h.Step();
+  ASSERT_EQ(plan.new_sequences_size(), 1);
+  EXPECT_EQ(plan.new_sequences(0).num_cached_tokens(), 8);
+  EXPECT_EQ(plan.new_sequences(0).num_new_tokens(), 15 - 8);
+  EXPECT_EQ(second->num_cached_prompt_tokens(), 8);
+  h.RunToEnd();
+  h.ExpectSoloOutputs();
+  EXPECT_EQ(h.fake_.num_cached_positions(), 8);
+  EXPECT_EQ(h.scheduler_.prefix_cache_stats().queried_tokens, 13u + 15u);
+  EXPECT_EQ(h.scheduler_.prefix_cache_stats().hit_tokens, 8u);
+}
+
+TEST(SchedulerPrefixCacheTest, AWhollyCachedPromptStillComputesItsLastToken) {
+  Harness h(32, 4, 0, {64, 8}, /*prefix_caching=*/true);
+  h.Add(Prompt(8, 1), 3);
+  h.RunToEnd();
+  h.Add(Prompt(8, 1), 3);  // the same 2 blocks: only the first may be shared
+  worker::v1::StepPlan plan = h.Step();
+  ASSERT_EQ(plan.new_sequences_size(), 1);
+  EXPECT_EQ(plan.new_sequences(0).num_cached_tokens(), 4);
+  EXPECT_EQ(plan.new_sequences(0).num_new_tokens(), 4);
+  h.RunToEnd();
+  h.ExpectSoloOutputs();
+}
+
+TEST(SchedulerPrefixCacheTest, PromptLogprobsComputeTheWholePrompt) {
+  Harness h(32, 4, 0, {64, 8}, /*prefix_caching=*/true);
+  h.Add(Prompt(12, 1), 2);
+  h.RunToEnd();
+  h.Add(Prompt(12, 1), 2, /*prompt_logprobs=*/0);
+  worker::v1::StepPlan plan = h.Step();
+  ASSERT_EQ(plan.new_sequences_size(), 1);
+  EXPECT_EQ(plan.new_sequences(0).num_cached_tokens(), 0);
+  EXPECT_EQ(plan.new_sequences(0).num_new_tokens(), 12);
+  h.RunToEnd();
+  h.ExpectSoloOutputs();
+}
+
+TEST(SchedulerPrefixCacheTest, RunningSequencesShareAPrefixComputedOnce) {
+  Harness h(32, 4, 0, {64, 8}, /*prefix_caching=*/true);
+  const std::vector<int32_t> system = Prompt(8, 1);
+  h.Add(Concat(system, Prompt(2, 2)), 6);
+  h.Step();  // prefilled; its blocks 0 and 1 are cached, it keeps decoding
+  h.Add(Concat(system, Prompt(3, 3)), 6);
+  h.Add(Concat(system, Prompt(1, 4)), 6);
+  worker::v1::StepPlan plan = h.Step();
+  ASSERT_EQ(plan.new_sequences_size(), 2);
+  for (const worker::v1::NewSequence& added : plan.new_sequences()) {
+    EXPECT_EQ(added.num_cached_tokens(), 8);
+    EXPECT_EQ(added.block_table(0), plan.new_sequences(0).block_table(0));
+    EXPECT_EQ(added.block_table(1), plan.new_sequences(0).block_table(1));
+  }
+  h.RunToEnd();
+  h.ExpectSoloOutputs();
+  EXPECT_EQ(h.fake_.num_cached_positions(), 16);
+}
+
+TEST(SchedulerPrefixCacheTest, RandomWorkloadsWithSharedPrefixesMatchSoloRuns) {
+  std::mt19937 rng(99);
+  int64_t cached = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const int block_size = 1 + rng() % 5;
+    const int max_len = 32;
+    // From a cache that barely holds one sequence (preemption, eviction of blocks still
+    // matchable) to a roomy one.
+    const int num_blocks = (max_len + block_size - 1) / block_size + rng() % 24;
+    Harness h(num_blocks, block_size, rng() % 2,
+              {1 + static_cast<int>(rng() % 24), 1 + static_cast<int>(rng() % 6)},
+              /*prefix_caching=*/true);
+    std::vector<std::vector<int32_t>> systems;
+    for (int s = 0; s < 3; ++s) systems.push_back(Prompt(1 + rng() % 14, trial * 10 + s));
+    for (int i = 0; i < 16; ++i) {
+      std::vector<int32_t> prompt = systems[rng() % systems.size()];
+      if (rng() % 4 != 0) prompt = Concat(prompt, Prompt(rng() % 6, trial * 100 + i));
+      const int max_tokens = 1 + rng() % (max_len - static_cast<int>(prompt.size()));
+      h.Add(prompt, max_tokens, rng() % 6 == 0 ? 0 : -1);
+      for (int steps = rng() % 4; steps > 0 && h.scheduler_.HasWork(); --steps) h.Step();
+    }
+    h.RunToEnd();
+    h.ExpectSoloOutputs();
+    cached += h.fake_.num_cached_positions();
+    if (testing::Test::HasFailure()) return;
+  }
+  EXPECT_GT(cached, 0);
 }
 
 }  // namespace

@@ -114,6 +114,7 @@ EngineChunk Sequence::TakeChunk() {
     chunk.finish_reason = finish_reason_;
     chunk.prompt_tokens = static_cast<int>(num_prompt_tokens());
     chunk.completion_tokens = static_cast<int>(num_output_tokens());
+    chunk.cached_prompt_tokens = static_cast<int>(num_cached_prompt_tokens_);
   }
   return chunk;
 }

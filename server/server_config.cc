@@ -38,6 +38,9 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
                "exit non-zero when the worker pool fails instead of rebuilding it");
   args.AddBool("enforce-eager", &c.enforce_eager,
                "cuda: run decode steps eagerly instead of replaying CUDA graphs");
+  args.AddBool("no-prefix-caching", &c.no_prefix_caching,
+               "compute every prompt in full instead of sharing cached KV blocks of common "
+               "prefixes");
   args.AddString("worker-binary", &c.worker_binary, "path of tpserve_worker");
   args.AddString("control-address", &c.control_address,
                  "where workers dial in: unix:PATH or HOST:PORT");

@@ -25,6 +25,7 @@ struct ServerConfig {
   bool external_workers = false;      // wait for tp workers to attach instead of spawning
   bool exit_on_pool_failure = false;  // exit non-zero instead of rebuilding the pool
   bool enforce_eager = false;         // cuda: decode steps without CUDA graphs
+  bool no_prefix_caching = false;     // compute every prompt in full
   std::string worker_binary;          // empty: ../worker/tpserve_worker beside this binary
   std::string control_address;        // empty: a Unix socket in a fresh temporary folder
   int kv_blocks = 0;                  // exactly this many KV blocks per rank, or

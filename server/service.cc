@@ -59,6 +59,8 @@ void InferenceService::SetEngine(std::shared_ptr<Engine> engine) {
     const EngineStats done = engine_->stats();
     retired_steps_ += done.steps;
     retired_preemptions_ += done.preemptions;
+    retired_prefix_cache_queried_tokens_ += done.prefix_cache_queried_tokens;
+    retired_prefix_cache_hit_tokens_ += done.prefix_cache_hit_tokens;
     retired_step_wall_us_ += done.step_wall_us;
     retired_worker_compute_us_ += done.worker_compute_us;
   }
@@ -215,6 +217,11 @@ grpc::Status InferenceService::GetModelInfo(grpc::ServerContext*, const v1::GetM
   absl::MutexLock lock(&mu_);
   info->set_engine_steps(retired_steps_ + stats.steps);
   info->set_preemptions(retired_preemptions_ + stats.preemptions);
+  info->set_prefix_cache_queried_tokens(retired_prefix_cache_queried_tokens_ +
+                                        stats.prefix_cache_queried_tokens);
+  info->set_prefix_cache_hit_tokens(retired_prefix_cache_hit_tokens_ +
+                                    stats.prefix_cache_hit_tokens);
+  info->set_kv_blocks_cached(stats.kv_blocks_cached);
   info->set_step_wall_us(retired_step_wall_us_ + stats.step_wall_us);
   info->set_worker_compute_us(retired_worker_compute_us_ + stats.worker_compute_us);
   return grpc::Status::OK;

@@ -100,6 +100,8 @@ class InferenceService final : public v1::Inference::Service {
   // The step counters of the engines before engine_ (one per pool generation).
   uint64_t retired_steps_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t retired_preemptions_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t retired_prefix_cache_queried_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t retired_prefix_cache_hit_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t retired_step_wall_us_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t retired_worker_compute_us_ ABSL_GUARDED_BY(mu_) = 0;
   std::mt19937_64 seed_source_ ABSL_GUARDED_BY(mu_);  // seeded from random_device

@@ -159,6 +159,7 @@ absl::StatusOr<ServingSetup> PrepareServing(const ServerConfig& config) {
   engine.max_sequences = config.max_sequences;
   engine.max_queue = config.max_queue;
   engine.max_context = max_context;
+  engine.prefix_caching = !config.no_prefix_caching;
   engine.vocab_size = model.vocab_size;
   // Hugging Face's generate stops at generation_config.json's eos ids; config.json's
   // count too (vLLM takes both), each once.

@@ -4,8 +4,8 @@ device sampler, NCCL between the rank processes) built on the CPU emulator of
 worker/kernels/cuda/emu. Served at tp 2 in fp32 (and tp 3 where the heads allow), it must
 give Hugging Face's greedy ids and logprobs (bf16: teacher-forced logprobs), batch 16 concurrent requests exactly as it
 runs them alone, reproduce seeded sampling alone and batched, free KV blocks at a
-deadline, lose a rank with UNAVAILABLE and rebuild, and give the same ids with
---enforce-eager. What only a GPU checks: the hardware's numerics, and speed."""
+deadline, reuse cached prefix blocks with the same answers, lose a rank with UNAVAILABLE
+and rebuild, and give the same ids with --enforce-eager. What only a GPU checks: the hardware's numerics, and speed."""
 import json
 import os
 import subprocess
@@ -14,6 +14,7 @@ import grpc
 
 import batching_test
 import pool_failure_test
+import prefix_cache_test
 from e2e_test import check_cli_greedy, check_grpc_stream_logprobs, check_prompt_logprobs
 from harness import SERVER, Server, stubs
 
@@ -135,6 +136,15 @@ def main():
         assert server.stop() == 0
     print("PASS bf16 at tp 2: teacher-forced logprobs within %.3f of HF's fp32" % worst,
           flush=True)
+
+    server = cuda_server(model, 2, ["--kv-block-size", "4"])
+    try:
+        stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
+        hits = prefix_cache_test.check_golden_reuse(stub, pb, model, block=4)
+    finally:
+        assert server.stop() == 0
+    print("PASS prefix caching on the device: %d prompt tokens reused, HF's ids and logprobs"
+          % hits, flush=True)
 
     server = cuda_server(model, 2, ["--enforce-eager"])
     try:
