@@ -4,7 +4,7 @@
 // NOT_SERVING, no new calls are accepted, in-flight ones get --drain-grace-ms to
 // finish (then end with FINISH_REASON_CANCELLED), the pool shuts down and the process
 // exits 0. A pool that cannot start, or fails under --exit-on-pool-failure, exits 1; bad
-// flags exit 2.
+// flags exit 2. With --metrics-port, an HTTP listener serves Prometheus's /metrics.
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -19,10 +19,11 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/http/http_server.h"
 #include "server/pool_supervisor.h"
 #include "server/server_config.h"
-#include "server/serving_setup.h"
 #include "server/service.h"
+#include "server/serving_setup.h"
 
 namespace tpserve {
 namespace {
@@ -103,6 +104,26 @@ std::unique_ptr<grpc::Server> StartGrpc(const ServerConfig& config, InferenceSer
   return server;
 }
 
+// Prometheus's GET /metrics (text format 0.0.4) on --metrics-port; null when it is off.
+absl::StatusOr<std::unique_ptr<HttpServer>> StartMetrics(const ServerConfig& config,
+                                                         const InferenceService* service) {
+  if (config.metrics_port < 0) return std::unique_ptr<HttpServer>();
+  absl::StatusOr<std::unique_ptr<HttpServer>> server =
+      HttpServer::Start(config.host, config.metrics_port, [service](absl::string_view path) {
+        if (path != "/metrics")
+          return HttpResponse{404, "text/plain; charset=utf-8",
+                              "not found: tpserve serves /metrics\n"};
+        return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
+                            service->RenderMetrics()};
+      });
+  if (server.ok()) {
+    std::printf("tpserve: metrics on http://%s:%d/metrics\n", config.host.c_str(),
+                (*server)->port());
+    std::fflush(stdout);
+  }
+  return server;
+}
+
 int Serve(const ServerConfig& config, const sigset_t& signals) {
   absl::StatusOr<ServingSetup> setup = PrepareServing(config);
   if (!setup.ok()) {
@@ -114,6 +135,12 @@ int Serve(const ServerConfig& config, const sigset_t& signals) {
   std::unique_ptr<grpc::Server> server = StartGrpc(config, &service, &address);
   if (server == nullptr) {
     std::fprintf(stderr, "tpserve: cannot listen on %s:%d\n", config.host.c_str(), config.port);
+    return 1;
+  }
+  // Scrapes go on through a drain, until Serve returns.
+  absl::StatusOr<std::unique_ptr<HttpServer>> metrics = StartMetrics(config, &service);
+  if (!metrics.ok()) {
+    std::fprintf(stderr, "tpserve: --metrics-port: %s\n", metrics.status().ToString().c_str());
     return 1;
   }
   // Shared with the signal thread, which may outlive this function.

@@ -19,8 +19,8 @@ absl::Status CheckRange(const char* flag, int64_t value, int64_t low, int64_t hi
 
 // Integer flags, parsed as int64 and range-checked into the int fields by Validate.
 struct IntFlags {
-  int64_t tp, port, kv_blocks, kv_memory_mb, kv_block_size, max_context, max_batch_tokens,
-      max_sequences, max_queue, step_timeout_ms, start_timeout_s, drain_grace_ms;
+  int64_t tp, port, metrics_port, kv_blocks, kv_memory_mb, kv_block_size, max_context,
+      max_batch_tokens, max_sequences, max_queue, step_timeout_ms, start_timeout_s, drain_grace_ms;
 };
 
 void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
@@ -33,6 +33,9 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
                  "cuda: share of each GPU for weights, activations and KV cache (default 0.9)");
   args.AddString("host", &c.host, "address to serve on");
   args.AddInt("port", &i.port, "port to serve on (required; 0 picks a free one)");
+  args.AddInt("metrics-port", &i.metrics_port,
+              "serve Prometheus metrics at http://HOST:PORT/metrics (0 picks a free port; "
+              "default: off)");
   args.AddBool("external-workers", &c.external_workers, "wait for --tp workers to attach");
   args.AddBool("exit-on-pool-failure", &c.exit_on_pool_failure,
                "exit non-zero when the worker pool fails instead of rebuilding it");
@@ -58,9 +61,19 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
 }
 
 IntFlags Defaults(const ServerConfig& c) {
-  return {c.tp,        c.port,           c.kv_blocks,     c.kv_memory_mb,
-          c.kv_block_size, c.max_context, c.max_batch_tokens, c.max_sequences,
-          c.max_queue, c.step_timeout_ms, c.start_timeout_s, c.drain_grace_ms};
+  return {c.tp,
+          c.port,
+          c.metrics_port,
+          c.kv_blocks,
+          c.kv_memory_mb,
+          c.kv_block_size,
+          c.max_context,
+          c.max_batch_tokens,
+          c.max_sequences,
+          c.max_queue,
+          c.step_timeout_ms,
+          c.start_timeout_s,
+          c.drain_grace_ms};
 }
 
 absl::Status Narrow(const IntFlags& i, ServerConfig& c) {
@@ -68,6 +81,7 @@ absl::Status Narrow(const IntFlags& i, ServerConfig& c) {
   const std::vector<std::pair<const char*, std::pair<int64_t, int*>>> fields = {
       {"tp", {i.tp, &c.tp}},
       {"port", {i.port, &c.port}},
+      {"metrics-port", {i.metrics_port, &c.metrics_port}},
       {"kv-blocks", {i.kv_blocks, &c.kv_blocks}},
       {"kv-block-size", {i.kv_block_size, &c.kv_block_size}},
       {"max-context", {i.max_context, &c.max_context}},
@@ -115,6 +129,7 @@ absl::Status ServerConfig::Validate() const {
   } ranges[] = {
       {"tp", tp, 1, 1024},
       {"port", port, 0, 65535},
+      {"metrics-port", metrics_port, -1, 65535},
       {"kv-blocks", kv_blocks, 0, 1 << 30},
       {"kv-memory-mb", kv_memory_mb, 0, int64_t{1} << 30},
       {"kv-block-size", kv_block_size, 1, 1024},

@@ -22,6 +22,7 @@ struct ServerConfig {
   double gpu_memory_fraction = 0.9;
   std::string host = "0.0.0.0";
   int port = -1;                      // required; 0 picks a free port
+  int metrics_port = -1;              // Prometheus /metrics over HTTP on host; -1: none
   bool external_workers = false;      // wait for tp workers to attach instead of spawning
   bool exit_on_pool_failure = false;  // exit non-zero instead of rebuilding the pool
   bool enforce_eager = false;         // cuda: decode steps without CUDA graphs

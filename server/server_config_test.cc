@@ -16,11 +16,32 @@ absl::StatusOr<ServerConfig> Parse(std::vector<std::string> args) {
 }
 
 TEST(ServerConfigTest, ParsesEveryFlag) {
-  absl::StatusOr<ServerConfig> c =
-      Parse({"--model", "/m", "--tp=2", "--device", "cuda", "--port", "0", "--host",
-             "127.0.0.1", "--external-workers", "--exit-on-pool-failure", "--kv-blocks",
-             "64", "--max-batch-tokens", "512", "--max-sequences", "8", "--max-queue", "9",
-             "--step-timeout-ms", "1000", "--worker-binary", "/w"});
+  absl::StatusOr<ServerConfig> c = Parse({"--model",
+                                          "/m",
+                                          "--tp=2",
+                                          "--device",
+                                          "cuda",
+                                          "--port",
+                                          "0",
+                                          "--host",
+                                          "127.0.0.1",
+                                          "--external-workers",
+                                          "--exit-on-pool-failure",
+                                          "--kv-blocks",
+                                          "64",
+                                          "--max-batch-tokens",
+                                          "512",
+                                          "--max-sequences",
+                                          "8",
+                                          "--max-queue",
+                                          "9",
+                                          "--step-timeout-ms",
+                                          "1000",
+                                          "--worker-binary",
+                                          "/w",
+                                          "--metrics-port",
+                                          "9090",
+                                          "--no-prefix-caching"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->model_dir, "/m");
   EXPECT_EQ(c->tp, 2);
@@ -35,6 +56,8 @@ TEST(ServerConfigTest, ParsesEveryFlag) {
   EXPECT_EQ(c->max_queue, 9);
   EXPECT_EQ(c->step_timeout_ms, 1000);
   EXPECT_EQ(c->worker_binary, "/w");
+  EXPECT_EQ(c->metrics_port, 9090);
+  EXPECT_TRUE(c->no_prefix_caching);
   EXPECT_EQ(c->ComputeDType(), "bfloat16");  // cuda's default
 }
 
@@ -51,6 +74,8 @@ TEST(ServerConfigTest, DtypeAndGpuMemoryFraction) {
   c = Parse({"--model", "/m", "--port", "0"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->ComputeDType(), "float32");
+  EXPECT_EQ(c->metrics_port, -1);  // off unless asked
+  EXPECT_FALSE(c->no_prefix_caching);
 }
 
 TEST(ServerConfigTest, BadFlagsNameTheFlag) {
@@ -62,10 +87,11 @@ TEST(ServerConfigTest, BadFlagsNameTheFlag) {
       {{"--model", "/m"}, "--port must be in [0, 65535], got -1"},
       {{"--model", "/m", "--port", "1", "--device", "tpu"}, "--device must be cpu or cuda"},
       {{"--model", "/m", "--port", "1", "--tp", "0"}, "--tp must be in [1, 1024], got 0"},
+      {{"--model", "/m", "--port", "1", "--metrics-port", "70000"},
+       "--metrics-port must be in [-1, 65535], got 70000"},
       {{"--model", "/m", "--port", "1", "--kv-blocks", "4", "--kv-memory-mb", "4"},
        "give --kv-blocks or --kv-memory-mb, not both"},
-      {{"--model", "/m", "--port", "1", "--max-queue", "99999999999"},
-       "--max-queue must be in"},
+      {{"--model", "/m", "--port", "1", "--max-queue", "99999999999"}, "--max-queue must be in"},
       {{"--model", "/m", "--port", "1", "--tp", "x"}, "--tp needs an integer"},
       {{"--model", "/m", "--port", "1", "stray"}, "unexpected argument \"stray\""},
       {{"--bogus"}, "unknown flag --bogus"},

@@ -22,6 +22,15 @@ absl::Time CallDeadline(const grpc::ServerContext& context) {
   return absl::FromChrono(deadline);
 }
 
+// Why a call whose client is gone ended: its deadline, when that has passed (what the
+// client sees, so that the server's records agree with it), or `why`.
+absl::Status ClientGone(const grpc::ServerContext& context, const char* why) {
+  if (absl::Now() >= CallDeadline(context)) {
+    return absl::DeadlineExceededError("the call passed its deadline");
+  }
+  return absl::CancelledError(why);
+}
+
 // Streams the request's chunks into `sink` until the engine ends it; aborts it in the
 // engine when the call is cancelled, passes its deadline or the client goes away.
 absl::Status Relay(grpc::ServerContext* context, Engine& engine, uint64_t id,
@@ -35,11 +44,11 @@ absl::Status Relay(grpc::ServerContext* context, Engine& engine, uint64_t id,
       case ChunkQueue::Next::kChunk:
         if (sink(chunk)) continue;
         engine.Abort(id);
-        return absl::CancelledError("the client stopped reading the stream");
+        return ClientGone(*context, "the client stopped reading the stream");
       case ChunkQueue::Next::kTimeout:
         if (!context->IsCancelled()) continue;
         engine.Abort(id);
-        return absl::CancelledError("the call was cancelled or passed its deadline");
+        return ClientGone(*context, "the client cancelled the call");
     }
   }
 }
@@ -57,12 +66,12 @@ void InferenceService::SetEngine(std::shared_ptr<Engine> engine) {
   if (engine_ != nullptr && engine_ != engine) {
     // The step counters cover the server's life: a rebuilt pool's engine starts at 0.
     const EngineStats done = engine_->stats();
-    retired_steps_ += done.steps;
-    retired_preemptions_ += done.preemptions;
-    retired_prefix_cache_queried_tokens_ += done.prefix_cache_queried_tokens;
-    retired_prefix_cache_hit_tokens_ += done.prefix_cache_hit_tokens;
-    retired_step_wall_us_ += done.step_wall_us;
-    retired_worker_compute_us_ += done.worker_compute_us;
+    retired_.steps += done.steps;
+    retired_.preemptions += done.preemptions;
+    retired_.prefix_cache_queried_tokens += done.prefix_cache_queried_tokens;
+    retired_.prefix_cache_hit_tokens += done.prefix_cache_hit_tokens;
+    retired_.step_wall_us += done.step_wall_us;
+    retired_.worker_compute_us += done.worker_compute_us;
   }
   engine_ = std::move(engine);
 }
@@ -84,35 +93,45 @@ uint64_t InferenceService::DrawSeed() {
 grpc::Status InferenceService::Generate(grpc::ServerContext* context,
                                         const v1::GenerateRequest* request,
                                         grpc::ServerWriter<v1::GenerateResponse>* writer) {
-  return Finish(*request, RunGenerate(context, *request, [writer](const EngineChunk& chunk) {
+  const absl::Time start = absl::Now();
+  RequestRecord record;
+  const ChunkSink sink = [writer](const EngineChunk& chunk) {
     v1::GenerateResponse response;
     AppendChunk(chunk, &response);
     return writer->Write(response);
-  }));
+  };
+  return Finish(*request, RunGenerate(context, *request, sink, start, record), record);
 }
 
 grpc::Status InferenceService::GenerateUnary(grpc::ServerContext* context,
                                              const v1::GenerateRequest* request,
                                              v1::GenerateResponse* response) {
-  return Finish(*request, RunGenerate(context, *request, [response](const EngineChunk& chunk) {
+  const absl::Time start = absl::Now();
+  RequestRecord record;
+  const ChunkSink sink = [response](const EngineChunk& chunk) {
     AppendChunk(chunk, response);
     return true;
-  }));
+  };
+  return Finish(*request, RunGenerate(context, *request, sink, start, record), record);
 }
 
 grpc::Status InferenceService::Finish(const v1::GenerateRequest& request,
-                                      const absl::Status& status) {
+                                      const absl::Status& status, RequestRecord& record) {
   // The request id is echoed so that client and server records can be matched.
   if (!status.ok() && !request.request_id().empty()) {
     std::fprintf(stderr, "tpserve: request %s: %s\n", request.request_id().c_str(),
                  status.ToString().c_str());
   }
-  return ToGrpcStatus(status);
+  grpc::Status sent = ToGrpcStatus(status);
+  record.code = static_cast<absl::StatusCode>(sent.error_code());
+  metrics_.Record(record);
+  return sent;
 }
 
 absl::Status InferenceService::RunGenerate(grpc::ServerContext* context,
                                            const v1::GenerateRequest& request,
-                                           const ChunkSink& sink) {
+                                           const ChunkSink& sink, absl::Time record_start,
+                                           RequestRecord& record) {
   std::shared_ptr<Engine> engine = this->engine();
   if (engine == nullptr) {
     return absl::UnavailableError("not serving: the worker pool is starting, lost or draining");
@@ -126,7 +145,22 @@ absl::Status InferenceService::RunGenerate(grpc::ServerContext* context,
           std::move(engine_request),
           [queue](EngineChunk chunk) { queue->Push(std::move(chunk)); },
           [queue](absl::Status status) { queue->Finish(std::move(status)); }));
-  return Relay(context, *engine, id, *queue, sink);
+  const absl::Status relayed = Relay(context, *engine, id, *queue, [&](const EngineChunk& chunk) {
+    const double now = absl::ToDoubleSeconds(absl::Now() - record_start);
+    if (!chunk.token_ids.empty()) {
+      if (!record.first_token_s.has_value()) record.first_token_s = now;
+      record.last_token_s = now;
+    }
+    if (chunk.finish_reason.has_value()) {
+      record.finish_reason = chunk.finish_reason;
+      record.prompt_tokens = chunk.prompt_tokens;
+      record.completion_tokens = chunk.completion_tokens;
+      record.cached_prompt_tokens = chunk.cached_prompt_tokens;
+    }
+    return sink(chunk);
+  });
+  record.duration_s = absl::ToDoubleSeconds(absl::Now() - record_start);
+  return relayed;
 }
 
 int InferenceService::ContextLimit(const Engine* engine) const {
@@ -210,21 +244,47 @@ grpc::Status InferenceService::GetModelInfo(grpc::ServerContext*, const v1::GetM
   info->set_kv_block_size(model_.kv_block_size);
   info->set_max_batch_tokens(model_.max_batch_tokens);
   info->set_max_sequences(model_.max_sequences);
-  EngineStats stats;
-  if (engine != nullptr) stats = engine->stats();
-  info->set_kv_blocks_total(stats.kv_blocks_total);
-  info->set_kv_blocks_in_use(stats.kv_blocks_in_use);
-  absl::MutexLock lock(&mu_);
-  info->set_engine_steps(retired_steps_ + stats.steps);
-  info->set_preemptions(retired_preemptions_ + stats.preemptions);
-  info->set_prefix_cache_queried_tokens(retired_prefix_cache_queried_tokens_ +
-                                        stats.prefix_cache_queried_tokens);
-  info->set_prefix_cache_hit_tokens(retired_prefix_cache_hit_tokens_ +
-                                    stats.prefix_cache_hit_tokens);
-  info->set_kv_blocks_cached(stats.kv_blocks_cached);
-  info->set_step_wall_us(retired_step_wall_us_ + stats.step_wall_us);
-  info->set_worker_compute_us(retired_worker_compute_us_ + stats.worker_compute_us);
+  const ServingSnapshot s = Snapshot();
+  info->set_kv_blocks_total(s.kv_blocks_total);
+  info->set_kv_blocks_in_use(s.kv_blocks_in_use);
+  info->set_engine_steps(s.steps);
+  info->set_preemptions(s.preemptions);
+  info->set_prefix_cache_queried_tokens(s.prefix_cache_queried_tokens);
+  info->set_prefix_cache_hit_tokens(s.prefix_cache_hit_tokens);
+  info->set_kv_blocks_cached(s.kv_blocks_cached);
+  info->set_step_wall_us(s.step_wall_us);
+  info->set_worker_compute_us(s.worker_compute_us);
   return grpc::Status::OK;
+}
+
+ServingSnapshot InferenceService::Snapshot() const {
+  // Under mu_ throughout, so an engine is never counted both live and retired.
+  absl::MutexLock lock(&mu_);
+  ServingSnapshot s = retired_;
+  s.serving = engine_ != nullptr;
+  if (engine_ == nullptr) return s;
+  const EngineStats stats = engine_->stats();
+  s.running = stats.running;
+  s.waiting = stats.waiting;
+  s.kv_blocks_total = stats.kv_blocks_total;
+  s.kv_blocks_in_use = stats.kv_blocks_in_use;
+  s.kv_blocks_cached = stats.kv_blocks_cached;
+  s.steps += stats.steps;
+  s.step_wall_us += stats.step_wall_us;
+  s.worker_compute_us += stats.worker_compute_us;
+  s.preemptions += stats.preemptions;
+  s.prefix_cache_queried_tokens += stats.prefix_cache_queried_tokens;
+  s.prefix_cache_hit_tokens += stats.prefix_cache_hit_tokens;
+  return s;
+}
+
+std::string InferenceService::RenderMetrics() const {
+  const std::map<std::string, std::string> info = {{"model", model_.model_name},
+                                                   {"architecture", model_.architecture},
+                                                   {"device", model_.device},
+                                                   {"dtype", model_.dtype},
+                                                   {"tp", std::to_string(model_.tp)}};
+  return metrics_.Render(info, Snapshot());
 }
 
 }  // namespace tpserve

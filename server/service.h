@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/engine.h"
+#include "server/metrics.h"
 #include "server/request_validation.h"
 #include "server/tokenizer/tokenizer.h"
 #include "tpserve/v1/inference.grpc.pb.h"
@@ -70,14 +71,23 @@ class InferenceService final : public v1::Inference::Service {
   grpc::Status GetModelInfo(grpc::ServerContext* context, const v1::GetModelInfoRequest* request,
                             v1::ModelInfo* response) override;
 
+  // The engine's state now, its counters summed over every engine the service has had.
+  ServingSnapshot Snapshot() const;
+  // The Prometheus exposition text (server/metrics.h) of the calls so far and Snapshot().
+  std::string RenderMetrics() const;
+
  private:
   // Returns false when the client has gone away.
   using ChunkSink = std::function<bool(const EngineChunk&)>;
 
-  // Logs a failed request with its request_id, then converts its status.
-  grpc::Status Finish(const v1::GenerateRequest& request, const absl::Status& status);
+  // Logs a failed request with its request_id, records the call in the metrics, then
+  // converts its status.
+  grpc::Status Finish(const v1::GenerateRequest& request, const absl::Status& status,
+                      RequestRecord& record);
+  // Runs the request into `sink`; fills `record`'s tokens, finish and times as chunks
+  // pass (times from `record_start`).
   absl::Status RunGenerate(grpc::ServerContext* context, const v1::GenerateRequest& request,
-                           const ChunkSink& sink);
+                           const ChunkSink& sink, absl::Time record_start, RequestRecord& record);
   // Validates `request` against `context` (ContextLimit) and resolves its defaults.
   absl::StatusOr<EngineRequest> Prepare(const v1::GenerateRequest& request,
                                         absl::Time deadline, int context);
@@ -97,13 +107,10 @@ class InferenceService final : public v1::Inference::Service {
 
   mutable absl::Mutex mu_;
   std::shared_ptr<Engine> engine_ ABSL_GUARDED_BY(mu_);
-  // The step counters of the engines before engine_ (one per pool generation).
-  uint64_t retired_steps_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t retired_preemptions_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t retired_prefix_cache_queried_tokens_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t retired_prefix_cache_hit_tokens_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t retired_step_wall_us_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t retired_worker_compute_us_ ABSL_GUARDED_BY(mu_) = 0;
+  // The counters of the engines before engine_ (one per pool generation); its gauges
+  // are unused.
+  ServingSnapshot retired_ ABSL_GUARDED_BY(mu_);
+  ServerMetrics metrics_;
   std::mt19937_64 seed_source_ ABSL_GUARDED_BY(mu_);  // seeded from random_device
 };
 

@@ -16,6 +16,7 @@ PACKAGES=(
   libicu-dev
   libopenblas-dev
   python3 python3-grpcio python3-protobuf python3-numpy python3-yaml
+  python3-prometheus-client
 )
 
 missing=()

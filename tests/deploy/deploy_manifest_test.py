@@ -5,13 +5,15 @@ a cluster (the image half is image_checks.py):
     copies the rest, and installs the binaries and the demo model where its command
     line looks for them;
   - every Deployment runs the image's ENTRYPOINT flags, and the CPU one exactly the
-    image's ENTRYPOINT and CMD; its port, probes, Service, grace period, user and
-    resources agree with those flags;
+    image's ENTRYPOINT and CMD; its ports (gRPC and Prometheus metrics, with the pod's
+    prometheus.io annotations), probes, Service, grace period, user and resources agree
+    with those flags;
   - tpserve started with exactly each Deployment's command line (only the binaries, the
-    model and the port swapped for the built ones, the repo's and a free one; the CUDA
+    model and the ports swapped for the built ones, the repo's and free ones; the CUDA
     one's ranks are tpserve_worker_emu, on the CPU emulator of CUDA with 512 MiB
     devices) turns SERVING on grpc.health.v1, passes the image's HEALTHCHECK,
-    generates, stays within the memory request, and on SIGTERM exits 0 within
+    generates, counts it on GET /metrics, stays within the memory request, and on
+    SIGTERM exits 0 within
     terminationGracePeriodSeconds.
 Every broken rule is reported with its file. Runs from the Bazel runfiles root with
 Debian's python3 (PyYAML, grpcio)."""
@@ -22,6 +24,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 sys.path[:0] = ["tests/deploy", "tests/e2e"]
 import manifests  # noqa: E402
@@ -81,6 +84,21 @@ def check_resources(where, container, flags, f):
     return manifests.quantity(requests.get("memory", 0))
 
 
+def check_metrics_port(where, deployment, ports, flags, f):
+    """--metrics-port, the containerPort named metrics and the pod's prometheus.io
+    annotations agree, each present with the others."""
+    annotations = deployment["spec"]["template"].get("metadata", {}).get("annotations", {})
+    metrics = flags.get("metrics-port")
+    if not f.check(str(metrics).isdigit(), where, "no --metrics-port for Prometheus"):
+        return
+    f.check(ports.get("metrics") == int(metrics), where,
+            "containerPort named metrics is not --metrics-port %s" % metrics)
+    f.check(annotations.get("prometheus.io/scrape") == "true" and
+            annotations.get("prometheus.io/port") == str(metrics) and
+            annotations.get("prometheus.io/path", "/metrics") == "/metrics", where,
+            "the prometheus.io annotations do not scrape /metrics on --metrics-port %s" % metrics)
+
+
 def check_deployment(path, deployment, image, image_flags, known, f):
     """Returns the Deployment's Reference, or None when it cannot run."""
     where = "%s: Deployment %s" % (path, deployment["metadata"]["name"])
@@ -108,6 +126,7 @@ def check_deployment(path, deployment, image, image_flags, known, f):
     ports = {p.get("name"): p.get("containerPort") for p in container.get("ports", [])}
     f.check(ports.get("grpc") == port, where, "containerPort named grpc is not --port %d" % port)
     check_probes(where, container, port, flags, f)
+    check_metrics_port(where, deployment, ports, flags, f)
     grace = pod.get("terminationGracePeriodSeconds", 30)
     if f.check("drain-grace-ms" in flags, where, "--drain-grace-ms is not set"):
         f.check(grace >= int(flags["drain-grace-ms"]) / 1000 + POOL_STOP_S, where,
@@ -140,6 +159,11 @@ def check_services(path, documents, f):
         port = next((p for p in spec.get("ports", []) if p.get("name") == "grpc"), {})
         f.check(port.get("targetPort") in ("grpc", grpc_port), where,
                 "has no port named grpc whose targetPort is the container's grpc port")
+        metrics_port = next((p.get("containerPort") for p in container.get("ports", [])
+                             if p.get("name") == "metrics"), None)
+        port = next((p for p in spec.get("ports", []) if p.get("name") == "metrics"), {})
+        f.check(metrics_port is None or port.get("targetPort") in ("metrics", metrics_port),
+                where, "has no port named metrics whose targetPort is the container's")
 
 
 def check_manifests(image, image_flags, known, f):
@@ -186,7 +210,24 @@ def peak_memory(server):
     return total
 
 
-def check_serving(server, address, healthcheck, memory, where, f):
+def scrape(port):
+    """The text of GET /metrics on 127.0.0.1:port, or None."""
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+            return r.read().decode() if r.status == 200 else None
+    except OSError:
+        return None
+
+
+def metric(text, line_start):
+    """The value of the sample line that starts with line_start, or None."""
+    for line in (text or "").splitlines():
+        if line.startswith(line_start + " "):
+            return float(line.split()[-1])
+    return None
+
+
+def check_serving(server, address, healthcheck, memory, where, f, metrics_port=None):
     f.check(health_status(address) == "SERVING", where, "health is not SERVING")
     health = [CLI] + replace_flags(healthcheck[1:], {"target": address})
     out = subprocess.run(health, capture_output=True, text=True, timeout=30)
@@ -197,6 +238,12 @@ def check_serving(server, address, healthcheck, memory, where, f):
     rc, out, err = cli(address, "bench", "--num-prompts", "32", "--input-len", "32",
                        "--output-len", "32", "--concurrency", "8")
     f.check(rc == 0, where, "bench failed: %s" % err)
+    if metrics_port is not None:
+        text = scrape(metrics_port)
+        f.check(metric(text, "tpserve_serving") == 1, where,
+                "GET /metrics on --metrics-port does not say tpserve_serving 1")
+        f.check((metric(text, 'tpserve_requests_total{code="OK"}') or 0) >= 33, where,
+                "/metrics does not count the 33 requests")
     peak = peak_memory(server)
     f.check(peak <= memory, where, "peaked at %d MiB, above the memory request %d MiB"
             % (peak >> 20, int(memory) >> 20))
@@ -223,10 +270,11 @@ def check_sigterm(server, address, grace, where, f):
 
 def run_reference(reference, healthcheck, f):
     where = "%s, run as %s" % (reference.where, " ".join(reference.argv))
-    local = free_port()
+    local, metrics = free_port(), free_port()
     cuda = reference.device == "cuda"
     argv = [SERVER] + replace_flags(reference.argv[1:], {
-        "model": DEMO, "worker-binary": WORKER_EMU if cuda else WORKER, "port": str(local)})
+        "model": DEMO, "worker-binary": WORKER_EMU if cuda else WORKER, "port": str(local),
+        "metrics-port": str(metrics)})
     stubs()
     if cuda:
         os.environ["TPSERVE_EMU_DEVICE_MB"] = EMU_DEVICE_MB
@@ -240,7 +288,7 @@ def run_reference(reference, healthcheck, f):
     address = "127.0.0.1:%d" % local
     try:
         f.check(server.address.endswith(":%d" % local), where, "serves on %s" % server.address)
-        check_serving(server, address, healthcheck, reference.memory, where, f)
+        check_serving(server, address, healthcheck, reference.memory, where, f, metrics)
         check_sigterm(server, address, reference.grace, where, f)
     finally:
         if server.proc.poll() is None:

@@ -131,6 +131,8 @@ def check_image(image, known, f):
             "--model is not where %s is copied" % DEMO)
     f.check(image.user.isdigit() and image.user != "0", where, "USER is not a numeric non-root uid")
     f.check(flags.get("port") in image.exposed, where, "EXPOSE does not list --port")
+    f.check("metrics-port" not in flags or flags["metrics-port"] in image.exposed, where,
+            "EXPOSE does not list --metrics-port")
     health = image.healthcheck or []
     f.check(health[:1] == [image.installed_as("tpserve-cli")] and "health" in health and
             any(w.endswith(":" + str(flags.get("port"))) for w in health), where,

@@ -1,0 +1,153 @@
+"""tpserve --metrics-port: Prometheus's GET /metrics on the real server (tp 2).
+
+The text parses with the official Prometheus client's parser (Debian's
+python3-prometheus-client), every family has its type, and after a known mix of calls
+(unary and streamed, one refused, one sharing a cached prefix, one cancelled by its
+deadline) the counters equal what the clients saw: calls by status code, finished
+requests by reason, prompt, generated and cached tokens from the usage, one TTFT and
+duration observation per successful call, and the engine's figures as GetModelInfo has
+them. Other paths are 404, other methods 405, and a port already taken stops the start.
+"""
+import re
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+
+import grpc
+from prometheus_client.parser import text_string_to_metric_families
+
+from harness import SERVER, WORKER, Server, stubs
+
+MODEL = "tests/data/models/llama_gqa"
+
+
+def metrics_port(server):
+    for line in server.lines:
+        m = re.match(r"tpserve: metrics on http://[^:]+:(\d+)/metrics", line)
+        if m:
+            return int(m.group(1))
+    raise AssertionError("no metrics line: %r" % server.lines)
+
+
+def scrape(port):
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as response:
+        assert response.status == 200, response.status
+        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4"), (
+            response.headers["Content-Type"])
+        return response.read().decode()
+
+
+def parse(text):
+    """{(sample name, frozenset of labels): value} and {family: type}."""
+    samples, types = {}, {}
+    for family in text_string_to_metric_families(text):
+        types[family.name] = family.type
+        for s in family.samples:
+            samples[(s.name, frozenset(s.labels.items()))] = s.value
+    return samples, types
+
+
+def value(samples, name, **labels):
+    return samples.get((name, frozenset(labels.items())))
+
+
+def main():
+    pb, pb_grpc = stubs()
+    server = Server(MODEL, tp=2, extra_args=["--metrics-port", "0", "--kv-block-size", "4"])
+    try:
+        port = metrics_port(server)
+        samples, types = parse(scrape(port))
+        assert value(samples, "tpserve_serving") == 1, samples
+        assert types["tpserve_time_to_first_token_seconds"] == "histogram", types
+        assert types["tpserve_requests"] == "counter", types  # the parser drops _total
+        assert value(samples, "tpserve_kv_blocks") == 128, samples
+        info = [k for k in samples if k[0] == "tpserve_info"]
+        assert len(info) == 1 and ("tp", "2") in info[0][1] and ("device", "cpu") in info[0][1]
+
+        stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
+        prompt = list(range(3, 23))  # 20 tokens, then one of its own: 5 whole blocks shared
+        usages = []
+        for i in range(3):
+            r = stub.GenerateUnary(pb.GenerateRequest(
+                token_ids=pb.TokenIds(ids=prompt + [100 + i]),
+                sampling=pb.SamplingParams(max_tokens=5, temperature=0, ignore_eos=True)),
+                timeout=120)
+            usages.append(r.usage)
+        streamed = list(stub.Generate(pb.GenerateRequest(
+            token_ids=pb.TokenIds(ids=[1, 2, 3]),
+            sampling=pb.SamplingParams(max_tokens=4, temperature=0, ignore_eos=True)),
+            timeout=120))
+        usages.append(streamed[-1].usage)
+        try:
+            stub.GenerateUnary(pb.GenerateRequest(
+                token_ids=pb.TokenIds(ids=[1, 2]),
+                sampling=pb.SamplingParams(max_tokens=4, temperature=-1)), timeout=30)
+            raise AssertionError("temperature -1 was accepted")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e
+        try:
+            for _ in stub.Generate(pb.GenerateRequest(
+                    token_ids=pb.TokenIds(ids=[1, 2, 3]),
+                    sampling=pb.SamplingParams(ignore_eos=True)), timeout=0.3):
+                pass
+            raise AssertionError("the stream outlived its deadline")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e
+        assert sum(u.cached_prompt_tokens for u in usages) == 40, usages  # 2 x 20
+
+        # The deadline's abort reaches the engine within a step or two.
+        for _ in range(100):
+            samples, _ = parse(scrape(port))
+            if value(samples, "tpserve_kv_blocks_in_use") == 0:
+                break
+        assert value(samples, "tpserve_kv_blocks_in_use") == 0, samples
+        assert value(samples, "tpserve_requests_total", code="OK") == 4, samples
+        assert value(samples, "tpserve_requests_total", code="INVALID_ARGUMENT") == 1, samples
+        assert value(samples, "tpserve_requests_total", code="DEADLINE_EXCEEDED") == 1, samples
+        assert value(samples, "tpserve_requests_finished_total", reason="length") == 4, samples
+        assert value(samples, "tpserve_prompt_tokens_total") == sum(
+            u.prompt_tokens for u in usages), samples
+        assert value(samples, "tpserve_generation_tokens_total") == sum(
+            u.completion_tokens for u in usages), samples
+        assert value(samples, "tpserve_prompt_tokens_cached_total") == 40, samples
+        assert value(samples, "tpserve_time_to_first_token_seconds_count") == 4, samples
+        assert value(samples, "tpserve_time_to_first_token_seconds_bucket", le="+Inf") == 4
+        assert value(samples, "tpserve_request_duration_seconds_count") == 4, samples
+        assert value(samples, "tpserve_time_per_output_token_seconds_count") == 4, samples
+        model_info = stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10)
+        assert value(samples, "tpserve_prefix_cache_hit_tokens_total") == \
+            model_info.prefix_cache_hit_tokens == 40, (samples, model_info)
+        assert value(samples, "tpserve_engine_steps_total") == model_info.engine_steps, samples
+        assert value(samples, "tpserve_kv_blocks_cached") == model_info.kv_blocks_cached > 0
+        print("PASS /metrics counts every call as its client saw it", flush=True)
+
+        try:
+            urllib.request.urlopen("http://127.0.0.1:%d/other" % port, timeout=10)
+            raise AssertionError("/other answered")
+        except urllib.error.HTTPError as e:
+            assert e.code == 404, e
+        try:
+            urllib.request.urlopen(urllib.request.Request(
+                "http://127.0.0.1:%d/metrics" % port, data=b"x", method="POST"), timeout=10)
+            raise AssertionError("POST answered")
+        except urllib.error.HTTPError as e:
+            assert e.code == 405, e
+
+        # A second server asked for the same metrics port does not start.
+        taken = subprocess.run(
+            [SERVER, "--model", MODEL, "--tp", "1", "--device", "cpu", "--host", "127.0.0.1",
+             "--port", "0", "--worker-binary", WORKER, "--metrics-port", str(port)],
+            capture_output=True, text=True, timeout=120)
+        assert taken.returncode == 1 and "--metrics-port" in taken.stderr, (
+            taken.returncode, taken.stderr)
+        print("PASS 404, 405, and a taken --metrics-port exits 1", flush=True)
+    finally:
+        assert server.stop() == 0
+    # Gone with the server.
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+if __name__ == "__main__":
+    main()
