@@ -104,6 +104,14 @@ void Scheduler::AdmitWaiting(int64_t& budget, ScheduledStep& step) {
     std::vector<int32_t> cached;
     if (looks_up) cached = blocks_.MatchPrefix(tokens, seq->num_tokens() - 1);
     const int64_t num_cached = static_cast<int64_t>(cached.size()) * blocks_.block_size();
+    if (looks_up && seq->num_prefix_deferrals() < kMaxPrefixDeferrals &&
+        FilledThisStep(tokens, num_cached, step, admitted)) {
+      // The next block it would compute is being computed now by another sequence: it
+      // is cached once this step completes, so wait one step instead of computing it
+      // twice (and keep FIFO order behind it).
+      seq->count_prefix_deferral();
+      break;
+    }
     const int64_t count =
         AdmissibleTokens(std::min(seq->num_tokens() - num_cached, budget), cached);
     if (count == 0) break;
@@ -169,6 +177,22 @@ int64_t Scheduler::AdmissibleTokens(int64_t limit, absl::Span<const int32_t> cac
     if (blocks_.CanAllocate(num_cached + n, cached)) return n;
   }
   return 0;
+}
+
+bool Scheduler::FilledThisStep(absl::Span<const int32_t> tokens, int64_t num_cached,
+                               const ScheduledStep& step,
+                               absl::Span<const ScheduledSequence> admitted) const {
+  const int64_t end = num_cached + blocks_.block_size();            // the next block's end
+  if (end > static_cast<int64_t>(tokens.size()) - 1) return false;  // would not be shared
+  const absl::Span<const int32_t> prefix = tokens.subspan(0, end);
+  for (absl::Span<const ScheduledSequence> part : {absl::MakeConstSpan(step.batch), admitted}) {
+    for (const ScheduledSequence& s : part) {
+      if (s.first_position >= end || s.first_position + s.num_new_tokens < end) continue;
+      const std::vector<int32_t> theirs = s.seq->TokenRange(0, end);
+      if (absl::MakeConstSpan(theirs) == prefix) return true;
+    }
+  }
+  return false;
 }
 
 int64_t Scheduler::NumDecodes() const {

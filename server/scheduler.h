@@ -14,7 +14,9 @@
 //     prefix caching, the whole blocks a new sequence shares with cached KV (all but
 //     its last token at most, none when it asks for prompt logprobs) are not computed:
 //     the NewSequence names them as num_cached_tokens. Every block a step fills is
-//     offered to the cache when the step completes.
+//     offered to the cache when the step completes. A waiting sequence whose next
+//     block is being filled in this same step by another (a burst of requests with one
+//     system prompt) waits a step for it, at most kMaxPrefixDeferrals steps in all.
 // The plan carries the ids to drop (sequences removed or preempted since the last
 // plan that the workers hold), new sequences in full and running ones as deltas.
 //
@@ -33,6 +35,10 @@
 #include "tpserve/v1/worker.pb.h"
 
 namespace tpserve {
+
+// How many steps a waiting sequence may wait for another to compute its next prefix
+// block, in all; past it, it computes the block itself.
+inline constexpr int kMaxPrefixDeferrals = 8;
 
 struct SchedulerConfig {
   int max_batch_tokens = 2048;  // tokens computed per step, all sequences, ≥ 1
@@ -97,6 +103,11 @@ class Scheduler {
   void Preempt(Sequence* seq);
   // Tokens seq can grow by with its blocks and the free ones.
   int64_t TokensThatFit(const Sequence& seq) const;
+  // Whether a sequence of `step` or of `admitted` fills, in this step, the block after the
+  // first num_cached of `tokens` with exactly those tokens (and the same before them).
+  bool FilledThisStep(absl::Span<const int32_t> tokens, int64_t num_cached,
+                      const ScheduledStep& step,
+                      absl::Span<const ScheduledSequence> admitted) const;
   // The most tokens (≤ limit) of a waiting sequence after its `cached` blocks that
   // Allocate accepts now.
   int64_t AdmissibleTokens(int64_t limit, absl::Span<const int32_t> cached) const;

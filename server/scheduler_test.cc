@@ -263,6 +263,35 @@ TEST(SchedulerPrefixCacheTest, RunningSequencesShareAPrefixComputedOnce) {
   EXPECT_EQ(h.fake_.num_cached_positions(), 16);
 }
 
+TEST(SchedulerPrefixCacheTest, ABurstWithOneSystemPromptComputesItOnce) {
+  Harness h(64, 4, 0, {64, 8}, /*prefix_caching=*/true);
+  const std::vector<int32_t> system = Prompt(12, 1);
+  for (int i = 0; i < 4; ++i) h.Add(Concat(system, Prompt(2, 10 + i)), 3);
+  worker::v1::StepPlan first = h.Step();
+  ASSERT_EQ(first.new_sequences_size(), 1);  // the others wait for its blocks
+  worker::v1::StepPlan second = h.Step();
+  ASSERT_EQ(second.new_sequences_size(), 3);
+  for (const worker::v1::NewSequence& added : second.new_sequences()) {
+    EXPECT_EQ(added.num_cached_tokens(), 12);
+  }
+  h.RunToEnd();
+  h.ExpectSoloOutputs();
+  EXPECT_EQ(h.fake_.num_cached_positions(), 36);
+}
+
+TEST(SchedulerPrefixCacheTest, ASequenceThatWaitedEnoughComputesTheBlockItself) {
+  Harness h(64, 4, 0, {64, 8}, /*prefix_caching=*/true);
+  const std::vector<int32_t> system = Prompt(12, 1);
+  h.Add(Concat(system, {1}), 2);
+  Sequence* follower = h.Add(Concat(system, {2}), 2);
+  for (int i = 0; i < kMaxPrefixDeferrals; ++i) follower->count_prefix_deferral();
+  worker::v1::StepPlan first = h.Step();
+  ASSERT_EQ(first.new_sequences_size(), 2);  // no more waiting: both compute the prefix
+  EXPECT_EQ(first.new_sequences(1).num_cached_tokens(), 0);
+  h.RunToEnd();
+  h.ExpectSoloOutputs();
+}
+
 TEST(SchedulerPrefixCacheTest, RandomWorkloadsWithSharedPrefixesMatchSoloRuns) {
   std::mt19937 rng(99);
   int64_t cached = 0;

@@ -68,6 +68,9 @@ class Sequence {
     num_tokens_sent_ = known ? num_tokens() : 0;
   }
   worker::v1::WorkerSamplingParams SamplingParams() const;
+  // Steps it waited at admission for another sequence to compute a prefix block.
+  int num_prefix_deferrals() const { return num_prefix_deferrals_; }
+  void count_prefix_deferral() { ++num_prefix_deferrals_; }
   // Prompt tokens the prefix cache held at the sequence's first admission (usage).
   int64_t num_cached_prompt_tokens() const { return num_cached_prompt_tokens_; }
   void set_num_cached_prompt_tokens(int64_t n) { num_cached_prompt_tokens_ = n; }
@@ -105,6 +108,7 @@ class Sequence {
   bool known_to_workers_ = false;
   int64_t num_tokens_sent_ = 0;
   int64_t num_cached_prompt_tokens_ = 0;
+  int num_prefix_deferrals_ = 0;
 
   std::unique_ptr<IncrementalDetokenizer> detokenizer_;  // null without a tokenizer
   StopStringFilter stop_filter_;
