@@ -53,11 +53,28 @@ int GenerateCommand(const Cli& cli, const v1::GenerateRequest& request, bool str
     grpc::ClientContext context;
     SetDeadline(cli, &context);
     status = cli.stub->GenerateUnary(&context, request, &whole);
-    if (status.ok() && !cli.json) std::cout << whole.text();
+    if (status.ok() && !cli.json && whole.choices_size() == 0) std::cout << whole.text();
   }
   if (!status.ok()) {
     if (stream && !cli.json) std::cout << std::endl;
     return Fail(cli, status);
+  }
+  if (whole.choices_size() > 0) {  // --n > 1
+    if (cli.json) {
+      nlohmann::json choices = nlohmann::json::array();
+      for (const v1::GenerateResponse& choice : whole.choices()) {
+        choices.push_back(GenerateJson(choice));
+      }
+      PrintJson({{"choices", choices}});
+    } else {
+      for (const v1::GenerateResponse& choice : whole.choices()) {
+        std::cout << "completion " << choice.index() << ":\n"
+                  << choice.text() << "\n"
+                  << GenerateTrailer(choice);
+      }
+      std::cout << std::flush;
+    }
+    return 0;
   }
   if (cli.json) {
     PrintJson(GenerateJson(whole));

@@ -23,6 +23,7 @@ void AddGenerateFlags(ArgParser& args, GenerateFlags* f) {
   args.AddBool("ignore-eos", &f->ignore_eos, "keep generating after EOS");
   args.AddInt("logprobs", &f->logprobs, "alternatives per generated token, 0..20");
   args.AddInt("prompt-logprobs", &f->prompt_logprobs, "alternatives per prompt token, 0..20");
+  args.AddInt("n", &f->n, "completions of the prompt, 1..16 (not with --stream)");
   args.AddBool("no-special-tokens", &f->no_special_tokens, "do not add BOS etc. to text");
   args.AddBool("keep-special-tokens", &f->keep_special_tokens,
                "keep special tokens in the returned text");
@@ -74,6 +75,7 @@ void SetSampling(const ArgParser& args, const GenerateFlags& f, v1::SamplingPara
   s->set_ignore_eos(f.ignore_eos);
   if (args.Seen("logprobs")) s->set_logprobs(static_cast<int32_t>(f.logprobs));
   if (args.Seen("prompt-logprobs")) s->set_prompt_logprobs(static_cast<int32_t>(f.prompt_logprobs));
+  if (args.Seen("n")) s->set_n(static_cast<int32_t>(f.n));
 }
 
 }  // namespace

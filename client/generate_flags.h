@@ -30,6 +30,7 @@ struct GenerateFlags {
   bool ignore_eos = false;
   int64_t logprobs = 0;
   int64_t prompt_logprobs = 0;
+  int64_t n = 1;                    // completions
   bool no_special_tokens = false;   // add_special_tokens = false
   bool keep_special_tokens = false;  // skip_special_tokens = false
   std::string request_id;

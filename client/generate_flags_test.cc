@@ -38,13 +38,42 @@ TEST(GenerateFlagsTest, OnlyGivenFlagsAreSet) {
 }
 
 TEST(GenerateFlagsTest, EveryFlagReachesTheRequest) {
-  absl::StatusOr<v1::GenerateRequest> r = Build(
-      {"--token-ids", "1,2,3", "--max-tokens", "8", "--temperature", "0", "--top-k", "5",
-       "--top-p=0.9", "--min-p", "0.1", "--repetition-penalty", "1.1", "--presence-penalty",
-       "0.5", "--frequency-penalty", "-0.5", "--seed", "42", "--stop", "a", "--stop", "b",
-       "--stop-token-ids", "7,8", "--ignore-eos", "--logprobs", "2", "--prompt-logprobs", "1",
-       "--keep-special-tokens", "--request-id", "r1"},
-      "");
+  absl::StatusOr<v1::GenerateRequest> r = Build({"--token-ids",
+                                                 "1,2,3",
+                                                 "--max-tokens",
+                                                 "8",
+                                                 "--temperature",
+                                                 "0",
+                                                 "--top-k",
+                                                 "5",
+                                                 "--top-p=0.9",
+                                                 "--min-p",
+                                                 "0.1",
+                                                 "--repetition-penalty",
+                                                 "1.1",
+                                                 "--presence-penalty",
+                                                 "0.5",
+                                                 "--frequency-penalty",
+                                                 "-0.5",
+                                                 "--seed",
+                                                 "42",
+                                                 "--stop",
+                                                 "a",
+                                                 "--stop",
+                                                 "b",
+                                                 "--stop-token-ids",
+                                                 "7,8",
+                                                 "--ignore-eos",
+                                                 "--logprobs",
+                                                 "2",
+                                                 "--prompt-logprobs",
+                                                 "1",
+                                                 "--keep-special-tokens",
+                                                 "--request-id",
+                                                 "r1",
+                                                 "--n",
+                                                 "3"},
+                                                "");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->token_ids().ids_size(), 3);
   const v1::SamplingParams& s = r->sampling();
@@ -64,6 +93,7 @@ TEST(GenerateFlagsTest, EveryFlagReachesTheRequest) {
   EXPECT_TRUE(s.ignore_eos());
   EXPECT_EQ(s.logprobs(), 2);
   EXPECT_EQ(s.prompt_logprobs(), 1);
+  EXPECT_EQ(s.n(), 3);
   EXPECT_FALSE(r->skip_special_tokens());
   EXPECT_EQ(r->request_id(), "r1");
 }

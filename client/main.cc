@@ -94,6 +94,11 @@ int Dispatch(const ArgParser& args, const Flags& f, const Cli& cli) {
   if (command == "generate") {
     absl::StatusOr<v1::GenerateRequest> request = BuildGenerateRequest(args, f.generate, arg);
     if (!request.ok()) return BadRequest(args, cli, request.status());
+    if (f.stream && request->sampling().n() > 1) {
+      return BadRequest(args, cli,
+                        absl::InvalidArgumentError(
+                            "--stream prints one completion as it arrives; drop it for --n > 1"));
+    }
     return GenerateCommand(cli, *request, f.stream);
   }
   if (command == "tokenize") {

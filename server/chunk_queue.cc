@@ -11,7 +11,12 @@ void ChunkQueue::Push(EngineChunk chunk) {
 
 void ChunkQueue::Finish(absl::Status status) {
   absl::MutexLock lock(&mu_);
-  if (!done_.has_value()) done_ = std::move(status);
+  if (done_.has_value()) return;  // a failure ended the call already
+  if (!status.ok()) {
+    done_ = std::move(status);
+  } else if (++finished_ == streams_) {
+    done_ = absl::OkStatus();
+  }
 }
 
 bool ChunkQueue::Ready() const { return !chunks_.empty() || done_.has_value(); }

@@ -36,5 +36,29 @@ TEST(ChunkQueueTest, PopWakesWhenAnotherThreadPushes) {
   producer.join();
 }
 
+TEST(ChunkQueueTest, SeveralStreamsEndOnceAllFinishOrAtTheFirstFailure) {
+  ChunkQueue queue(3);
+  EngineChunk chunk;
+  absl::Status status;
+  EngineChunk a;
+  a.index = 2;
+  queue.Push(a);
+  queue.Finish(absl::OkStatus());
+  queue.Finish(absl::OkStatus());
+  ASSERT_EQ(queue.Pop(absl::ZeroDuration(), &chunk, &status), ChunkQueue::Next::kChunk);
+  EXPECT_EQ(chunk.index, 2);
+  EXPECT_EQ(queue.Pop(absl::Milliseconds(1), &chunk, &status), ChunkQueue::Next::kTimeout);
+  queue.Finish(absl::OkStatus());
+  ASSERT_EQ(queue.Pop(absl::ZeroDuration(), &chunk, &status), ChunkQueue::Next::kDone);
+  EXPECT_TRUE(status.ok());
+
+  ChunkQueue failing(3);
+  failing.Finish(absl::OkStatus());
+  failing.Finish(absl::UnavailableError("pool lost"));  // the call ends here
+  failing.Finish(absl::OkStatus());
+  ASSERT_EQ(failing.Pop(absl::ZeroDuration(), &chunk, &status), ChunkQueue::Next::kDone);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -54,6 +54,7 @@ EngineRequest ToEngineRequest(const v1::GenerateRequest& request,
 }
 
 void AppendChunk(const EngineChunk& chunk, v1::GenerateResponse* response) {
+  response->set_index(chunk.index);
   response->mutable_token_ids()->Add(chunk.token_ids.begin(), chunk.token_ids.end());
   response->mutable_text()->append(chunk.text);
   CopyLogprobs(chunk.logprobs, response->mutable_logprobs());

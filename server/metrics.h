@@ -1,9 +1,10 @@
 // ServerMetrics: what tpserve exposes to Prometheus (`--metrics-port`, GET /metrics, text
 // exposition format 0.0.4). Two kinds of figures:
 //  - per request, recorded by the service when a Generate call ends (Record): calls by
-//    status code, finished requests by reason, their prompt, generated and cached
-//    prompt tokens, and histograms of time to first token, time per output token after
-//    the first, and the call's duration;
+//    status code, finished completions by reason, their prompt, generated and cached
+//    prompt tokens (a prompt counts once per completion), and histograms of time to
+//    first token, time per output token after the first (calls of one completion), and
+//    the call's duration;
 //  - the engine's state and counters at scrape time (ServingSnapshot, over every worker
 //    pool the server has had): running and waiting requests, KV blocks in use and
 //    cached, steps and their time, preemptions, prefix-cache lookups and hits.
@@ -30,8 +31,9 @@ namespace tpserve {
 // One Generate call as the service saw it.
 struct RequestRecord {
   absl::StatusCode code = absl::StatusCode::kOk;  // what the call returned
-  std::optional<FinishReason> finish_reason;      // when the engine finished it
-  int prompt_tokens = 0;                          // the usage of a finished request
+  int completions = 1;                            // SamplingParams.n
+  std::vector<FinishReason> finish_reasons;       // of the completions the engine finished
+  int prompt_tokens = 0;                          // their usages, summed
   int completion_tokens = 0;
   int cached_prompt_tokens = 0;
   std::optional<double> first_token_s;  // since the call started: its first token

@@ -28,7 +28,7 @@ TEST(HistogramTest, BucketsAreCumulativeWithInfSumAndCount) {
 TEST(ServerMetricsTest, RecordsCallsFinishesTokensAndLatencies) {
   ServerMetrics m;
   RequestRecord ok;
-  ok.finish_reason = FinishReason::kLength;
+  ok.finish_reasons = {FinishReason::kLength};
   ok.prompt_tokens = 10;
   ok.completion_tokens = 5;
   ok.cached_prompt_tokens = 8;
@@ -41,7 +41,7 @@ TEST(ServerMetricsTest, RecordsCallsFinishesTokensAndLatencies) {
   bad.duration_s = 0.001;
   m.Record(bad);
   RequestRecord cancelled;  // a drain's grace ran out: finished, OK, one token
-  cancelled.finish_reason = FinishReason::kCancelled;
+  cancelled.finish_reasons = {FinishReason::kCancelled};
   cancelled.prompt_tokens = 3;
   cancelled.completion_tokens = 1;
   cancelled.first_token_s = 0.1;
@@ -96,7 +96,7 @@ TEST(ServerMetricsTest, RecordsCallsFinishesTokensAndLatencies) {
 TEST(ServerMetricsTest, OutputIsWellFormedExposition) {
   ServerMetrics m;
   RequestRecord r;
-  r.finish_reason = FinishReason::kStop;
+  r.finish_reasons = {FinishReason::kStop};
   r.completion_tokens = 3;
   r.first_token_s = 0.01;
   r.last_token_s = 0.03;

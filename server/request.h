@@ -53,6 +53,7 @@ struct EngineRequest {
 };
 
 struct EngineChunk {
+  int index = 0;  // which of the call's completions (SamplingParams.n); set by the service
   std::vector<int32_t> token_ids;             // new tokens in this chunk
   std::string text;                           // text delta (valid UTF-8)
   std::vector<PositionLogprobs> logprobs;     // per new token, when asked

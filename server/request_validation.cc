@@ -89,6 +89,7 @@ absl::Status ValidateSampling(const v1::SamplingParams& p, const RequestLimits& 
       CheckCount("sampling.logprobs", p.has_logprobs(), p.logprobs(), 0, kMaxLogprobs));
   TPSERVE_RETURN_IF_ERROR(CheckCount("sampling.prompt_logprobs", p.has_prompt_logprobs(),
                                      p.prompt_logprobs(), 0, kMaxLogprobs));
+  TPSERVE_RETURN_IF_ERROR(CheckCount("sampling.n", p.has_n(), p.n(), 1, kMaxCompletions));
   return CheckStops(p, limits);
 }
 

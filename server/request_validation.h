@@ -25,6 +25,7 @@ namespace tpserve {
 inline constexpr int kMaxStopStrings = 16;
 inline constexpr int kMaxStopStringBytes = 256;
 inline constexpr int kMaxStopTokenIds = 64;
+inline constexpr int kMaxCompletions = 16;  // SamplingParams.n
 
 // What the served model allows.
 struct RequestLimits {

@@ -31,23 +31,28 @@ absl::Status ClientGone(const grpc::ServerContext& context, const char* why) {
   return absl::CancelledError(why);
 }
 
-// Streams the request's chunks into `sink` until the engine ends it; aborts it in the
-// engine when the call is cancelled, passes its deadline or the client goes away.
-absl::Status Relay(grpc::ServerContext* context, Engine& engine, uint64_t id,
+// Streams the requests' chunks into `sink` until the engine ends them; aborts them all
+// in the engine when the call is cancelled, passes its deadline, the client goes away
+// or one of them fails.
+absl::Status Relay(grpc::ServerContext* context, Engine& engine, absl::Span<const uint64_t> ids,
                    ChunkQueue& queue, const std::function<bool(const EngineChunk&)>& sink) {
+  const auto abort_all = [&] {
+    for (uint64_t id : ids) engine.Abort(id);
+  };
   EngineChunk chunk;
   absl::Status done;
   for (;;) {
     switch (queue.Pop(kCancelPollInterval, &chunk, &done)) {
       case ChunkQueue::Next::kDone:
+        if (!done.ok()) abort_all();  // the other completions of a failed call
         return done;
       case ChunkQueue::Next::kChunk:
         if (sink(chunk)) continue;
-        engine.Abort(id);
+        abort_all();
         return ClientGone(*context, "the client stopped reading the stream");
       case ChunkQueue::Next::kTimeout:
         if (!context->IsCancelled()) continue;
-        engine.Abort(id);
+        abort_all();
         return ClientGone(*context, "the client cancelled the call");
     }
   }
@@ -108,8 +113,16 @@ grpc::Status InferenceService::GenerateUnary(grpc::ServerContext* context,
                                              v1::GenerateResponse* response) {
   const absl::Time start = absl::Now();
   RequestRecord record;
-  const ChunkSink sink = [response](const EngineChunk& chunk) {
-    AppendChunk(chunk, response);
+  const int n = request->sampling().has_n() ? request->sampling().n() : 1;
+  const ChunkSink sink = [response, n](const EngineChunk& chunk) {
+    if (n == 1) {
+      AppendChunk(chunk, response);
+      return true;
+    }
+    while (response->choices_size() < n) {
+      response->add_choices()->set_index(response->choices_size() - 1);
+    }
+    AppendChunk(chunk, response->mutable_choices(chunk.index));
     return true;
   };
   return Finish(*request, RunGenerate(context, *request, sink, start, record), record);
@@ -138,24 +151,42 @@ absl::Status InferenceService::RunGenerate(grpc::ServerContext* context,
   }
   TPSERVE_ASSIGN_OR_RETURN(EngineRequest engine_request,
                            Prepare(request, CallDeadline(*context), ContextLimit(engine.get())));
-  auto queue = std::make_shared<ChunkQueue>();
-  TPSERVE_ASSIGN_OR_RETURN(
-      const uint64_t id,
-      engine->Submit(
-          std::move(engine_request),
-          [queue](EngineChunk chunk) { queue->Push(std::move(chunk)); },
-          [queue](absl::Status status) { queue->Finish(std::move(status)); }));
-  const absl::Status relayed = Relay(context, *engine, id, *queue, [&](const EngineChunk& chunk) {
+  const int n = request.sampling().has_n() ? request.sampling().n() : 1;
+  record.completions = n;
+  auto queue = std::make_shared<ChunkQueue>(n);
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < n; ++i) {
+    EngineRequest completion = engine_request;
+    if (i > 0) {
+      // Its own sampler stream; prompt logprobs come with completion 0 only, so the
+      // others can take the prompt's KV from the prefix cache.
+      completion.seed = request.sampling().has_seed() ? engine_request.seed + i : DrawSeed();
+      completion.prompt_logprobs = -1;
+    }
+    absl::StatusOr<uint64_t> id = engine->Submit(
+        std::move(completion),
+        [queue, i](EngineChunk chunk) {
+          chunk.index = i;
+          queue->Push(std::move(chunk));
+        },
+        [queue](absl::Status status) { queue->Finish(std::move(status)); });
+    if (!id.ok()) {
+      for (uint64_t submitted : ids) engine->Abort(submitted);
+      return id.status();
+    }
+    ids.push_back(*id);
+  }
+  const absl::Status relayed = Relay(context, *engine, ids, *queue, [&](const EngineChunk& chunk) {
     const double now = absl::ToDoubleSeconds(absl::Now() - record_start);
     if (!chunk.token_ids.empty()) {
       if (!record.first_token_s.has_value()) record.first_token_s = now;
       record.last_token_s = now;
     }
     if (chunk.finish_reason.has_value()) {
-      record.finish_reason = chunk.finish_reason;
-      record.prompt_tokens = chunk.prompt_tokens;
-      record.completion_tokens = chunk.completion_tokens;
-      record.cached_prompt_tokens = chunk.cached_prompt_tokens;
+      record.finish_reasons.push_back(*chunk.finish_reason);
+      record.prompt_tokens += chunk.prompt_tokens;
+      record.completion_tokens += chunk.completion_tokens;
+      record.cached_prompt_tokens += chunk.cached_prompt_tokens;
     }
     return sink(chunk);
   });

@@ -88,6 +88,24 @@ class ServiceTest : public ::testing::Test {
     return reader->Finish();
   }
 
+  // Cancels `request`'s stream after its first chunk; the call is CANCELLED and the
+  // engine ends up with nothing running or waiting and no KV block held.
+  void ExpectCancelAbortsEverything(const v1::GenerateRequest& request) {
+    grpc::ClientContext context;
+    auto reader = stub_->Generate(&context, request);
+    v1::GenerateResponse chunk;
+    ASSERT_TRUE(reader->Read(&chunk));
+    context.TryCancel();
+    while (reader->Read(&chunk)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), grpc::CANCELLED);
+    for (int i = 0; i < 200 && engine_->stats().running + engine_->stats().waiting > 0; ++i) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    EXPECT_EQ(engine_->stats().running + engine_->stats().waiting, 0);
+    EXPECT_EQ(engine_->stats().kv_blocks_in_use, 0);
+  }
+
   int vocab_size_ = kVocab;
   std::unique_ptr<FakeStepExecutor> executor_;
   std::shared_ptr<Engine> engine_;
@@ -188,19 +206,79 @@ TEST_F(ServiceTest, CancellingTheCallAbortsTheRequestInTheEngine) {
   FakeExecutorConfig slow;
   slow.step_delay = absl::Milliseconds(20);
   Start(slow);
-  grpc::ClientContext context;
-  auto reader = stub_->Generate(&context, IdsRequest({3}, 60));
-  v1::GenerateResponse chunk;
-  ASSERT_TRUE(reader->Read(&chunk));
-  context.TryCancel();
-  while (reader->Read(&chunk)) {
+  ExpectCancelAbortsEverything(IdsRequest({3}, 60));
+}
+
+TEST_F(ServiceTest, NCompletionsStreamInterleavedEachTaggedAndWhole) {
+  Start();
+  v1::GenerateRequest request = IdsRequest({5, 6, 7, 8, 9, 10, 11, 12, 13}, 6);
+  request.mutable_sampling()->set_n(3);
+  request.mutable_sampling()->set_prompt_logprobs(0);
+  std::vector<v1::GenerateResponse> chunks;
+  const grpc::Status status = Stream(request, &chunks);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::vector<std::vector<int32_t>> ids(3);
+  std::vector<int> finished(3, 0), prompt_logprobs(3, 0);
+  for (const auto& c : chunks) {
+    ASSERT_GE(c.index(), 0);
+    ASSERT_LT(c.index(), 3);
+    EXPECT_EQ(finished[c.index()], 0) << "a chunk after its completion's last";
+    ids[c.index()].insert(ids[c.index()].end(), c.token_ids().begin(), c.token_ids().end());
+    prompt_logprobs[c.index()] += c.prompt_logprobs_size();
+    if (c.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+      ++finished[c.index()];
+      EXPECT_EQ(c.usage().completion_tokens(), 6);
+    }
   }
-  EXPECT_EQ(reader->Finish().error_code(), grpc::CANCELLED);
-  for (int i = 0; i < 200 && engine_->stats().running + engine_->stats().waiting > 0; ++i) {
-    absl::SleepFor(absl::Milliseconds(10));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(ids[i], Expected({5, 6, 7, 8, 9, 10, 11, 12, 13}, 6)) << i;
+    EXPECT_EQ(finished[i], 1) << i;
   }
-  EXPECT_EQ(engine_->stats().running, 0);
-  EXPECT_EQ(engine_->stats().kv_blocks_in_use, 0);
+  EXPECT_EQ(prompt_logprobs, (std::vector<int>{9, 0, 0}));  // completion 0's only
+}
+
+TEST_F(ServiceTest, UnaryWithNReturnsChoicesAndBadNIsRefused) {
+  Start();
+  v1::GenerateRequest request = IdsRequest({1, 2, 3, 4, 5, 6}, 4);
+  request.mutable_sampling()->set_n(4);
+  {
+    grpc::ClientContext context;
+    v1::GenerateResponse response;
+    const grpc::Status status = stub_->GenerateUnary(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.token_ids_size(), 0);  // the answer is in choices
+    ASSERT_EQ(response.choices_size(), 4);
+    int cached = 0;
+    for (int i = 0; i < 4; ++i) {
+      const v1::GenerateResponse& choice = response.choices(i);
+      EXPECT_EQ(choice.index(), i);
+      EXPECT_EQ(std::vector<int32_t>(choice.token_ids().begin(), choice.token_ids().end()),
+                Expected({1, 2, 3, 4, 5, 6}, 4));
+      EXPECT_EQ(choice.finish_reason(), v1::FINISH_REASON_LENGTH);
+      EXPECT_EQ(choice.usage().prompt_tokens(), 6);
+      cached += choice.usage().cached_prompt_tokens();
+    }
+    EXPECT_EQ(cached, 3 * 4);  // the others share completion 0's whole block
+  }
+  for (int n : {0, 17}) {
+    request.mutable_sampling()->set_n(n);
+    grpc::ClientContext context;
+    v1::GenerateResponse response;
+    const grpc::Status status = stub_->GenerateUnary(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT) << n;
+    EXPECT_NE(status.error_message().find("sampling.n"), std::string::npos)
+        << status.error_message();
+    EXPECT_NE(status.error_message().find("16"), std::string::npos) << status.error_message();
+  }
+}
+
+TEST_F(ServiceTest, CancellingACallOfNCompletionsAbortsThemAll) {
+  FakeExecutorConfig slow;
+  slow.step_delay = absl::Milliseconds(20);
+  Start(slow);
+  v1::GenerateRequest request = IdsRequest({3}, 60);
+  request.mutable_sampling()->set_n(5);
+  ExpectCancelAbortsEverything(request);
 }
 
 TEST_F(ServiceTest, DeadlineIsDeadlineExceeded) {

@@ -13,6 +13,7 @@ import subprocess
 import grpc
 
 import batching_test
+import parallel_sampling_test
 import pool_failure_test
 import prefix_cache_test
 from e2e_test import check_cli_greedy, check_grpc_stream_logprobs, check_prompt_logprobs
@@ -123,6 +124,8 @@ def main():
         print("PASS 16 concurrent greedy requests equal their solo runs", flush=True)
         batching_test.check_seeded_batched(stub, pb, info.vocab_size)
         print("PASS seeded sampling on the device is the same alone and batched", flush=True)
+        parallel_sampling_test.check_seeded_n(stub, pb, info.vocab_size)
+        print("PASS n = 4 on the device: completion i is seed + i's", flush=True)
         batching_test.check_deadline_frees_blocks(stub, pb)
         print("PASS a deadline mid-stream is DEADLINE_EXCEEDED and frees its blocks", flush=True)
     finally:
