@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 
@@ -127,6 +128,16 @@ std::vector<ChildExit> TerminateAndReap(const std::vector<pid_t>& pids, absl::Du
     result.push_back(*exits[i]);
   }
   return result;
+}
+
+bool ProcessHasExited(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t paren = line.rfind(')');  // the command name may hold anything
+  if (paren == std::string::npos || paren + 2 >= line.size()) return true;
+  const char state = line[paren + 2];
+  return state == 'Z' || state == 'X';
 }
 
 }  // namespace tpserve

@@ -44,6 +44,10 @@ std::optional<ChildExit> PollChild(pid_t pid);
 // "exit 1", "signal 9".
 std::string DescribeExit(const ChildExit& exit);
 
+// Whether process `pid` (any process, not only a child) has exited: gone, or a zombie
+// its parent has not reaped yet. Reads /proc; never reaps.
+bool ProcessHasExited(pid_t pid);
+
 }  // namespace tpserve
 
 #endif  // TPSERVE_BASE_SUBPROCESS_H_

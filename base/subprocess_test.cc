@@ -44,6 +44,19 @@ TEST(SubprocessTest, TerminateAndReapEscalates) {
   EXPECT_EQ(PollChild(*quick)->exit_code, -1);
 }
 
+TEST(SubprocessTest, ProcessHasExitedSeesZombiesAndGoneProcesses) {
+  EXPECT_FALSE(ProcessHasExited(getpid()));
+  auto quick = Spawn({"/bin/sh", "-c", "exit 0"});
+  ASSERT_TRUE(quick.ok());
+  absl::SleepFor(absl::Milliseconds(200));  // exited, not reaped: a zombie
+  EXPECT_TRUE(ProcessHasExited(*quick));
+  auto sleeper = Spawn({"/bin/sleep", "60"});
+  ASSERT_TRUE(sleeper.ok());
+  EXPECT_FALSE(ProcessHasExited(*sleeper));
+  TerminateAndReap({*quick, *sleeper}, absl::Milliseconds(100));
+  EXPECT_TRUE(ProcessHasExited(*sleeper));  // reaped: gone
+}
+
 TEST(SubprocessTest, MissingBinaryExits127) {
   auto p = Spawn({"/nonexistent/binary"});
   ASSERT_TRUE(p.ok());

@@ -88,9 +88,10 @@ def main():
         except grpc.RpcError as e:
             assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e
         try:
+            # 16 completions up to the context: seconds of work, past a 0.3 s deadline.
             for _ in stub.Generate(pb.GenerateRequest(
                     token_ids=pb.TokenIds(ids=[1, 2, 3]),
-                    sampling=pb.SamplingParams(ignore_eos=True)), timeout=0.3):
+                    sampling=pb.SamplingParams(ignore_eos=True, n=16)), timeout=0.3):
                 pass
             raise AssertionError("the stream outlived its deadline")
         except grpc.RpcError as e:

@@ -1,6 +1,8 @@
-// comm_benchmark: latency of the Gloo collectives between CPU rank processes on this
-// machine, for the sizes a decode step uses (one hidden row) and larger ones: Gloo's
-// ring all-reduce beside tpserve's default, and the all-gather.
+// comm_benchmark: latency of the collectives between CPU rank processes on this machine,
+// for the sizes a decode step uses (one hidden row) and larger ones: Gloo's ring
+// all-reduce, tpserve's all-reduce (an all-gather plus a local sum for small payloads)
+// and the all-gather, each over Gloo's TCP transport and over shared memory (ranks on
+// one host, GlooOptions::shared_memory).
 //
 //   bazel run //worker/comm:comm_benchmark -- [--tp 2] [--iters 500]
 #include <chrono>
@@ -29,31 +31,40 @@ absl::StatusOr<double> Time(CommGroup& comm, int n, const std::function<absl::St
              .count() / n;
 }
 
-// Two groups over the same ranks: Gloo's ring all-reduce, and tpserve's default (an
-// all-gather plus a local sum for small payloads). Rounds alternate between them so
-// that both see the same machine noise.
+// Three groups over the same ranks: Gloo's ring, tpserve's default over TCP only, and
+// tpserve's default (shared memory on one host). Rounds alternate between the five
+// measurements so that all see the same machine noise.
 absl::Status RunRank(int rank, int tp, int port, int iters) {
-  std::unique_ptr<GlooCommGroup> groups[2];
-  for (int g = 0; g < 2; ++g) {
+  std::unique_ptr<GlooCommGroup> groups[3];
+  for (int g = 0; g < 3; ++g) {
     GlooOptions options;
     options.rank = rank;
     options.size = tp;
     options.store_port = port;
-    options.prefix = g == 0 ? "ring" : "default";
+    options.prefix = g == 0 ? "ring" : g == 1 ? "tcp" : "shm";
     if (g == 0) options.gather_reduce_max_floats = 0;
+    options.shared_memory = g == 2;
     auto comm = GlooCommGroup::Create(options);
     if (!comm.ok()) return comm.status();
+    if ((*comm)->uses_shared_memory() != (g == 2)) {
+      return absl::FailedPreconditionError("shared memory is not what was asked");
+    }
     groups[g] = *std::move(comm);
+  }
+  if (rank == 0) {
+    std::printf("%8s %14s %14s %14s %10s %14s %14s %10s\n", "floats", "ring AR us", "tcp AR us",
+                "shm AR us", "AR tcp/shm", "tcp AG us", "shm AG us", "AG tcp/shm");
   }
   for (int64_t floats : {768, 4096, 65536, 1 << 20}) {
     std::vector<float> data(floats, 1.0f), gathered(floats * tp);
     const int n = floats >= (1 << 20) ? iters / 50 + 1 : iters / 10 + 1;
-    double us[3] = {0, 0, 0};  // ring all-reduce, default all-reduce, all-gather
+    // ring all-reduce; all-reduce over tcp, shm; all-gather over tcp, shm.
+    double us[5] = {0, 0, 0, 0, 0};
     for (int round = 0; round < 10; ++round) {
-      for (int k = 0; k < 3; ++k) {
-        CommGroup& comm = *groups[k == 0 ? 0 : 1];
+      for (int k = 0; k < 5; ++k) {
+        CommGroup& comm = *groups[k == 0 ? 0 : k == 1 || k == 3 ? 1 : 2];
         auto t = Time(comm, n, [&] {
-          return k < 2 ? comm.AllReduceSum(absl::MakeSpan(data))
+          return k < 3 ? comm.AllReduceSum(absl::MakeSpan(data))
                        : comm.AllGather(data, absl::MakeSpan(gathered));
         });
         if (!t.ok()) return t.status();
@@ -61,9 +72,9 @@ absl::Status RunRank(int rank, int tp, int port, int iters) {
       }
     }
     if (rank == 0) {
-      std::printf("tp=%d %8lld floats: all-reduce ring %9.1f us, default %9.1f us (%.2fx); "
-                  "all-gather %9.1f us\n",
-                  tp, static_cast<long long>(floats), us[0], us[1], us[0] / us[1], us[2]);
+      std::printf("%8lld %14.1f %14.1f %14.1f %9.2fx %14.1f %14.1f %9.2fx\n",
+                  static_cast<long long>(floats), us[0], us[1], us[2], us[1] / us[2], us[3], us[4],
+                  us[3] / us[4]);
     }
   }
   return absl::OkStatus();

@@ -1,5 +1,6 @@
 #include "worker/comm/gloo_comm_group.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <exception>
@@ -100,9 +101,53 @@ absl::StatusOr<std::unique_ptr<GlooCommGroup>> GlooCommGroup::Create(const GlooO
     return absl::Status(status.code(), absl::StrCat("rank ", options.rank, " of ", options.size,
                                                     ": ", status.message()));
   }
-  return std::unique_ptr<GlooCommGroup>(
-      new GlooCommGroup(options.rank, options.size, std::move(context), options.timeout,
-                        options.gather_reduce_max_floats));
+  std::unique_ptr<GlooCommGroup> group(new GlooCommGroup(options.rank, options.size,
+                                                         std::move(context), options.timeout,
+                                                         options.gather_reduce_max_floats));
+  if (options.shared_memory) {
+    if (absl::Status s = group->SetUpSharedMemory(options.shm_slot_bytes); !s.ok()) return s;
+  }
+  return group;
+}
+
+absl::Status GlooCommGroup::SetUpSharedMemory(size_t slot_bytes) {
+  // Rank 0 creates a segment and sends its name; each rank says whether it could open
+  // it. Only if all could do the small all-gathers go through it: a rank elsewhere (or
+  // in its own IPC namespace) cannot, and then the whole group stays on TCP.
+  constexpr size_t kNameBytes = 96;
+  std::unique_ptr<ShmAllGather> shm;
+  std::string name;
+  if (rank_ == 0) {
+    name = ShmAllGather::NewName();
+    absl::StatusOr<std::unique_ptr<ShmAllGather>> made =
+        ShmAllGather::Open(name, 0, size_, slot_bytes, /*create=*/true);
+    if (made.ok()) shm = *std::move(made);
+  }
+  std::vector<uint8_t> sent(kNameBytes, 0);
+  if (shm != nullptr) std::memcpy(sent.data(), name.data(), std::min(name.size(), kNameBytes - 1));
+  if (absl::Status s = Broadcast(absl::MakeSpan(sent), 0); !s.ok()) return s;
+  if (rank_ != 0 && sent[0] != 0) {
+    name.assign(reinterpret_cast<const char*>(sent.data()));
+    absl::StatusOr<std::unique_ptr<ShmAllGather>> opened =
+        ShmAllGather::Open(name, rank_, size_, slot_bytes, /*create=*/false);
+    if (opened.ok()) shm = *std::move(opened);
+  }
+  const std::vector<float> mine = {shm != nullptr ? 1.0f : 0.0f};
+  std::vector<float> all(size_);
+  if (absl::Status s = AllGather(mine, absl::MakeSpan(all)); !s.ok()) return s;
+  if (shm != nullptr && rank_ == 0) shm->Unlink();  // every rank has it open, or never will
+  if (std::all_of(all.begin(), all.end(), [](float opened) { return opened == 1.0f; })) {
+    shm_ = std::move(shm);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GlooCommGroup::BreakWith(const absl::Status& status) {
+  broken_ = absl::Status(status.code(), absl::StrCat("rank ", rank_, ": ", status.message()));
+  // Closing our side makes the peers' pending collectives fail now, not at their timeout.
+  CatchAll("gloo close", [&] { context_->closeConnections(); }).IgnoreError();
+  if (shm_ != nullptr) shm_->Break();
+  return broken_;
 }
 
 GlooCommGroup::GlooCommGroup(int rank, int size, std::shared_ptr<gloo::Context> context,
@@ -127,10 +172,7 @@ absl::Status GlooCommGroup::Run(const char* what,
   const uint32_t tag = next_tag_++;
   absl::Status status = CatchAll(what, [&] { collective(tag); });
   if (status.ok()) return status;
-  broken_ = absl::Status(status.code(), absl::StrCat("rank ", rank_, ": ", status.message()));
-  // Closing our side makes the peers' pending collectives fail now, not at their timeout.
-  CatchAll("gloo close", [&] { context_->closeConnections(); }).IgnoreError();
-  return broken_;
+  return BreakWith(status);
 }
 
 absl::Status GlooCommGroup::AllReduceSum(absl::Span<float> data) {
@@ -168,6 +210,12 @@ absl::Status GlooCommGroup::AllGather(absl::Span<const float> in, absl::Span<flo
   if (size_ == 1 || in.empty()) {
     if (!in.empty()) std::memcpy(out.data(), in.data(), in.size() * sizeof(float));
     return Usable("all-gather");
+  }
+  if (shm_ != nullptr && in.size() * sizeof(float) <= shm_->slot_bytes()) {
+    if (absl::Status s = Usable("all-gather"); !s.ok()) return s;
+    absl::Status s = shm_->AllGather(in, out, absl::Milliseconds(timeout_.count()));
+    if (s.ok()) return s;
+    return BreakWith(absl::Status(s.code(), absl::StrCat("all-gather: ", s.message())));
   }
   return Run("all-gather", [&](uint32_t tag) {
     gloo::AllgatherOptions opts(context_);

@@ -10,6 +10,13 @@
 // later call returns FAILED_PRECONDITION: the pool must be rebuilt under a new prefix.
 // A size-1 group needs no store and no Gloo. Used by one thread at a time.
 //
+// Ranks on one host (every rank can open a shared-memory segment rank 0 creates, found
+// out in Create()) run all-gathers of up to shm_slot_bytes per rank — and so the small
+// all-reduces, which are an all-gather plus a local sum — through ShmAllGather instead
+// of TCP: a decode step's collectives are latency-bound, and a loopback round trip with
+// Gloo's thread wake-ups costs hundreds of µs (docs/perf.md). The results are the same
+// bits either way. Its failures break the group like Gloo's.
+//
 // Create() sets SIGPIPE to ignored if it is at its default: Gloo writes to sockets
 // with writev(), and a peer that has gone must show up as an error, not kill us.
 #ifndef TPSERVE_WORKER_COMM_GLOO_COMM_GROUP_H_
@@ -25,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "worker/comm/comm_group.h"
+#include "worker/comm/shm_all_gather.h"
 
 namespace gloo {
 class Context;
@@ -49,6 +57,10 @@ struct GlooOptions {
   // All-reduces of up to this many floats in all (payload × ranks) run as one
   // all-gather plus a local sum instead of Gloo's ring; 0 always uses the ring.
   int64_t gather_reduce_max_floats = int64_t{1} << 18;
+  // Same-host ranks gather through shared memory, per-rank payloads up to this many
+  // bytes (a multiple of 64); false: always Gloo's TCP transport.
+  bool shared_memory = true;
+  size_t shm_slot_bytes = size_t{1} << 20;
 
   absl::Status Validate() const;
 };
@@ -66,6 +78,9 @@ class GlooCommGroup : public CommGroup {
   absl::Status Broadcast(absl::Span<uint8_t> data, int root) override;
   absl::Status Barrier() override;
 
+  // Whether small all-gathers go through shared memory (every rank on one host).
+  bool uses_shared_memory() const { return shm_ != nullptr; }
+
  private:
   GlooCommGroup(int rank, int size, std::shared_ptr<gloo::Context> context,
                 absl::Duration timeout, int64_t gather_reduce_max_floats);
@@ -75,6 +90,10 @@ class GlooCommGroup : public CommGroup {
   // Runs one gloo collective, turning anything it throws into a Status and breaking
   // the group on failure.
   absl::Status Run(const char* what, const std::function<void(uint32_t tag)>& collective);
+  // Breaks the group with `status` (its first failure) and closes the connections.
+  absl::Status BreakWith(const absl::Status& status);
+  // Create()'s last step: whether every rank can open a segment rank 0 creates.
+  absl::Status SetUpSharedMemory(size_t slot_bytes);
 
   const int rank_;
   const int size_;
@@ -83,6 +102,7 @@ class GlooCommGroup : public CommGroup {
   const int64_t gather_reduce_max_floats_;
   uint32_t next_tag_ = 1;  // 0 is Create()'s barrier.
   absl::Status broken_;  // The failure that broke the group, if any.
+  std::unique_ptr<ShmAllGather> shm_;  // Null unless every rank shares this host.
 };
 
 }  // namespace tpserve

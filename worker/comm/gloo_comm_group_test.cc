@@ -149,8 +149,14 @@ int EnvInt(const char* name) {
 TEST(GlooRank, Main) {
   const char* scenario_env = std::getenv(kScenarioEnv);
   if (scenario_env == nullptr) GTEST_SKIP() << "runs only as a rank started by the tests";
-  const std::string scenario = scenario_env;
+  std::string scenario = scenario_env;
   GlooOptions options;
+  // "..._tcp": the same scenario with every collective on Gloo's TCP transport.
+  const bool tcp_only = absl::EndsWith(scenario, "_tcp");
+  if (tcp_only) {
+    options.shared_memory = false;
+    scenario.resize(scenario.size() - 4);
+  }
   options.rank = EnvInt(kRankEnv);
   options.size = EnvInt(kSizeEnv);
   options.store_port = EnvInt(kPortEnv);
@@ -159,13 +165,15 @@ TEST(GlooRank, Main) {
       TcpStoreClient::Connect("127.0.0.1", options.store_port, absl::Seconds(5));
   ASSERT_TRUE(store.ok()) << store.status();
   ASSERT_TRUE((*store)->Add(kStartedKey, 1).ok());
-  options.prefix = absl::StrCat("test/", scenario, "/", options.size);
+  options.prefix = absl::StrCat("test/", scenario_env, "/", options.size);
   options.connect_timeout = absl::Seconds(15);
   if (scenario != "collectives") options.timeout = kShortTimeout;
   absl::StatusOr<std::unique_ptr<GlooCommGroup>> comm = GlooCommGroup::Create(options);
   ASSERT_TRUE(comm.ok()) << comm.status();
   ASSERT_EQ((*comm)->rank(), options.rank);
   ASSERT_EQ((*comm)->size(), options.size);
+  // One host: shared memory unless turned off.
+  ASSERT_EQ((*comm)->uses_shared_memory(), options.size > 1 && !tcp_only);
   if (scenario == "collectives") {
     RunCollectives(**comm);
   } else {
@@ -247,6 +255,13 @@ TEST_P(GlooCommGroupTest, CollectivesMatchExactly) {
   for (int rank = 0; rank < size; ++rank) EXPECT_EQ(codes[rank], 0) << "rank " << rank;
 }
 
+TEST_P(GlooCommGroupTest, CollectivesMatchExactlyOverTcpOnly) {
+  const int size = GetParam();
+  const std::vector<int> codes =
+      RunRanks("collectives_tcp", size, server_->port(), absl::Seconds(20));
+  for (int rank = 0; rank < size; ++rank) EXPECT_EQ(codes[rank], 0) << "rank " << rank;
+}
+
 INSTANTIATE_TEST_SUITE_P(Sizes, GlooCommGroupTest, ::testing::Values(1, 2, 3, 4));
 
 TEST(GlooCommGroupFailureTest, ExitedPeerFailsTheCollectiveFast) {
@@ -254,6 +269,14 @@ TEST(GlooCommGroupFailureTest, ExitedPeerFailsTheCollectiveFast) {
   ASSERT_TRUE(server.ok());
   const std::vector<int> codes =
       RunRanks("peer_exits", 3, (*server)->port(), absl::Seconds(15));
+  EXPECT_EQ(codes, std::vector<int>({0, 0, 0}));
+}
+
+TEST(GlooCommGroupFailureTest, ExitedPeerFailsTheTcpCollectiveFast) {
+  absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start();
+  ASSERT_TRUE(server.ok());
+  const std::vector<int> codes =
+      RunRanks("peer_exits_tcp", 3, (*server)->port(), absl::Seconds(15));
   EXPECT_EQ(codes, std::vector<int>({0, 0, 0}));
 }
 

@@ -34,6 +34,7 @@ struct Flags {
   std::string tp = "1,2", dir;  // empty: a fresh temporary directory, removed at the end
   int64_t prompt_len = 128, decode_steps = 32, layers = 8, hidden = 768, vocab = 32000;
   int64_t rank = -1, tp_size = 1, store_port = 0;
+  bool tcp_only = false;  // collectives over Gloo's TCP even on one host
 };
 
 double Seconds(std::chrono::steady_clock::time_point start) {
@@ -48,6 +49,7 @@ absl::Status RunRank(const Flags& f) {
   options.store_port = static_cast<int>(f.store_port);
   options.prefix = "bench";
   options.connect_timeout = absl::Seconds(300);
+  options.shared_memory = !f.tcp_only;
   auto comm = GlooCommGroup::Create(options);
   if (!comm.ok()) return comm.status();
   auto files = OpenModel(f.dir, static_cast<int>(f.tp_size));
@@ -90,10 +92,23 @@ absl::Status RunPool(const Flags& f, int tp) {
   absl::StatusOr<std::string> self = SelfExecutable();
   if (!self.ok()) return self.status();
   return RunLocalRanks(tp, [&](int rank, int store_port) {
-    return std::vector<std::string>{
-        *self, "--dir", f.dir, "--rank", std::to_string(rank), "--tp-size", std::to_string(tp),
-        "--store-port", std::to_string(store_port), "--prompt-len", std::to_string(f.prompt_len),
-        "--decode-steps", std::to_string(f.decode_steps), "--vocab", std::to_string(f.vocab)};
+    std::vector<std::string> argv = {*self,
+                                     "--dir",
+                                     f.dir,
+                                     "--rank",
+                                     std::to_string(rank),
+                                     "--tp-size",
+                                     std::to_string(tp),
+                                     "--store-port",
+                                     std::to_string(store_port),
+                                     "--prompt-len",
+                                     std::to_string(f.prompt_len),
+                                     "--decode-steps",
+                                     std::to_string(f.decode_steps),
+                                     "--vocab",
+                                     std::to_string(f.vocab)};
+    if (f.tcp_only) argv.push_back("--tcp-only");
+    return argv;
   });
 }
 
@@ -138,6 +153,8 @@ int Main(int argc, char** argv) {
   p.AddInt("layers", &f.layers, "decoder layers (default 8)");
   p.AddInt("hidden", &f.hidden, "hidden size, a multiple of 64 (default 768)");
   p.AddInt("vocab", &f.vocab, "vocab size (default 32000)");
+  p.AddBool("tcp-only", &f.tcp_only,
+            "ranks' collectives over Gloo's TCP transport, not shared memory");
   p.AddInt("rank", &f.rank, "internal");
   p.AddInt("tp-size", &f.tp_size, "internal");
   p.AddInt("store-port", &f.store_port, "internal");

@@ -6,24 +6,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <thread>
+
+#include "base/subprocess.h"
 
 namespace tpserve {
 namespace emu {
 namespace {
-
-// Whether process `pid` has exited: gone, or a zombie its parent has not reaped yet (a
-// test whose rank 0 is the parent of the others waits in a collective, not in waitpid).
-bool Exited(int32_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  const size_t paren = line.rfind(')');  // the command name may hold anything
-  if (paren == std::string::npos || paren + 2 >= line.size()) return true;
-  const char state = line[paren + 2];
-  return state == 'Z' || state == 'X';
-}
 
 float Bf16ToFloat(uint16_t bits) {
   const uint32_t wide = uint32_t{bits} << 16;
@@ -134,7 +123,7 @@ ncclResult_t PeerFailure(ncclComm* comm, const char* what, std::string* why) {
   }
   for (int r = 0; r < comm->nranks; ++r) {
     const int32_t pid = s->pids[r].load(std::memory_order_acquire);
-    if (r != comm->rank && pid != 0 && Exited(pid)) {
+    if (r != comm->rank && pid != 0 && ProcessHasExited(pid)) {
       *why = std::string(what) + ": rank " + std::to_string(r) + " (pid " + std::to_string(pid) +
              ") exited";
       return ncclRemoteError;

@@ -1,0 +1,212 @@
+#include "worker/comm/shm_all_gather.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/subprocess.h"
+
+namespace tpserve {
+
+// At the start of the segment; every field is written through its atomic.
+struct ShmAllGatherHeader {
+  std::atomic<int32_t> size;
+  std::atomic<int32_t> broken;  // 1 + the rank that broke it, or 0
+  std::atomic<int32_t> pids[ShmAllGather::kMaxRanks];
+  struct alignas(64) Epoch {
+    std::atomic<uint64_t> published;
+  } epochs[ShmAllGather::kMaxRanks];
+};
+
+namespace {
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free &&
+                  std::atomic<int32_t>::is_always_lock_free,
+              "the segment's atomics must work across processes");
+
+// The slots start on a cache line after the header.
+constexpr size_t kHeaderBytes = (sizeof(ShmAllGatherHeader) + 63) / 64 * 64;
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+std::string ShmAllGather::NewName() {
+  std::random_device device;
+  const uint64_t random = (uint64_t{device()} << 32) ^ device();
+  return absl::StrCat("/tpserve-ag-", getpid(), "-", absl::Hex(random));
+}
+
+absl::StatusOr<std::unique_ptr<ShmAllGather>> ShmAllGather::Open(const std::string& name, int rank,
+                                                                 int size, size_t slot_bytes,
+                                                                 bool create) {
+  if (size < 1 || size > kMaxRanks || rank < 0 || rank >= size || slot_bytes == 0 ||
+      slot_bytes % 64 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shared-memory all-gather: rank ", rank, " of ", size, ", slots of ",
+                     slot_bytes, " bytes (a multiple of 64, ≤ ", kMaxRanks, " ranks)"));
+  }
+  const size_t bytes = kHeaderBytes + 2 * static_cast<size_t>(size) * slot_bytes;
+  const int fd = shm_open(name.c_str(), create ? (O_RDWR | O_CREAT | O_EXCL) : O_RDWR, 0600);
+  if (fd < 0) {
+    return absl::UnavailableError(absl::StrCat("shm_open ", name, ": ", std::strerror(errno)));
+  }
+  // posix_fallocate, not only ftruncate: a /dev/shm too small for the segment must fail
+  // here (ENOSPC), not raise SIGBUS at a later write.
+  if (create) {
+    const int err = ftruncate(fd, static_cast<off_t>(bytes)) != 0
+                        ? errno
+                        : posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    if (err != 0) {
+      close(fd);
+      shm_unlink(name.c_str());
+      return absl::UnavailableError(
+          absl::StrCat("reserving ", bytes, " bytes for ", name, ": ", std::strerror(err)));
+    }
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
+    close(fd);
+    if (create) shm_unlink(name.c_str());
+    return absl::UnavailableError(absl::StrCat(name, " is not ", bytes, " bytes long"));
+  }
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int err = errno;
+  close(fd);
+  if (base == MAP_FAILED) {
+    if (create) shm_unlink(name.c_str());
+    return absl::UnavailableError(absl::StrCat("mmap ", name, ": ", std::strerror(err)));
+  }
+  std::unique_ptr<ShmAllGather> group(new ShmAllGather(name, rank, size, slot_bytes, base, bytes));
+  ShmAllGatherHeader* header = group->header_;
+  if (create) header->size.store(size, std::memory_order_release);  // the rest is zero
+  if (header->size.load(std::memory_order_acquire) != size) {
+    return absl::UnavailableError(
+        absl::StrCat(name, " is a group of ", header->size.load(), " ranks, not ", size));
+  }
+  header->pids[rank].store(getpid(), std::memory_order_release);
+  return group;
+}
+
+ShmAllGather::ShmAllGather(std::string name, int rank, int size, size_t slot_bytes, void* base,
+                           size_t mapped)
+    : name_(std::move(name)),
+      rank_(rank),
+      size_(size),
+      slot_bytes_(slot_bytes),
+      base_(base),
+      mapped_(mapped),
+      header_(static_cast<ShmAllGatherHeader*>(base)) {}
+
+ShmAllGather::~ShmAllGather() {
+  if (rank_ == 0 && !unlinked_) shm_unlink(name_.c_str());
+  munmap(base_, mapped_);
+}
+
+void ShmAllGather::Unlink() {
+  if (unlinked_) return;
+  shm_unlink(name_.c_str());
+  unlinked_ = true;
+}
+
+unsigned char* ShmAllGather::Slot(int bank, int rank) const {
+  return static_cast<unsigned char*>(base_) + kHeaderBytes +
+         (static_cast<size_t>(bank) * size_ + rank) * slot_bytes_;
+}
+
+void ShmAllGather::Break() {
+  int32_t none = 0;
+  header_->broken.compare_exchange_strong(none, rank_ + 1, std::memory_order_acq_rel);
+}
+
+absl::Status ShmAllGather::PeerFailure() const {
+  if (const int32_t broken = header_->broken.load(std::memory_order_acquire); broken != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("rank ", broken - 1, " broke the shared-memory group"));
+  }
+  for (int r = 0; r < size_; ++r) {
+    const int32_t pid = header_->pids[r].load(std::memory_order_acquire);
+    if (r != rank_ && pid != 0 && ProcessHasExited(pid)) {
+      return absl::UnavailableError(absl::StrCat("rank ", r, " (pid ", pid, ") exited"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmAllGather::WaitForAll(uint64_t epoch, absl::Duration timeout) {
+  const auto all_published = [&] {
+    for (int r = 0; r < size_; ++r) {
+      if (header_->epochs[r].published.load(std::memory_order_acquire) < epoch) return false;
+    }
+    return true;
+  };
+  const absl::Time start = absl::Now();
+  absl::Time next_check = start + absl::Milliseconds(5);
+  for (int64_t spins = 0;; ++spins) {
+    if (all_published()) return absl::OkStatus();
+    if (spins < 2000) {
+      CpuRelax();
+      continue;
+    }
+    if (spins < 2200) {
+      sched_yield();
+      continue;
+    }
+    absl::SleepFor(absl::Microseconds(50));
+    const absl::Time now = absl::Now();
+    if (now < next_check) continue;
+    next_check = now + absl::Milliseconds(5);  // the checks below read /proc
+    absl::Status failed = PeerFailure();
+    if (failed.ok() && now - start >= timeout) {
+      failed = absl::DeadlineExceededError(
+          absl::StrCat("a peer did not reach the shared-memory all-gather within ",
+                       absl::FormatDuration(timeout)));
+    }
+    if (failed.ok()) continue;
+    // A peer may have published and then exited since the last look: only a wait that
+    // is still not done once the failure is seen has failed.
+    if (all_published()) return absl::OkStatus();
+    return failed;
+  }
+}
+
+absl::Status ShmAllGather::AllGather(absl::Span<const float> in, absl::Span<float> out,
+                                     absl::Duration timeout) {
+  if (!broken_.ok()) return broken_;
+  const size_t bytes = in.size() * sizeof(float);
+  if (bytes > slot_bytes_ || out.size() != in.size() * size_) {
+    return absl::InvalidArgumentError(absl::StrCat("shared-memory all-gather of ", in.size(),
+                                                   " floats into ", out.size(), " (slots of ",
+                                                   slot_bytes_, " bytes, ", size_, " ranks)"));
+  }
+  const uint64_t epoch = ++epoch_;
+  const int bank = static_cast<int>(epoch % 2);
+  std::memcpy(Slot(bank, rank_), in.data(), bytes);
+  header_->epochs[rank_].published.store(epoch, std::memory_order_release);
+  if (absl::Status s = WaitForAll(epoch, timeout); !s.ok()) {
+    broken_ = s;
+    Break();
+    return s;
+  }
+  for (int r = 0; r < size_; ++r) {
+    std::memcpy(out.data() + static_cast<size_t>(r) * in.size(), Slot(bank, r), bytes);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tpserve
