@@ -46,6 +46,11 @@ def check_rebuild(pb, pb_grpc, make_server=lambda extra: Server(MODEL, extra_arg
     server = make_server(["--step-timeout-ms", "5000"])
     try:
         stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
+        # A prompt whose first KV block the prefix cache keeps (16-token blocks).
+        prompt = pb.GenerateRequest(token_ids=pb.TokenIds(ids=list(range(5, 25))),
+                                    sampling=pb.SamplingParams(max_tokens=4, temperature=0))
+        before = stub.GenerateUnary(prompt, timeout=60)
+        assert stub.GenerateUnary(prompt, timeout=60).usage.cached_prompt_tokens == 16
         old = set(server.worker_pids())
         watch = HealthWatch(server.address)
         wait_for(lambda: watch.seen == ["SERVING"], 10, "the health watch")
@@ -63,6 +68,12 @@ def check_rebuild(pb, pb_grpc, make_server=lambda extra: Server(MODEL, extra_arg
             token_ids=pb.TokenIds(ids=[141, 51, 173]),
             sampling=pb.SamplingParams(max_tokens=8, temperature=0)), timeout=60)
         assert list(ok.token_ids) == [185, 264, 15, 239, 185, 230, 260, 122], ok
+        # The new ranks' KV cache starts empty, and so does the prefix cache: nothing the
+        # lost pool computed is matched.
+        after = stub.GenerateUnary(prompt, timeout=60)
+        assert after.usage.cached_prompt_tokens == 0, after.usage
+        assert list(after.token_ids) == list(before.token_ids), (after, before)
+        assert stub.GenerateUnary(prompt, timeout=60).usage.cached_prompt_tokens == 16
     finally:
         assert server.stop() == 0
 
