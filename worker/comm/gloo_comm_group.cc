@@ -175,6 +175,31 @@ absl::Status GlooCommGroup::Run(const char* what,
   return BreakWith(status);
 }
 
+absl::Status GlooCommGroup::ShmGather(absl::Span<const float> in, absl::Span<float> out,
+                                      const char* what) {
+  if (absl::Status s = Usable(what); !s.ok()) return s;
+  absl::Status s = shm_->AllGather(in, out, absl::Milliseconds(timeout_.count()));
+  if (s.ok()) return s;
+  return BreakWith(absl::Status(s.code(), absl::StrCat(what, ": ", s.message())));
+}
+
+absl::Status GlooCommGroup::ShmAllGatherInPieces(absl::Span<const float> in,
+                                                 absl::Span<float> out) {
+  const size_t piece = shm_->slot_bytes() / sizeof(float), n = in.size();
+  std::vector<float> gathered(std::min(piece, n) * size_);
+  for (size_t first = 0; first < n; first += piece) {
+    const size_t count = std::min(piece, n - first);
+    const absl::Span<float> part = absl::MakeSpan(gathered.data(), count * size_);
+    if (absl::Status s = ShmGather(in.subspan(first, count), part, "all-gather"); !s.ok()) {
+      return s;
+    }
+    for (int r = 0; r < size_; ++r) {
+      std::memcpy(out.data() + r * n + first, part.data() + r * count, count * sizeof(float));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status GlooCommGroup::AllReduceSum(absl::Span<float> data) {
   if (size_ == 1 || data.empty()) return Usable("all-reduce");
   if (static_cast<int64_t>(data.size()) * size_ <= gather_reduce_max_floats_) {
@@ -211,11 +236,9 @@ absl::Status GlooCommGroup::AllGather(absl::Span<const float> in, absl::Span<flo
     if (!in.empty()) std::memcpy(out.data(), in.data(), in.size() * sizeof(float));
     return Usable("all-gather");
   }
-  if (shm_ != nullptr && in.size() * sizeof(float) <= shm_->slot_bytes()) {
-    if (absl::Status s = Usable("all-gather"); !s.ok()) return s;
-    absl::Status s = shm_->AllGather(in, out, absl::Milliseconds(timeout_.count()));
-    if (s.ok()) return s;
-    return BreakWith(absl::Status(s.code(), absl::StrCat("all-gather: ", s.message())));
+  if (shm_ != nullptr) {
+    if (in.size() * sizeof(float) <= shm_->slot_bytes()) return ShmGather(in, out, "all-gather");
+    return ShmAllGatherInPieces(in, out);
   }
   return Run("all-gather", [&](uint32_t tag) {
     gloo::AllgatherOptions opts(context_);

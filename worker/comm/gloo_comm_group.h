@@ -11,11 +11,13 @@
 // A size-1 group needs no store and no Gloo. Used by one thread at a time.
 //
 // Ranks on one host (every rank can open a shared-memory segment rank 0 creates, found
-// out in Create()) run all-gathers of up to shm_slot_bytes per rank — and so the small
-// all-reduces, which are an all-gather plus a local sum — through ShmAllGather instead
-// of TCP: a decode step's collectives are latency-bound, and a loopback round trip with
-// Gloo's thread wake-ups costs hundreds of µs (docs/perf.md). The results are the same
-// bits either way. Its failures break the group like Gloo's.
+// out in Create()) run all-gathers through ShmAllGather instead of TCP, shm_slot_bytes
+// per rank at a time — and so the small all-reduces, an all-gather plus a local sum in
+// rank order: a decode step's collectives are latency-bound, and a loopback round trip
+// with Gloo's thread wake-ups costs hundreds of µs (docs/perf.md). The results are the
+// same bits either way. Large all-reduces (past gather_reduce_max_floats) stay on Gloo's
+// ring, where copying every rank's payload would cost more than it saves (measured at
+// 2^20 floats), as do broadcasts and barriers. Its failures break the group like Gloo's.
 //
 // Create() sets SIGPIPE to ignored if it is at its default: Gloo writes to sockets
 // with writev(), and a peer that has gone must show up as an error, not kill us.
@@ -94,6 +96,10 @@ class GlooCommGroup : public CommGroup {
   absl::Status BreakWith(const absl::Status& status);
   // Create()'s last step: whether every rank can open a segment rank 0 creates.
   absl::Status SetUpSharedMemory(size_t slot_bytes);
+  // Through shm_ (non-null): one gather of at most a slot per rank, breaking the group
+  // on failure; an all-gather of any size, a slot's worth at a time.
+  absl::Status ShmGather(absl::Span<const float> in, absl::Span<float> out, const char* what);
+  absl::Status ShmAllGatherInPieces(absl::Span<const float> in, absl::Span<float> out);
 
   const int rank_;
   const int size_;

@@ -107,6 +107,7 @@ void RunCollectives(CommGroup& comm) {
   CheckAllReduce(comm);
   CheckAllGather(comm, 5);
   CheckAllGather(comm, 1 << 18);
+  CheckAllGather(comm, 300001);  // past a 1 MiB shared-memory slot: in pieces
   for (int root = 0; root < comm.size(); ++root) CheckBroadcast(comm, 1000, root);
   CheckBroadcast(comm, 4 << 20, comm.size() - 1);
   EXPECT_TRUE(comm.Barrier().ok());
