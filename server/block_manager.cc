@@ -82,6 +82,9 @@ int64_t BlockManager::PoolCost(int64_t needed, absl::Span<const int32_t> cached)
 }
 
 bool BlockManager::CanAllocate(int64_t num_tokens, absl::Span<const int32_t> cached) const {
+  for (int32_t block : cached) {
+    if (block < 0 || block >= config_.num_blocks || !blocks_[block].cached) return false;
+  }
   const int64_t needed = BlocksFor(num_tokens) - static_cast<int64_t>(cached.size());
   return num_tokens > 0 && needed >= 0 && PoolCost(needed, cached) <= Available(true);
 }

@@ -275,6 +275,9 @@ TEST(BlockManagerPrefixCache, SharedBlocksAreCountedOnceAndOutliveTheirSequence)
   // nothing changes.
   EXPECT_EQ(bm.Allocate(4, 2, cached).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(bm.Allocate(4, 6, {5}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(bm.CanAllocate(6, {5}));
+  EXPECT_FALSE(bm.CanAllocate(6, {-1}));
+  EXPECT_FALSE(bm.CanAllocate(6, {99}));
   EXPECT_FALSE(bm.Contains(4));
   EXPECT_EQ(bm.num_used_blocks(), 4);
 }
