@@ -204,6 +204,13 @@ int InferenceService::ContextLimit(const Engine* engine) const {
 absl::StatusOr<EngineRequest> InferenceService::Prepare(const v1::GenerateRequest& request,
                                                         absl::Time deadline, int context) {
   TPSERVE_RETURN_IF_ERROR(ValidateGenerateRequest(request, limits_));
+  // Each completion is a request in the engine's queue: more than it holds would be
+  // RESOURCE_EXHAUSTED every time, so it is a bad request.
+  if (model_.max_queue > 0 && request.sampling().n() > model_.max_queue) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.n (", request.sampling().n(), ") exceeds the server's max_queue (",
+                     model_.max_queue, "): at most that many requests wait at once"));
+  }
   TPSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, PromptIds(request));
   const v1::SamplingParams& s = request.sampling();
   // A request must fit in the KV cache alone, so a cache smaller than the context is

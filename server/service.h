@@ -44,6 +44,7 @@ struct ServedModel {
   int kv_block_size = 0;
   int max_batch_tokens = 0;
   int max_sequences = 0;
+  int max_queue = 0;  // the engine's; a call's n completions must fit in it (0: unchecked)
 };
 
 inline constexpr absl::Duration kCancelPollInterval = absl::Milliseconds(50);

@@ -29,6 +29,7 @@ ServedModel Model(int vocab_size) {
   m.kv_block_size = 4;
   m.max_batch_tokens = 256;
   m.max_sequences = 8;
+  m.max_queue = 12;
   return m;
 }
 
@@ -260,7 +261,7 @@ TEST_F(ServiceTest, UnaryWithNReturnsChoicesAndBadNIsRefused) {
     }
     EXPECT_EQ(cached, 3 * 4);  // the others share completion 0's whole block
   }
-  for (int n : {0, 17}) {
+  for (int n : {0, 13, 17}) {  // 13: past the server's max_queue (12)
     request.mutable_sampling()->set_n(n);
     grpc::ClientContext context;
     v1::GenerateResponse response;
@@ -268,7 +269,8 @@ TEST_F(ServiceTest, UnaryWithNReturnsChoicesAndBadNIsRefused) {
     EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT) << n;
     EXPECT_NE(status.error_message().find("sampling.n"), std::string::npos)
         << status.error_message();
-    EXPECT_NE(status.error_message().find("16"), std::string::npos) << status.error_message();
+    EXPECT_NE(status.error_message().find(n == 13 ? "max_queue (12)" : "16"), std::string::npos)
+        << status.error_message();
   }
 }
 

@@ -78,6 +78,7 @@ ServedModel Describe(const ServerConfig& config, const ModelConfig& model, int m
   served.kv_block_size = config.kv_block_size;
   served.max_batch_tokens = config.max_batch_tokens;
   served.max_sequences = config.max_sequences;
+  served.max_queue = config.max_queue;
   return served;
 }
 
