@@ -110,9 +110,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> StartMetrics(const ServerConfig& con
   if (config.metrics_port < 0) return std::unique_ptr<HttpServer>();
   absl::StatusOr<std::unique_ptr<HttpServer>> server =
       HttpServer::Start(config.host, config.metrics_port, [service](absl::string_view path) {
-        if (path != "/metrics")
+        if (path != "/metrics") {
           return HttpResponse{404, "text/plain; charset=utf-8",
                               "not found: tpserve serves /metrics\n"};
+        }
         return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
                             service->RenderMetrics()};
       });
