@@ -188,8 +188,7 @@ bool Scheduler::FilledThisStep(absl::Span<const int32_t> tokens, int64_t num_cac
   for (absl::Span<const ScheduledSequence> part : {absl::MakeConstSpan(step.batch), admitted}) {
     for (const ScheduledSequence& s : part) {
       if (s.first_position >= end || s.first_position + s.num_new_tokens < end) continue;
-      const std::vector<int32_t> theirs = s.seq->TokenRange(0, end);
-      if (absl::MakeConstSpan(theirs) == prefix) return true;
+      if (s.seq->StartsWith(prefix)) return true;
     }
   }
   return false;

@@ -42,6 +42,13 @@ std::vector<int32_t> Sequence::TokenRange(int64_t begin, int64_t end) const {
   return tokens;
 }
 
+bool Sequence::StartsWith(absl::Span<const int32_t> prefix) const {
+  if (static_cast<int64_t>(prefix.size()) > num_tokens()) return false;
+  const int64_t prompt = std::min<int64_t>(prefix.size(), num_prompt_tokens());
+  return std::equal(prefix.begin(), prefix.begin() + prompt, request_.prompt_ids.begin()) &&
+         std::equal(prefix.begin() + prompt, prefix.end(), output_ids_.begin());
+}
+
 worker::v1::WorkerSamplingParams Sequence::SamplingParams() const {
   worker::v1::WorkerSamplingParams params;
   params.set_temperature(request_.temperature);

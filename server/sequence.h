@@ -53,6 +53,8 @@ class Sequence {
   const std::vector<int32_t>& output_ids() const { return output_ids_; }
   // Tokens [begin, end) of the whole sequence.
   std::vector<int32_t> TokenRange(int64_t begin, int64_t end) const;
+  // Whether the sequence's tokens begin with `prefix` (without copying them).
+  bool StartsWith(absl::Span<const int32_t> prefix) const;
 
   // Scheduler state.
   int64_t num_computed_tokens() const { return num_computed_tokens_; }

@@ -184,5 +184,23 @@ TEST_F(SequenceTest, PromptLogprobsAreKeptOnceInOrder) {
   EXPECT_TRUE(seq.TakeChunk().prompt_logprobs.empty());
 }
 
+TEST(SequenceTokensTest, StartsWithSpansPromptAndOutput) {
+  EngineRequest request;
+  request.prompt_ids = {1, 2, 3};
+  request.max_tokens = 5;
+  request.ignore_eos = true;
+  Sequence seq(1, request, nullptr, {});
+  ASSERT_TRUE(seq.AppendToken(7, worker::v1::PositionLogprobs()).ok());
+  ASSERT_TRUE(seq.AppendToken(8, worker::v1::PositionLogprobs()).ok());
+  for (const std::vector<int32_t>& yes :
+       std::vector<std::vector<int32_t>>{{}, {1, 2}, {1, 2, 3}, {1, 2, 3, 7}, {1, 2, 3, 7, 8}}) {
+    EXPECT_TRUE(seq.StartsWith(yes)) << yes.size();
+  }
+  for (const std::vector<int32_t>& no :
+       std::vector<std::vector<int32_t>>{{2}, {1, 2, 4}, {1, 2, 3, 8}, {1, 2, 3, 7, 8, 9}}) {
+    EXPECT_FALSE(seq.StartsWith(no)) << no.size();
+  }
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -22,6 +22,11 @@ absl::Time CallDeadline(const grpc::ServerContext& context) {
   return absl::FromChrono(deadline);
 }
 
+// SamplingParams.n, 1 when unset.
+int Completions(const v1::GenerateRequest& request) {
+  return request.sampling().has_n() ? request.sampling().n() : 1;
+}
+
 // Why a call whose client is gone ended: its deadline, when that has passed (what the
 // client sees, so that the server's records agree with it), or `why`.
 absl::Status ClientGone(const grpc::ServerContext& context, const char* why) {
@@ -113,7 +118,7 @@ grpc::Status InferenceService::GenerateUnary(grpc::ServerContext* context,
                                              v1::GenerateResponse* response) {
   const absl::Time start = absl::Now();
   RequestRecord record;
-  const int n = request->sampling().has_n() ? request->sampling().n() : 1;
+  const int n = Completions(*request);
   const ChunkSink sink = [response, n](const EngineChunk& chunk) {
     if (n == 1) {
       AppendChunk(chunk, response);
@@ -151,7 +156,7 @@ absl::Status InferenceService::RunGenerate(grpc::ServerContext* context,
   }
   TPSERVE_ASSIGN_OR_RETURN(EngineRequest engine_request,
                            Prepare(request, CallDeadline(*context), ContextLimit(engine.get())));
-  const int n = request.sampling().has_n() ? request.sampling().n() : 1;
+  const int n = Completions(request);
   record.completions = n;
   auto queue = std::make_shared<ChunkQueue>(n);
   std::vector<uint64_t> ids;

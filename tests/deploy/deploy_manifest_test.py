@@ -24,11 +24,11 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 
 sys.path[:0] = ["tests/deploy", "tests/e2e"]
 import manifests  # noqa: E402
-from harness import CLI, SERVER, WORKER, Server, cli, health_status, stubs  # noqa: E402
+from harness import (CLI, SERVER, WORKER, Server, cli, health_status,  # noqa: E402
+                     metric_value, scrape_metrics, stubs)
 from image_checks import (DEMO, DOCKERFILE, Failures, Image, check_image,  # noqa: E402
                           check_libraries, parse_flags)
 
@@ -210,23 +210,6 @@ def peak_memory(server):
     return total
 
 
-def scrape(port):
-    """The text of GET /metrics on 127.0.0.1:port, or None."""
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
-            return r.read().decode() if r.status == 200 else None
-    except OSError:
-        return None
-
-
-def metric(text, line_start):
-    """The value of the sample line that starts with line_start, or None."""
-    for line in (text or "").splitlines():
-        if line.startswith(line_start + " "):
-            return float(line.split()[-1])
-    return None
-
-
 def check_serving(server, address, healthcheck, memory, where, f, metrics_port=None):
     f.check(health_status(address) == "SERVING", where, "health is not SERVING")
     health = [CLI] + replace_flags(healthcheck[1:], {"target": address})
@@ -239,10 +222,14 @@ def check_serving(server, address, healthcheck, memory, where, f, metrics_port=N
                        "--output-len", "32", "--concurrency", "8")
     f.check(rc == 0, where, "bench failed: %s" % err)
     if metrics_port is not None:
-        text = scrape(metrics_port)
-        f.check(metric(text, "tpserve_serving") == 1, where,
+        try:
+            samples, _ = scrape_metrics(metrics_port)
+        except (OSError, AssertionError) as e:
+            samples = {}
+            f.check(False, where, "GET /metrics on --metrics-port: %s" % e)
+        f.check(metric_value(samples, "tpserve_serving") == 1, where,
                 "GET /metrics on --metrics-port does not say tpserve_serving 1")
-        f.check((metric(text, 'tpserve_requests_total{code="OK"}') or 0) >= 33, where,
+        f.check((metric_value(samples, "tpserve_requests_total", code="OK") or 0) >= 33, where,
                 "/metrics does not count the 33 requests")
     peak = peak_memory(server)
     f.check(peak <= memory, where, "peaked at %d MiB, above the memory request %d MiB"

@@ -60,6 +60,14 @@ class Server:
             self.proc.kill()
             raise AssertionError("server did not announce itself: %r" % self.lines)
 
+    def metrics_port(self):
+        """The --metrics-port the server announced ("tpserve: metrics on http://H:P/metrics")."""
+        for line in self.lines:
+            m = re.match(r"tpserve: metrics on http://\S+:(\d+)/metrics", line)
+            if m:
+                return int(m.group(1))
+        raise AssertionError("no metrics line: %r" % self.lines)
+
     def worker_pids(self):
         """The live worker children of the server."""
         pids = []
@@ -80,6 +88,30 @@ class Server:
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(60)
+
+
+def scrape_metrics(port):
+    """GET /metrics on 127.0.0.1:port (200, text format 0.0.4), parsed with the official
+    Prometheus client (Debian's python3-prometheus-client): ({(sample name, frozenset of
+    labels): value}, {family: type})."""
+    import urllib.request
+    from prometheus_client.parser import text_string_to_metric_families
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as response:
+        assert response.status == 200, response.status
+        kind = response.headers["Content-Type"]
+        assert kind.startswith("text/plain; version=0.0.4"), kind
+        text = response.read().decode()
+    samples, types = {}, {}
+    for family in text_string_to_metric_families(text):
+        types[family.name] = family.type
+        for s in family.samples:
+            samples[(s.name, frozenset(s.labels.items()))] = s.value
+    return samples, types
+
+
+def metric_value(samples, name, **labels):
+    """The value of sample `name` with exactly `labels` in scrape_metrics' samples, or None."""
+    return samples.get((name, frozenset(labels.items())))
 
 
 def stubs():

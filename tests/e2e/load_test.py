@@ -8,14 +8,11 @@ INVALID_ARGUMENT) and no other call notices; afterwards no KV block is held, not
 running or waiting, /metrics counts every call, and the server still serves.
 """
 import random
-import re
 import threading
-import urllib.request
 
 import grpc
-from prometheus_client.parser import text_string_to_metric_families
 
-from harness import Server, stubs
+from harness import Server, metric_value, scrape_metrics, stubs
 
 MODEL = "tests/data/models/llama_gqa"
 
@@ -63,16 +60,6 @@ def run(stub, pb, call):
         return e.code().name, None
 
 
-def metrics(port):
-    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
-        text = r.read().decode()
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
-
-
 def main():
     pb, pb_grpc = stubs()
     small = Server(MODEL, tp=2, extra_args=["--kv-blocks", "24", "--kv-block-size", "4",
@@ -81,8 +68,7 @@ def main():
     try:
         stub = pb_grpc.InferenceStub(grpc.insecure_channel(small.address))
         ref = pb_grpc.InferenceStub(grpc.insecure_channel(reference.address))
-        port = int(next(re.match(r"tpserve: metrics on http://[^:]+:(\d+)/", l).group(1)
-                        for l in small.lines if l.startswith("tpserve: metrics on")))
+        port = small.metrics_port()
         vocab = stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10).vocab_size
         calls = make_calls(vocab)
         results = [None] * len(calls)
@@ -111,22 +97,21 @@ def main():
         print("PASS %d calls at once: %d answers equal the uncached server's, the rest "
               "ended with their own status" % (len(calls), compared), flush=True)
 
+        def idle(m):
+            return all(metric_value(m, name) == 0 for name in (
+                "tpserve_kv_blocks_in_use", "tpserve_requests_running", "tpserve_requests_waiting"))
+
         for _ in range(100):
-            m = metrics(port)
-            if (m[("tpserve_kv_blocks_in_use", ())] == 0 and
-                    m[("tpserve_requests_running", ())] == 0 and
-                    m[("tpserve_requests_waiting", ())] == 0 and
-                    sum(v for (name, _), v in m.items() if name == "tpserve_requests_total") ==
-                    len(calls)):
+            m, _ = scrape_metrics(port)
+            if idle(m) and sum(v for (name, _), v in m.items()
+                               if name == "tpserve_requests_total") == len(calls):
                 break
             threading.Event().wait(0.1)
-        assert m[("tpserve_kv_blocks_in_use", ())] == 0, m
-        assert m[("tpserve_requests_running", ())] == 0, m
-        assert m[("tpserve_requests_waiting", ())] == 0, m
+        assert idle(m), m
         # A call that ends as its client gives up may have finished on the server just
         # before: the codes of those can differ by side, their number cannot.
         def counted(*codes):
-            return sum(m.get(("tpserve_requests_total", (("code", c),)), 0) for c in codes)
+            return sum(metric_value(m, "tpserve_requests_total", code=c) or 0 for c in codes)
 
         def seen(*codes):
             return sum(1 for code, _ in results if code in codes)
@@ -134,7 +119,7 @@ def main():
         assert counted("INVALID_ARGUMENT") == seen("INVALID_ARGUMENT"), m
         ended = ("OK", "CANCELLED", "DEADLINE_EXCEEDED")
         assert counted(*ended) == seen(*ended), m
-        assert m[("tpserve_preemptions_total", ())] > 0, m  # the cache was really short
+        assert metric_value(m, "tpserve_preemptions_total") > 0, m  # the cache was really short
         after = stub.GenerateUnary(pb.GenerateRequest(
             token_ids=pb.TokenIds(ids=[141, 51, 173]),
             sampling=pb.SamplingParams(max_tokens=8, temperature=0)), timeout=60)

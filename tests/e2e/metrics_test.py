@@ -8,7 +8,6 @@ requests by reason, prompt, generated and cached tokens from the usage, one TTFT
 duration observation per successful call, and the engine's figures as GetModelInfo has
 them. Other paths are 404, other methods 405, and a port already taken stops the start.
 """
-import re
 import socket
 import subprocess
 import time
@@ -16,49 +15,18 @@ import urllib.error
 import urllib.request
 
 import grpc
-from prometheus_client.parser import text_string_to_metric_families
 
-from harness import SERVER, WORKER, Server, stubs
+from harness import SERVER, WORKER, Server, metric_value as value, scrape_metrics, stubs
 
 MODEL = "tests/data/models/llama_gqa"
-
-
-def metrics_port(server):
-    for line in server.lines:
-        m = re.match(r"tpserve: metrics on http://[^:]+:(\d+)/metrics", line)
-        if m:
-            return int(m.group(1))
-    raise AssertionError("no metrics line: %r" % server.lines)
-
-
-def scrape(port):
-    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as response:
-        assert response.status == 200, response.status
-        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4"), (
-            response.headers["Content-Type"])
-        return response.read().decode()
-
-
-def parse(text):
-    """{(sample name, frozenset of labels): value} and {family: type}."""
-    samples, types = {}, {}
-    for family in text_string_to_metric_families(text):
-        types[family.name] = family.type
-        for s in family.samples:
-            samples[(s.name, frozenset(s.labels.items()))] = s.value
-    return samples, types
-
-
-def value(samples, name, **labels):
-    return samples.get((name, frozenset(labels.items())))
 
 
 def main():
     pb, pb_grpc = stubs()
     server = Server(MODEL, tp=2, extra_args=["--metrics-port", "0", "--kv-block-size", "4"])
     try:
-        port = metrics_port(server)
-        samples, types = parse(scrape(port))
+        port = server.metrics_port()
+        samples, types = scrape_metrics(port)
         assert value(samples, "tpserve_serving") == 1, samples
         assert types["tpserve_time_to_first_token_seconds"] == "histogram", types
         assert types["tpserve_requests"] == "counter", types  # the parser drops _total
@@ -101,7 +69,7 @@ def main():
         # The server ends the call that passed its deadline at its next look (within
         # 50 ms) or at the engine's next step, and records it as it returns.
         for _ in range(100):
-            samples, _ = parse(scrape(port))
+            samples, _ = scrape_metrics(port)
             calls = sum(v for (name, _), v in samples.items() if name == "tpserve_requests_total")
             if value(samples, "tpserve_kv_blocks_in_use") == 0 and calls == 6:
                 break

@@ -13,9 +13,9 @@ import json
 import grpc
 
 from harness import Server, cli, stubs
+from prefix_cache_test import close
 
 MODEL = "tests/data/models/llama_gqa"
-TOLERANCE = 2e-4
 
 
 def request(pb, ids, max_tokens, **sampling):
@@ -34,7 +34,7 @@ def check_greedy_n(stub, pb):
         assert choice.index == i, choice
         assert list(choice.token_ids) == case["output_ids"], (i, choice.token_ids)
         lps = [lp.logprob for lp in choice.logprobs]
-        assert all(abs(a - b) <= TOLERANCE for a, b in zip(lps, case["output_logprobs"])), lps
+        assert close(lps, case["output_logprobs"]), lps
         assert choice.usage.prompt_tokens == len(prompt), choice.usage
     cached = [c.usage.cached_prompt_tokens for c in response.choices]
     assert cached[1:] == [(len(prompt) - 1) // 4 * 4] * 3, cached

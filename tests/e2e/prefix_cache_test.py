@@ -37,8 +37,8 @@ def info(stub, pb):
     return stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10)
 
 
-def close(a, b):
-    return len(a) == len(b) and all(abs(x - y) <= TOLERANCE for x, y in zip(a, b))
+def close(a, b, tolerance=TOLERANCE):
+    return len(a) == len(b) and all(abs(x - y) <= tolerance for x, y in zip(a, b))
 
 
 def check_golden_reuse(stub, pb, model=MODEL, block=BLOCK, tolerance=TOLERANCE):
@@ -47,9 +47,6 @@ def check_golden_reuse(stub, pb, model=MODEL, block=BLOCK, tolerance=TOLERANCE):
     the counters' growth."""
     def whole_blocks_before_last(n):
         return (n - 1) // block * block
-
-    def close_enough(a, b):
-        return len(a) == len(b) and all(abs(x - y) <= tolerance for x, y in zip(a, b))
 
     golden = json.load(open(model + "/golden.json"))
     before = info(stub, pb)
@@ -70,7 +67,7 @@ def check_golden_reuse(stub, pb, model=MODEL, block=BLOCK, tolerance=TOLERANCE):
         for response in (first, again):
             ids, lps = ids_and_logprobs(response)
             assert ids == want_ids, (case["prompt_index"], ids, want_ids)
-            assert close_enough(lps, want_lps), (case["prompt_index"], lps, want_lps)
+            assert close(lps, want_lps, tolerance), (case["prompt_index"], lps, want_lps)
         # A prompt that continues the generation: the blocks the first request computed
         # past its prompt (generated tokens) are reused too.
         k = n // 2
@@ -81,7 +78,7 @@ def check_golden_reuse(stub, pb, model=MODEL, block=BLOCK, tolerance=TOLERANCE):
             case["prompt_index"], cont.usage)
         ids, lps = ids_and_logprobs(cont)
         assert ids == want_ids[k:], (case["prompt_index"], ids, want_ids[k:])
-        assert close_enough(lps, want_lps[k:]), (case["prompt_index"], lps, want_lps[k:])
+        assert close(lps, want_lps[k:], tolerance), (case["prompt_index"], lps, want_lps[k:])
         if cont.usage.cached_prompt_tokens > 0:
             assert info(stub, pb).prefix_cache_hit_tokens > seen_before
         # Prompt logprobs need every position: nothing is taken from the cache.
