@@ -1,7 +1,6 @@
 #include "worker/comm/shm_all_gather.h"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,11 +9,11 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/spin_wait.h"
 #include "base/subprocess.h"
 
 namespace tpserve {
@@ -37,12 +36,6 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free &&
 
 // The slots start on a cache line after the header.
 constexpr size_t kHeaderBytes = (sizeof(ShmAllGatherHeader) + 63) / 64 * 64;
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 
 }  // namespace
 
@@ -149,40 +142,21 @@ absl::Status ShmAllGather::PeerFailure() const {
 }
 
 absl::Status ShmAllGather::WaitForAll(uint64_t epoch, absl::Duration timeout) {
-  const auto all_published = [&] {
-    for (int r = 0; r < size_; ++r) {
-      if (header_->epochs[r].published.load(std::memory_order_acquire) < epoch) return false;
-    }
-    return true;
-  };
-  const absl::Time start = absl::Now();
-  absl::Time next_check = start + absl::Milliseconds(5);
-  for (int64_t spins = 0;; ++spins) {
-    if (all_published()) return absl::OkStatus();
-    if (spins < 2000) {
-      CpuRelax();
-      continue;
-    }
-    if (spins < 2200) {
-      sched_yield();
-      continue;
-    }
-    absl::SleepFor(absl::Microseconds(50));
-    const absl::Time now = absl::Now();
-    if (now < next_check) continue;
-    next_check = now + absl::Milliseconds(5);  // the checks below read /proc
-    absl::Status failed = PeerFailure();
-    if (failed.ok() && now - start >= timeout) {
-      failed = absl::DeadlineExceededError(
-          absl::StrCat("a peer did not reach the shared-memory all-gather within ",
-                       absl::FormatDuration(timeout)));
-    }
-    if (failed.ok()) continue;
-    // A peer may have published and then exited since the last look: only a wait that
-    // is still not done once the failure is seen has failed.
-    if (all_published()) return absl::OkStatus();
-    return failed;
-  }
+  const absl::Time deadline = absl::Now() + timeout;
+  return SpinWait(
+      [&] {
+        for (int r = 0; r < size_; ++r) {
+          if (header_->epochs[r].published.load(std::memory_order_acquire) < epoch) return false;
+        }
+        return true;
+      },
+      [&] {
+        if (absl::Status failed = PeerFailure(); !failed.ok()) return failed;
+        if (absl::Now() < deadline) return absl::OkStatus();
+        return absl::DeadlineExceededError(
+            absl::StrCat("a peer did not reach the shared-memory all-gather within ",
+                         absl::FormatDuration(timeout)));
+      });
 }
 
 absl::Status ShmAllGather::AllGather(absl::Span<const float> in, absl::Span<float> out,

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
+#include "base/spin_wait.h"
 #include "base/subprocess.h"
 
 namespace tpserve {
@@ -143,29 +143,27 @@ ncclResult_t WaitUntil(ncclComm* comm, const char* what,
                        const std::function<bool()>& done,
                        const std::function<ncclResult_t(std::string* why)>& peer_failure) {
   const auto deadline = start + WaitTimeout();
-  for (int spins = 0;; ++spins) {
-    if (done()) return ncclSuccess;
-    if (spins < 256) {
-      std::this_thread::yield();
-      continue;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-    if (spins % 64 != 0) continue;  // the checks below read /proc
-    std::string why;
-    ncclResult_t failed = peer_failure(&why);
-    if (failed == ncclSuccess && std::chrono::steady_clock::now() >= deadline) {
-      failed = ncclSystemError;
-      why = std::string(what) + ": a peer did not arrive within TPSERVE_EMU_NCCL_TIMEOUT_S (" +
-            std::to_string(WaitTimeout().count()) + " s)";
-    }
-    if (failed == ncclSuccess) continue;
-    // A peer may have completed the wait (done() true) and then exited or aborted since
-    // done() was last asked: a rank leaving after its last collective. Only a wait that is
-    // still not done once the failure is seen has failed.
-    if (done()) return ncclSuccess;
-    Break(comm, failed, why);
-    return failed;
-  }
+  ncclResult_t failed = ncclSuccess;
+  SpinWaitOptions options;
+  options.spins = 0;
+  options.yields = 256;
+  options.check_every = absl::Milliseconds(3);  // the checks read /proc
+  const absl::Status waited = SpinWait(
+      done,
+      [&]() -> absl::Status {
+        std::string why;
+        failed = peer_failure(&why);
+        if (failed == ncclSuccess && std::chrono::steady_clock::now() >= deadline) {
+          failed = ncclSystemError;
+          why = std::string(what) + ": a peer did not arrive within TPSERVE_EMU_NCCL_TIMEOUT_S (" +
+                std::to_string(WaitTimeout().count()) + " s)";
+        }
+        return failed == ncclSuccess ? absl::OkStatus() : absl::UnavailableError(why);
+      },
+      options);
+  if (waited.ok()) return ncclSuccess;
+  Break(comm, failed, std::string(waited.message()));
+  return failed;
 }
 
 namespace {
