@@ -9,7 +9,7 @@ same sources as C++ on the CPU emulator, for tests in CI.
 
 cuda_host_library: a cc_library of host code that calls CUDA, cuBLAS or NCCL, plus its
 NAME_emu twin on the emulator and its shims, so that a whole stack (up to
-//worker:cuda_rank_emu) runs there.
+//worker/rank:rank_builder_emu) runs there.
 """
 
 _NVCC = "/usr/local/cuda/bin/nvcc"
@@ -59,7 +59,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], textual_hdrs = [], emulated =
         cuda_emulated_library(name + "_emu", srcs, hdrs, deps, textual_hdrs, **kwargs)
 
 def cuda_emulated_library(name, srcs, hdrs = [], deps = [], textual_hdrs = [], **kwargs):
-    """The same .cu sources compiled as C++ for the CPU emulator (worker/kernels/cuda/emu).
+    """The same .cu sources compiled as C++ for the CPU emulator (testing/cuda_emu).
 
     Each .cu is copied unchanged to a .cc (Bazel's C++ rules take no .cu) and built with
     TPSERVE_CUDA_EMULATOR defined, which routes the kernels' launches, dynamic shared
@@ -79,15 +79,15 @@ def cuda_emulated_library(name, srcs, hdrs = [], deps = [], textual_hdrs = [], *
             "-Wno-unknown-pragmas",
         ],
         local_defines = ["TPSERVE_CUDA_EMULATOR"],
-        deps = deps + ["//worker/kernels/cuda/emu"],
+        deps = deps + ["//testing/cuda_emu"],
         **kwargs
     )
 
 # What each CUDA library becomes in an _emu twin: the emulated runtime and its shims.
 _EMULATED_CUDA_LIBRARIES = {
-    "@cuda//:cudart": "//worker/kernels/cuda/emu",
-    "@cuda//:cublas": "//worker/kernels/cuda/emu:cublas",
-    "@cuda//:nccl": "//worker/kernels/cuda/emu:nccl",
+    "@cuda//:cudart": "//testing/cuda_emu",
+    "@cuda//:cublas": "//testing/cuda_emu:cublas",
+    "@cuda//:nccl": "//testing/cuda_emu:nccl",
 }
 
 def _emulated_label(label):
@@ -101,7 +101,7 @@ def cuda_host_library(name, deps = [], cuda_deps = [], **kwargs):
     """A cc_library of host C++ that calls CUDA, plus NAME_emu: the same sources on the emulator.
 
     deps: what both link. cuda_deps: the CUDA side, each either @cuda//:cudart, :cublas or
-    :nccl (the twin links the emulated runtime, cuBLAS or NCCL of worker/kernels/cuda/emu
+    :nccl (the twin links the emulated runtime, cuBLAS or NCCL of testing/cuda_emu
     instead) or a target with an _emu twin of its own (a cuda_library with emulated = True,
     or another cuda_host_library), which the twin links instead. Test-only, the twin keeps
     the CUDA headers and links no CUDA library.
@@ -117,7 +117,7 @@ def cuda_host_library(name, deps = [], cuda_deps = [], **kwargs):
         **{k: v for k, v in emu_kwargs.items() if k != "testonly"}
     )
 
-_CUDA_TEST_UTIL = "//worker/kernels/cuda:cuda_test_util"
+_CUDA_TEST_UTIL = "//worker/cuda:cuda_test_util"
 
 def cuda_test(name, srcs, cuda_deps, deps = [], emu_args = [], **kwargs):
     """A GPU test and its twin on the CPU emulator, from the same sources.

@@ -15,10 +15,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/args.h"
+#include "base/utf8.h"
 #include "client/commands.h"
 #include "client/generate_flags.h"
 #include "client/output.h"
-#include "base/utf8.h"
 
 namespace tpserve {
 namespace {

@@ -4,9 +4,9 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "tpserve/v1/request_utf8.h"
 #include "tpserve/v1/inference.grpc.pb.h"
 #include "tpserve/v1/inference.pb.h"
+#include "tpserve/v1/request_utf8.h"
 #include "tpserve/v1/worker.grpc.pb.h"
 #include "tpserve/v1/worker.pb.h"
 

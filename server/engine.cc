@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/engine_impl.h"
 #include "base/status_macros.h"
+#include "server/engine_loop.h"
 
 namespace tpserve {
 

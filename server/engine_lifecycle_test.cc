@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "server/engine.h"
-#include "server/engine_test_util.h"
-#include "server/fake_step_executor.h"
+#include "server/testing/engine_test_util.h"
+#include "server/testing/fake_step_executor.h"
 
 namespace tpserve {
 namespace {
@@ -134,9 +134,9 @@ TEST(EngineLifecycleTest, MalformedResultsFailTheStepNotTheProcess) {
     options.vocab_size = kTestVocab;
     TestEngine t(fake_config, options);
     std::vector<EngineRequest> requests = {Request(4, 6, 1), Request(5, 6, 2)};
-    for (EngineRequest& r : requests) r.logprobs = 2;
-    requests[0].prompt_logprobs = 1;
-    requests[1].prompt_logprobs = -1;
+    for (EngineRequest& r : requests) r.sampling.set_logprobs(2);
+    requests[0].sampling.set_prompt_logprobs(1);
+    requests[1].sampling.set_prompt_logprobs(-1);
     auto results = t.RunAll(requests);
     for (const auto& result : results) {
       EXPECT_EQ(result->status().code(), absl::StatusCode::kUnavailable)

@@ -9,8 +9,8 @@
 
 #include <gtest/gtest.h>
 
-#include "server/engine_test_util.h"
-#include "server/fake_step_executor.h"
+#include "server/testing/engine_test_util.h"
+#include "server/testing/fake_step_executor.h"
 
 namespace tpserve {
 namespace {
@@ -123,8 +123,8 @@ TEST(EngineTest, LogprobsPerTokenAndPromptLogprobsOnce) {
   FakeExecutorConfig fake_config{/*num_blocks=*/64, /*block_size=*/4, kVocab};
   TestEngine t(fake_config, Options(8, 8));
   EngineRequest request = Request(20, 6, 1);
-  request.logprobs = 2;
-  request.prompt_logprobs = 0;
+  request.sampling.set_logprobs(2);
+  request.sampling.set_prompt_logprobs(0);
   auto results = t.RunAll({request});
   const std::vector<EngineChunk> chunks = results[0]->chunks();
   ASSERT_FALSE(chunks.empty());

@@ -6,10 +6,10 @@
 
 #include <gtest/gtest.h>
 
-#include "server/engine.h"
-#include "server/engine_test_util.h"
-#include "server/fake_step_executor.h"
 #include "base/utf8.h"
+#include "server/engine.h"
+#include "server/testing/engine_test_util.h"
+#include "server/testing/fake_step_executor.h"
 
 namespace tpserve {
 namespace {
@@ -128,7 +128,7 @@ TEST(EngineTextTest, LogprobsCarryEachTokensText) {
   const std::vector<int32_t> script = Encode(*tokenizer, " one two");
   TestEngine t(Scripted(script), Options(64, 8), tokenizer.get());
   EngineRequest request = Request(kPromptLen, 2, 1);
-  request.logprobs = 0;
+  request.sampling.set_logprobs(0);
   auto results = t.RunAll({request});
   std::vector<std::string> texts;
   for (const EngineChunk& chunk : results[0]->chunks()) {

@@ -5,16 +5,23 @@
 namespace tpserve {
 namespace {
 
-void CopySampling(const v1::SamplingParams& s, EngineRequest* out) {
-  out->temperature = s.has_temperature() ? s.temperature() : 1.0f;
-  out->top_k = s.top_k() < 0 ? 0 : s.top_k();
-  out->top_p = s.has_top_p() ? s.top_p() : 1.0f;
-  out->min_p = s.min_p();
-  out->repetition_penalty = s.has_repetition_penalty() ? s.repetition_penalty() : 1.0f;
-  out->presence_penalty = s.presence_penalty();
-  out->frequency_penalty = s.frequency_penalty();
-  out->logprobs = s.has_logprobs() ? s.logprobs() : -1;
-  out->prompt_logprobs = s.has_prompt_logprobs() ? s.prompt_logprobs() : -1;
+// The API's sampling message with every default resolved, as the ranks take it.
+worker::v1::WorkerSamplingParams ResolveSampling(const v1::SamplingParams& s, uint64_t seed) {
+  worker::v1::WorkerSamplingParams p = DefaultSampling();
+  if (s.has_temperature()) p.set_temperature(s.temperature());
+  p.set_top_k(s.top_k() < 0 ? 0 : s.top_k());
+  if (s.has_top_p()) p.set_top_p(s.top_p());
+  p.set_min_p(s.min_p());
+  if (s.has_repetition_penalty()) p.set_repetition_penalty(s.repetition_penalty());
+  p.set_presence_penalty(s.presence_penalty());
+  p.set_frequency_penalty(s.frequency_penalty());
+  p.set_seed(s.has_seed() ? s.seed() : seed);
+  if (s.has_logprobs()) p.set_logprobs(s.logprobs());
+  if (s.has_prompt_logprobs()) p.set_prompt_logprobs(s.prompt_logprobs());
+  return p;
+}
+
+void CopyStops(const v1::SamplingParams& s, EngineRequest* out) {
   out->stop.assign(s.stop().begin(), s.stop().end());
   out->stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
   out->ignore_eos = s.ignore_eos();
@@ -45,8 +52,8 @@ EngineRequest ToEngineRequest(const v1::GenerateRequest& request,
   const int room = max_context - static_cast<int>(prompt_ids.size());
   out.max_tokens = s.has_max_tokens() ? s.max_tokens() : room;
   out.prompt_ids = std::move(prompt_ids);
-  CopySampling(s, &out);
-  out.seed = s.has_seed() ? s.seed() : seed;
+  out.sampling = ResolveSampling(s, seed);
+  CopyStops(s, &out);
   out.skip_special_tokens =
       request.has_skip_special_tokens() ? request.skip_special_tokens() : true;
   out.deadline = deadline;

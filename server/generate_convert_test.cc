@@ -11,13 +11,13 @@ TEST(GenerateConvertTest, UnsetFieldsTakeTheProtoDefaults) {
   const EngineRequest e = ToEngineRequest(r, {5, 6, 7}, 32, 1234, absl::InfiniteFuture());
   EXPECT_EQ(e.prompt_ids, (std::vector<int32_t>{5, 6, 7}));
   EXPECT_EQ(e.max_tokens, 29);  // the rest of the context
-  EXPECT_EQ(e.temperature, 1.0f);
-  EXPECT_EQ(e.top_k, 0);
-  EXPECT_EQ(e.top_p, 1.0f);
-  EXPECT_EQ(e.repetition_penalty, 1.0f);
-  EXPECT_EQ(e.seed, 1234u);  // drawn by the edge
-  EXPECT_EQ(e.logprobs, -1);
-  EXPECT_EQ(e.prompt_logprobs, -1);
+  EXPECT_EQ(e.sampling.temperature(), 1.0f);
+  EXPECT_EQ(e.sampling.top_k(), 0);
+  EXPECT_EQ(e.sampling.top_p(), 1.0f);
+  EXPECT_EQ(e.sampling.repetition_penalty(), 1.0f);
+  EXPECT_EQ(e.sampling.seed(), 1234u);  // drawn by the edge
+  EXPECT_EQ(e.sampling.logprobs(), -1);
+  EXPECT_EQ(e.sampling.prompt_logprobs(), -1);
   EXPECT_TRUE(e.skip_special_tokens);
   EXPECT_FALSE(e.ignore_eos);
 }
@@ -43,16 +43,16 @@ TEST(GenerateConvertTest, SetFieldsAreCopied) {
   const absl::Time deadline = absl::FromUnixSeconds(100);
   const EngineRequest e = ToEngineRequest(r, {1}, 32, 1234, deadline);
   EXPECT_EQ(e.max_tokens, 4);
-  EXPECT_EQ(e.temperature, 0.0f);
-  EXPECT_EQ(e.top_k, 0);  // -1 means no limit, as 0
-  EXPECT_EQ(e.top_p, 0.5f);
-  EXPECT_EQ(e.min_p, 0.1f);
-  EXPECT_EQ(e.repetition_penalty, 1.2f);
-  EXPECT_EQ(e.presence_penalty, -1.0f);
-  EXPECT_EQ(e.frequency_penalty, 0.5f);
-  EXPECT_EQ(e.seed, 7u);
-  EXPECT_EQ(e.logprobs, 0);
-  EXPECT_EQ(e.prompt_logprobs, 3);
+  EXPECT_EQ(e.sampling.temperature(), 0.0f);
+  EXPECT_EQ(e.sampling.top_k(), 0);  // -1 means no limit, as 0
+  EXPECT_EQ(e.sampling.top_p(), 0.5f);
+  EXPECT_EQ(e.sampling.min_p(), 0.1f);
+  EXPECT_EQ(e.sampling.repetition_penalty(), 1.2f);
+  EXPECT_EQ(e.sampling.presence_penalty(), -1.0f);
+  EXPECT_EQ(e.sampling.frequency_penalty(), 0.5f);
+  EXPECT_EQ(e.sampling.seed(), 7u);
+  EXPECT_EQ(e.sampling.logprobs(), 0);
+  EXPECT_EQ(e.sampling.prompt_logprobs(), 3);
   EXPECT_EQ(e.stop, (std::vector<std::string>{"\n"}));
   EXPECT_EQ(e.stop_token_ids, (std::vector<int32_t>{9}));
   EXPECT_TRUE(e.ignore_eos);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "tpserve/v1/worker.pb.h"
 
 namespace tpserve {
 
@@ -30,21 +31,27 @@ struct PositionLogprobs {
   std::vector<TokenLogprob> top;
 };
 
+// Sampling with nothing asked for: temperature 1, top_p 1, repetition_penalty 1, no
+// logprobs (-1), no prompt logprobs (-1), every other knob off (0), seed 0.
+inline worker::v1::WorkerSamplingParams DefaultSampling() {
+  worker::v1::WorkerSamplingParams p;
+  p.set_temperature(1.0f);
+  p.set_top_p(1.0f);
+  p.set_repetition_penalty(1.0f);
+  p.set_logprobs(-1);
+  p.set_prompt_logprobs(-1);
+  return p;
+}
+
 // Everything Generate needs after the edge has tokenized and validated the request.
 struct EngineRequest {
   std::vector<int32_t> prompt_ids;
   int max_tokens = 0;  // > 0; the edge resolves "unset" to the remaining context
-  // Sampling, with defaults filled in (seed always set: the edge draws one if unset).
-  float temperature = 1.0f;
-  int top_k = 0;
-  float top_p = 1.0f;
-  float min_p = 0.0f;
-  float repetition_penalty = 1.0f;
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-  uint64_t seed = 0;
-  int logprobs = -1;         // -1: none; n ≥ 0: chosen token + top-n
-  int prompt_logprobs = -1;  // -1: none
+  // Sampling exactly as every rank gets it in the sequence's NewSequence: each default
+  // resolved, the seed set (the edge draws one if unset), logprobs and prompt_logprobs
+  // -1 for none. The edge fills it once (ToEngineRequest); nothing copies it field by
+  // field on the way to the ranks.
+  worker::v1::WorkerSamplingParams sampling = DefaultSampling();
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;

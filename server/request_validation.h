@@ -16,8 +16,8 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "base/sampling_limits.h"
 #include "tpserve/v1/inference.pb.h"
+#include "tpserve/v1/sampling_limits.h"
 
 namespace tpserve {
 

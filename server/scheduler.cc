@@ -100,7 +100,7 @@ void Scheduler::AdmitWaiting(int64_t& budget, ScheduledStep& step) {
     // A cached prefix leaves at least the last token to compute (its logits are the
     // sample's), in a block of the sequence's own. Prompt logprobs need every position's
     // logits, so such a request computes its whole prompt.
-    const bool looks_up = blocks_.prefix_caching() && seq->request().prompt_logprobs < 0;
+    const bool looks_up = blocks_.prefix_caching() && seq->request().sampling.prompt_logprobs() < 0;
     std::vector<int32_t> cached;
     if (looks_up) cached = blocks_.MatchPrefix(tokens, seq->num_tokens() - 1);
     const int64_t num_cached = static_cast<int64_t>(cached.size()) * blocks_.block_size();
@@ -125,7 +125,7 @@ void Scheduler::AdmitWaiting(int64_t& budget, ScheduledStep& step) {
     worker::v1::NewSequence* added = step.plan.add_new_sequences();
     added->set_seq_id(seq->id());
     for (int32_t token : tokens) added->add_token_ids(token);
-    *added->mutable_sampling() = seq->SamplingParams();
+    *added->mutable_sampling() = seq->request().sampling;
     absl::StatusOr<absl::Span<const int32_t>> table = blocks_.block_table(seq->id());
     TPSERVE_CHECK(table.ok());
     for (int32_t block : *table) added->add_block_table(block);

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "server/fake_step_executor.h"
+#include "server/testing/fake_step_executor.h"
 
 namespace tpserve {
 namespace {
@@ -33,7 +33,7 @@ class Harness {
     EngineRequest request;
     request.prompt_ids = std::move(prompt);
     request.max_tokens = max_tokens;
-    request.prompt_logprobs = prompt_logprobs;
+    request.sampling.set_prompt_logprobs(prompt_logprobs);
     seqs_.push_back(std::make_unique<Sequence>(seqs_.size() + 1, request, nullptr,
                                                std::vector<int32_t>{}));
     scheduler_.Add(seqs_.back().get());

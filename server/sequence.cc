@@ -27,7 +27,7 @@ Sequence::Sequence(uint64_t id, EngineRequest request, const Tokenizer* tokenize
   }
   // One entry per prompt token: the first has no context, so logprob 0 and no
   // alternatives (the API's promise); the ranks score the others.
-  if (request_.prompt_logprobs >= 0 && !request_.prompt_ids.empty()) {
+  if (request_.sampling.prompt_logprobs() >= 0 && !request_.prompt_ids.empty()) {
     prompt_logprobs_.push_back({{request_.prompt_ids[0], 0.0f, ""}, {}});
   }
 }
@@ -49,26 +49,11 @@ bool Sequence::StartsWith(absl::Span<const int32_t> prefix) const {
          std::equal(prefix.begin() + prompt, prefix.end(), output_ids_.begin());
 }
 
-worker::v1::WorkerSamplingParams Sequence::SamplingParams() const {
-  worker::v1::WorkerSamplingParams params;
-  params.set_temperature(request_.temperature);
-  params.set_top_k(request_.top_k);
-  params.set_top_p(request_.top_p);
-  params.set_min_p(request_.min_p);
-  params.set_repetition_penalty(request_.repetition_penalty);
-  params.set_presence_penalty(request_.presence_penalty);
-  params.set_frequency_penalty(request_.frequency_penalty);
-  params.set_seed(request_.seed);
-  params.set_logprobs(request_.logprobs);
-  params.set_prompt_logprobs(request_.prompt_logprobs);
-  return params;
-}
-
 absl::StatusOr<std::optional<FinishReason>> Sequence::AppendToken(
     int32_t token, const worker::v1::PositionLogprobs& logprobs) {
   output_ids_.push_back(token);
   unsent_.token_ids.push_back(token);
-  if (request_.logprobs >= 0) unsent_.logprobs.push_back(ToLogprobs(logprobs));
+  if (request_.sampling.logprobs() >= 0) unsent_.logprobs.push_back(ToLogprobs(logprobs));
   // EOS and stop ids end the sequence before reaching the text.
   if (!request_.ignore_eos && Contains(eos_token_ids_, token)) return FinishReason::kEos;
   if (Contains(request_.stop_token_ids, token)) return FinishReason::kStop;
@@ -89,7 +74,7 @@ void Sequence::AddPromptLogprobs(
     int64_t first_position,
     const google::protobuf::RepeatedPtrField<worker::v1::PositionLogprobs>& logprobs) {
   // After the first chunk they were streamed: a recompute must not add them again.
-  if (request_.prompt_logprobs < 0 || first_chunk_taken_) return;
+  if (request_.sampling.prompt_logprobs() < 0 || first_chunk_taken_) return;
   for (int i = 0; i < logprobs.size(); ++i) {
     const int64_t position = first_position + i;
     // Position p carries the logprob of prompt token p + 1, entry p + 1.

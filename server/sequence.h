@@ -69,7 +69,6 @@ class Sequence {
     known_to_workers_ = known;
     num_tokens_sent_ = known ? num_tokens() : 0;
   }
-  worker::v1::WorkerSamplingParams SamplingParams() const;
   // Steps it waited at admission for another sequence to compute a prefix block.
   int num_prefix_deferrals() const { return num_prefix_deferrals_; }
   void count_prefix_deferral() { ++num_prefix_deferrals_; }

@@ -145,7 +145,7 @@ TEST_F(SequenceTest, NoTokenizerMeansNoText) {
 
 TEST_F(SequenceTest, LogprobsCarryTokenText) {
   EngineRequest request = Request(5);
-  request.logprobs = 1;
+  request.sampling.set_logprobs(1);
   const int32_t hi = Encode(" hi")[0];
   Sequence seq(1, request, tokenizer_.get(), {});
   worker::v1::PositionLogprobs lp;
@@ -163,7 +163,7 @@ TEST_F(SequenceTest, LogprobsCarryTokenText) {
 
 TEST_F(SequenceTest, PromptLogprobsAreKeptOnceInOrder) {
   EngineRequest request = Request(5);
-  request.prompt_logprobs = 0;
+  request.sampling.set_prompt_logprobs(0);
   Sequence seq(1, request, nullptr, {});
   google::protobuf::RepeatedPtrField<worker::v1::PositionLogprobs> lps;
   for (int i = 0; i < 3; ++i) lps.Add()->mutable_chosen()->set_token_id(100 + i);

@@ -27,7 +27,7 @@ struct ServerConfig {
   bool exit_on_pool_failure = false;  // exit non-zero instead of rebuilding the pool
   bool enforce_eager = false;         // cuda: decode steps without CUDA graphs
   bool no_prefix_caching = false;     // compute every prompt in full
-  std::string worker_binary;          // empty: ../worker/tpserve_worker beside this binary
+  std::string worker_binary;          // empty: ../worker/rank/tpserve_worker beside this binary
   std::string control_address;        // empty: a Unix socket in a fresh temporary folder
   int kv_blocks = 0;                  // exactly this many KV blocks per rank, or
   int64_t kv_memory_mb = 0;           // this much KV memory per rank (0: the pool's default)

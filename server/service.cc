@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <utility>
 
+#include "base/status_macros.h"
 #include "server/chunk_queue.h"
 #include "server/generate_convert.h"
 #include "server/grpc_status.h"
-#include "base/status_macros.h"
 
 namespace tpserve {
 namespace {
@@ -165,8 +165,9 @@ absl::Status InferenceService::RunGenerate(grpc::ServerContext* context,
     if (i > 0) {
       // Its own sampler stream; prompt logprobs come with completion 0 only, so the
       // others can take the prompt's KV from the prefix cache.
-      completion.seed = request.sampling().has_seed() ? engine_request.seed + i : DrawSeed();
-      completion.prompt_logprobs = -1;
+      completion.sampling.set_seed(request.sampling().has_seed() ? engine_request.sampling.seed() + i
+                                                                 : DrawSeed());
+      completion.sampling.set_prompt_logprobs(-1);
     }
     absl::StatusOr<uint64_t> id = engine->Submit(
         std::move(completion),

@@ -8,7 +8,7 @@
 
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "server/fake_step_executor.h"
+#include "server/testing/fake_step_executor.h"
 
 namespace tpserve {
 namespace {

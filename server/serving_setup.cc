@@ -131,10 +131,10 @@ absl::StatusOr<std::string> DefaultWorkerBinary() {
   std::error_code error;
   const fs::path self = fs::read_symlink("/proc/self/exe", error);
   if (error) return absl::InternalError(absl::StrCat("/proc/self/exe: ", error.message()));
-  const fs::path worker = self.parent_path() / ".." / "worker" / "tpserve_worker";
+  const fs::path worker = self.parent_path() / ".." / "worker" / "rank" / "tpserve_worker";
   if (!fs::exists(worker)) {
     return absl::NotFoundError(absl::StrCat("no tpserve_worker at ", worker.string(),
-                                            "; build //worker:tpserve_worker or pass "
+                                            "; build //worker/rank:tpserve_worker or pass "
                                             "--worker-binary"));
   }
   return fs::canonical(worker).string();

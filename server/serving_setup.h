@@ -10,11 +10,11 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/pool_supervisor.h"
+#include "server/pool/pool_supervisor.h"
+#include "server/pool/worker_pool.h"
 #include "server/server_config.h"
 #include "server/service.h"
 #include "server/tokenizer/tokenizer.h"
-#include "server/worker_pool.h"
 
 namespace tpserve {
 
@@ -30,7 +30,7 @@ absl::StatusOr<ServingSetup> PrepareServing(const ServerConfig& config);
 // Starts WorkerPools with `options` and the generation asked for.
 PoolFactory WorkerPoolFactory(WorkerPoolOptions options);
 
-// The tpserve_worker built beside this binary: <dir of /proc/self/exe>/../worker/.
+// The tpserve_worker built beside this binary: <dir of /proc/self/exe>/../worker/rank/.
 absl::StatusOr<std::string> DefaultWorkerBinary();
 
 }  // namespace tpserve

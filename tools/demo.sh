@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 prompt=${1:-"And God said"}
 bash tools/setup.sh
-bazel build //server:tpserve //worker:tpserve_worker //client:tpserve-cli
+bazel build //server:tpserve //worker/rank:tpserve_worker //client:tpserve-cli
 
 log=$(mktemp)
 bazel-bin/server/tpserve --model models/demo --tp 2 --device cpu --port 0 >"$log" 2>&1 &

@@ -3,7 +3,7 @@
 
 # Builds the server, worker, CLI and model_benchmark (which writes synthetic checkpoints).
 serving_build() {
-  bazel build //server:tpserve //worker:tpserve_worker //client:tpserve-cli \
+  bazel build //server:tpserve //worker/rank:tpserve_worker //client:tpserve-cli \
     //worker/tools:model_benchmark >/dev/null 2>&1
 }
 

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "server/tokenizer/byte_level.h"
 #include "base/utf8.h"
+#include "server/tokenizer/byte_level.h"
 
 namespace tpserve {
 namespace {

@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_join.h"
-#include "server/tokenizer/byte_level.h"
 #include "base/utf8.h"
+#include "server/tokenizer/byte_level.h"
 
 namespace tpserve {
 namespace {

@@ -2,8 +2,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/tokenizer/component_loader.h"
 #include "base/status_macros.h"
+#include "server/tokenizer/component_loader.h"
 
 namespace tpserve {
 namespace {

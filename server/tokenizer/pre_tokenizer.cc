@@ -3,8 +3,8 @@
 #include <functional>
 #include <utility>
 
-#include "server/tokenizer/unicode.h"
 #include "base/utf8.h"
+#include "server/tokenizer/unicode.h"
 
 namespace tpserve {
 namespace {

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "server/tokenizer/string_map.h"
 #include "base/utf8.h"
+#include "server/tokenizer/string_map.h"
 
 namespace tpserve {
 namespace {

@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "server/tokenizer/component_loader.h"
 #include "server/tokenizer/json_fields.h"
-#include "base/status_macros.h"
 #include "server/tokenizer/string_map.h"
 #include "server/tokenizer/tokenizer.h"
 #include "server/tokenizer/tokenizer_model_loader.h"

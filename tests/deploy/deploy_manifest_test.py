@@ -41,7 +41,7 @@ POOL_STOP_S = 5
 # A Deployment to run: where it is, its command line, grace period (s), memory request
 # (bytes) and --device.
 Reference = collections.namedtuple("Reference", "where argv grace memory device")
-WORKER_EMU = "worker/tpserve_worker_emu"
+WORKER_EMU = "worker/rank/tpserve_worker_emu"
 EMU_DEVICE_MB = "512"  # the emulated GPUs' memory, which --gpu-memory-fraction takes from
 
 

@@ -1,7 +1,7 @@
 """tpserve --device cuda end to end, without a GPU: tpserve_worker_emu is the real worker
 with its CUDA stack (kernels, cuBLAS calls, the metadata stager, decode graphs, the
 device sampler, NCCL between the rank processes) built on the CPU emulator of
-worker/kernels/cuda/emu. Served at tp 2 in fp32 (and tp 3 where the heads allow), it must
+testing/cuda_emu. Served at tp 2 in fp32 (and tp 3 where the heads allow), it must
 give Hugging Face's greedy ids and logprobs (bf16: teacher-forced logprobs), batch 16 concurrent requests exactly as it
 runs them alone, reproduce seeded sampling alone and batched, free KV blocks at a
 deadline, reuse cached prefix blocks with the same answers, lose a rank with UNAVAILABLE
@@ -19,7 +19,7 @@ import prefix_cache_test
 from e2e_test import check_cli_greedy, check_grpc_stream_logprobs, check_prompt_logprobs
 from harness import SERVER, Server, stubs
 
-WORKER_EMU = "worker/tpserve_worker_emu"
+WORKER_EMU = "worker/rank/tpserve_worker_emu"
 # bf16 weights and activations against an fp32 reference: logits within ~1e-2 relative
 # (the forward tool's tests), which moves a log-softmax by a few hundredths.
 BF16_LOGPROB_TOLERANCE = 0.1

@@ -14,7 +14,7 @@ import tempfile
 import threading
 
 SERVER = "server/tpserve"
-WORKER = "worker/tpserve_worker"
+WORKER = "worker/rank/tpserve_worker"
 CLI = "client/tpserve-cli"
 
 

@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "tests/golden/golden_fixture.h"
 #include "worker/layers/test_util.h"
-#include "worker/npy.h"
+#include "worker/loader/npy.h"
 
 namespace tpserve {
 namespace {
@@ -61,7 +61,7 @@ TEST_P(ForwardToolCudaTest, ReproducesTransformersLogitsAtEveryTp) {
   const size_t prompt = golden->prompts.size() - 1;  // the longest
   const std::string out = absl::StrCat(std::getenv("TEST_TMPDIR"), "/", CaseName({c, 0}), ".npy");
   const std::string cmd = absl::StrCat(
-      Runfile("worker/forward_emu"), " --device cuda --model ", c.dir, " --tp ", c.tp,
+      Runfile("worker/tools/forward_emu"), " --device cuda --model ", c.dir, " --tp ", c.tp,
       " --dtype ", c.bf16 ? "bfloat16" : "float32", " --token-ids ",
       absl::StrJoin(golden->prompts[prompt], ","), " --output ", out,
       c.incremental ? " --incremental" : "", " --timeout-s 60 2>&1");

@@ -16,8 +16,8 @@
 #include "nlohmann/json.hpp"
 #include "tests/golden/golden_fixture.h"
 #include "worker/layers/test_util.h"
+#include "worker/loader/npy.h"
 #include "worker/loader/safetensors_writer.h"
-#include "worker/npy.h"
 #include "worker/tools/synthetic_checkpoint.h"
 
 namespace tpserve {
@@ -39,7 +39,7 @@ struct RunResult {
 };
 
 RunResult RunForward(const std::string& args) {
-  const std::string cmd = absl::StrCat(Runfile("worker/forward"), " ", args, " 2>&1");
+  const std::string cmd = absl::StrCat(Runfile("worker/tools/forward"), " ", args, " 2>&1");
   FILE* pipe = popen(cmd.c_str(), "r");
   RunResult r{-1, ""};
   char buf[4096];

@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "rendezvous/store_server.h"
 #include "tests/golden/golden_fixture.h"
-#include "worker/comm/store_server.h"
-#include "worker/cuda_rank.h"
-#include "worker/forward_lib.h"
-#include "worker/kernels/cuda/cuda_test_util.h"
+#include "worker/cuda/cuda_test_util.h"
 #include "worker/layers/test_util.h"
+#include "worker/rank/rank_builder.h"
+#include "worker/tools/forward_lib.h"
 
 namespace tpserve {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
-#include "worker/npy.h"
+#include "worker/loader/npy.h"
 
 namespace tpserve {
 

@@ -8,8 +8,8 @@
 #include "gtest/gtest.h"
 #include "tests/golden/golden_fixture.h"
 #include "worker/comm/local_comm_group.h"
-#include "worker/forward_lib.h"
 #include "worker/layers/test_util.h"
+#include "worker/tools/forward_lib.h"
 
 namespace tpserve {
 namespace {

@@ -11,7 +11,7 @@ one file with --prompt-index):
 
 Mode 2, run the tool itself on every prompt of the fixture:
 
-  compare_forward.py tests/data/models/llama_gqa --tool bazel-bin/worker/forward \
+  compare_forward.py tests/data/models/llama_gqa --tool bazel-bin/worker/tools/forward \
       --tp 2 [--incremental]
 
   which runs, for each prompt,

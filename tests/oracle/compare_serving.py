@@ -5,7 +5,7 @@ generation through tpserve-cli returns Hugging Face's greedy ids (golden.json).
 
 --server-arg appends a tpserve flag (a later flag wins), e.g. the CUDA worker on the CPU
 emulator: --server-arg=--device=cuda --server-arg=--dtype=float32
---server-arg=--worker-binary=bazel-bin/worker/tpserve_worker_emu
+--server-arg=--worker-binary=bazel-bin/worker/rank/tpserve_worker_emu
 
 Needs only the Python standard library. Exit status 0 when every greedy case matches.
 """
@@ -21,7 +21,7 @@ def serve(bin_dir, model, tp, extra):
     proc = subprocess.Popen(
         [os.path.join(bin_dir, "server/tpserve"), "--model", model, "--tp", str(tp),
          "--device", "cpu", "--host", "127.0.0.1", "--port", "0", "--kv-blocks", "256",
-         "--worker-binary", os.path.join(bin_dir, "worker/tpserve_worker")] + extra,
+         "--worker-binary", os.path.join(bin_dir, "worker/rank/tpserve_worker")] + extra,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in proc.stdout:
         m = re.match(r"tpserve: serving on (\S+)", line)

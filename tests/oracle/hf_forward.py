@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Stand-in for bazel-bin/worker/forward, built on transformers, with the same
+"""Stand-in for bazel-bin/worker/tools/forward, built on transformers, with the same
 flags: --model DIR --tp N --token-ids 1,2,3 --output out.npy [--incremental].
 Writes fp32 [num_tokens, vocab_size] logits. --tp is accepted and ignored.
 Only for testing the oracle scripts themselves (compare_forward.py,

@@ -11,25 +11,25 @@
 #   -n N     number of fixtures (default 5)
 #   -s SEED  first shape seed (default: from the clock, printed, so a failure
 #            can be reproduced with -s SEED)
-#   -t TOOL  forward tool (default bazel-bin/worker/forward)
+#   -t TOOL  forward tool (default bazel-bin/worker/tools/forward)
 #   -a ARG   one more argument for the tool (repeatable), e.g. the CUDA path on the
-#            CPU emulator: -t bazel-bin/worker/forward_emu -a --device -a cuda
+#            CPU emulator: -t bazel-bin/worker/tools/forward_emu -a --device -a cuda
 #   -c ARG   one more argument for compare_forward.py (repeatable), e.g. bf16's
 #            tolerance: -a --dtype -a bfloat16 -c --tol=5e-2 -c --no-greedy
 #   -o DIR   where to put the fixtures (default a fresh temp dir)
 #   -k       keep the fixtures directory
 #   -S       also check greedy generation through tpserve (bazel build //server:tpserve
-#            //worker:tpserve_worker //client:tpserve-cli first)
+#            //worker/rank:tpserve_worker //client:tpserve-cli first)
 #   -r ARG   one more tpserve flag for -S (repeatable), e.g. serving on the CUDA
 #            emulator: -r --device=cuda -r --dtype=float32
-#            -r --worker-binary=bazel-bin/worker/tpserve_worker_emu
+#            -r --worker-binary=bazel-bin/worker/rank/tpserve_worker_emu
 # Needs the oracle venv (tests/oracle/README.md), or PYTHON=... pointing to a
 # python with torch, transformers, safetensors, numpy.
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 PY="${PYTHON:-$ROOT/.venv-oracle/bin/python}"
-N=5; SEED=""; TOOL="$ROOT/bazel-bin/worker/forward"; KEEP=0; DIR=""; SERVE=0; BIN="$ROOT/bazel-bin"
+N=5; SEED=""; TOOL="$ROOT/bazel-bin/worker/tools/forward"; KEEP=0; DIR=""; SERVE=0; BIN="$ROOT/bazel-bin"
 TOOL_ARGS=(); COMPARE_ARGS=(); SERVER_ARGS=()
 while getopts "n:s:t:a:c:o:kSr:" opt; do
   case "$opt" in
@@ -41,7 +41,7 @@ while getopts "n:s:t:a:c:o:kSr:" opt; do
 done
 [[ -n "$SEED" ]] || SEED=$(( $(date +%s) % 1000000 ))
 case "$TOOL" in /*) ;; *) TOOL="$PWD/$TOOL" ;; esac
-if [[ ! -x "$TOOL" ]]; then echo "forward tool not found: $TOOL (build it: bazel build //worker:forward)"; exit 2; fi
+if [[ ! -x "$TOOL" ]]; then echo "forward tool not found: $TOOL (build it: bazel build //worker/tools:forward)"; exit 2; fi
 if [[ ! -x "$PY" ]]; then echo "python not found: $PY (make the oracle venv, see tests/oracle/README.md)"; exit 2; fi
 export PATH="$(dirname "$PY"):$PATH"   # lets a python stand-in tool find the venv
 if [[ -z "$DIR" ]]; then DIR="$(mktemp -d /tmp/tpserve_unseen.XXXXXX)"; else mkdir -p "$DIR"; KEEP=1; fi

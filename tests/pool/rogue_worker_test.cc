@@ -13,9 +13,9 @@
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "server/worker_pool.h"
+#include "server/pool/worker_pool.h"
+#include "tpserve/v1/protocol_version.h"
 #include "tpserve/v1/worker.grpc.pb.h"
-#include "worker/protocol_version.h"
 
 namespace tpserve {
 namespace {

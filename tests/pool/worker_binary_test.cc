@@ -39,7 +39,7 @@ class ScriptedFrontend final : public worker::v1::WorkerControl::Service {
 
 std::string WorkerBinary() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
-  return absl::StrCat(srcdir ? srcdir : ".", "/tpserve/worker/tpserve_worker");
+  return absl::StrCat(srcdir ? srcdir : ".", "/tpserve/worker/rank/tpserve_worker");
 }
 
 // Serves `frontend` on a fresh Unix socket, runs the worker against it, and returns its

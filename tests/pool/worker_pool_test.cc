@@ -15,10 +15,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "worker/cuda/cuda_status.h"
-#include "server/worker_pool.h"
+#include "server/pool/worker_pool.h"
 #include "tests/golden/golden_fixture.h"
 #include "tests/golden/plan_driver.h"
+#include "worker/cuda/cuda_status.h"
 
 namespace tpserve {
 namespace {
@@ -28,7 +28,7 @@ constexpr int kNumBlocks = 64;
 
 std::string WorkerBinary() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
-  return absl::StrCat(srcdir ? srcdir : ".", "/tpserve/worker/tpserve_worker");
+  return absl::StrCat(srcdir ? srcdir : ".", "/tpserve/worker/rank/tpserve_worker");
 }
 
 bool NoChildrenLeft() {

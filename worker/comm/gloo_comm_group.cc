@@ -17,7 +17,7 @@
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/prefix_store.h"
 #include "gloo/transport/tcp/device.h"
-#include "worker/comm/tcp_store.h"
+#include "rendezvous/tcp_store.h"
 
 namespace tpserve {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "worker/comm/tcp_store.h"
+#include "rendezvous/tcp_store.h"
 #include "worker/cuda/cuda_status.h"
 
 namespace tpserve {

@@ -16,10 +16,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "rendezvous/store_server.h"
+#include "rendezvous/tcp_store.h"
 #include "worker/comm/nccl_comm_group.h"
-#include "worker/comm/store_server.h"
-#include "worker/comm/tcp_store.h"
-#include "worker/kernels/cuda/cuda_test_util.h"
+#include "worker/cuda/cuda_test_util.h"
 
 namespace tpserve {
 namespace {

@@ -1,5 +1,5 @@
 // NcclCommGroup at more than one rank, which no single GPU can run: on the CPU emulator's
-// NCCL (worker/kernels/cuda/emu/nccl.cc), each rank a process as in a pool, through the
+// NCCL (testing/cuda_emu/nccl.cc), each rank a process as in a pool, through the
 // real rendezvous (rank 0's id in a StoreServer). The device collectives sum and gather
 // across ranks, the host-span API keeps CommGroup's semantics, and a peer that exits or
 // never joins fails the others in bounded time with the group's failure contract.
@@ -17,9 +17,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "rendezvous/store_server.h"
+#include "testing/cuda_emu/rank_processes.h"
 #include "worker/comm/nccl_comm_group.h"
-#include "worker/comm/store_server.h"
-#include "worker/kernels/cuda/emu/rank_processes.h"
 
 namespace tpserve {
 namespace {

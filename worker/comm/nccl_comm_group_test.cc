@@ -12,8 +12,8 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "worker/comm/store_server.h"
-#include "worker/comm/tcp_store.h"
+#include "rendezvous/store_server.h"
+#include "rendezvous/tcp_store.h"
 
 namespace tpserve {
 namespace {

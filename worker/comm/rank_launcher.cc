@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/subprocess.h"
-#include "worker/comm/store_server.h"
+#include "rendezvous/store_server.h"
 
 namespace tpserve {
 

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "worker/kernels/cuda/emu/rank_processes.h"
+#include "testing/cuda_emu/rank_processes.h"
 
 namespace tpserve {
 namespace {

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "worker/cuda/cuda_test_util.h"
 #include "worker/cuda/device_buffer.h"
 #include "worker/dtype.h"
-#include "worker/kernels/cuda/cuda_test_util.h"
 
 namespace tpserve {
 namespace {

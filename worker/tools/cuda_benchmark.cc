@@ -30,13 +30,13 @@
 #include "absl/time/time.h"
 #include "base/args.h"
 #include "base/status_macros.h"
-#include "worker/comm/store_server.h"
+#include "rendezvous/store_server.h"
 #include "worker/cuda/cuda_status.h"
 #include "worker/cuda/device_buffer.h"
-#include "worker/cuda_rank.h"
+#include "worker/cuda/gemm.h"
 #include "worker/dtype.h"
-#include "worker/forward_lib.h"
-#include "worker/kernels/cuda/gemm.h"
+#include "worker/models/model_files.h"
+#include "worker/rank/rank_builder.h"
 
 namespace tpserve {
 namespace {

@@ -28,7 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/args.h"
 #include "worker/comm/local_comm_group.h"
-#include "worker/forward_lib.h"
+#include "worker/models/model_files.h"
 #include "worker/tools/synthetic_checkpoint.h"
 
 namespace tpserve {

@@ -22,8 +22,8 @@
 #include "base/subprocess.h"
 #include "worker/comm/gloo_comm_group.h"
 #include "worker/comm/rank_launcher.h"
-#include "worker/forward_lib.h"
 #include "worker/kernels/cpu/gemm.h"
+#include "worker/tools/forward_lib.h"
 #include "worker/tools/membw.h"
 #include "worker/tools/synthetic_checkpoint.h"
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "worker/kernels/cuda/cuda_test_util.h"
+#include "worker/cuda/cuda_test_util.h"
 
 namespace tpserve {
 namespace {

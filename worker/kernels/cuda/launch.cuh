@@ -10,7 +10,7 @@
 #include <utility>
 
 #if defined(TPSERVE_CUDA_EMULATOR)
-#include "worker/kernels/cuda/emu/emu.h"
+#include "testing/cuda_emu/emu.h"
 #endif
 
 namespace tpserve {

@@ -19,8 +19,8 @@
 
 #include "absl/types/span.h"
 #include "gtest/gtest.h"
+#include "worker/cuda/cuda_test_util.h"
 #include "worker/kernels/cpu/paged_attention.h"
-#include "worker/kernels/cuda/cuda_test_util.h"
 #include "worker/kv_cache.h"
 #include "worker/step_batch.h"
 

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "worker/cuda/cuda_test_util.h"
 #include "worker/kernels/cpu/norm_activation.h"
 #include "worker/kernels/cpu/rope.h"
-#include "worker/kernels/cuda/cuda_test_util.h"
 #include "worker/loader/hf_config.h"
 
 namespace tpserve {

@@ -1,5 +1,5 @@
 // The three sampling kernels of sampling.h, one CTA of kThreads per request. The CPU
-// sampler (worker/sampler.cc) is the reference; the step numbers are worker/sampler.h's.
+// sampler (worker/sampling/sampler.cc) is the reference; the step numbers are worker/sampling/sampler.h's.
 #include "worker/kernels/cuda/sampling.h"
 
 #include <cmath>
@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kThreads)
 // ---- Kernel 2: penalties. ---------------------------------------------------------------
 
 // Steps 1 and 2 for one logit, rounded exactly as RepetitionPenalised and
-// PresenceFrequencyPenalty of worker/sampling_rules.h (the test checks bit equality).
+// PresenceFrequencyPenalty of worker/sampling/sampling_rules.h (the test checks bit equality).
 __device__ __forceinline__ float RepetitionPenalised(float l, float penalty) {
   return l > 0 ? __fdiv_rn(l, penalty) : __fmul_rn(l, penalty);
 }

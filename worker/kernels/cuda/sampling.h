@@ -1,7 +1,7 @@
-// CUDA sampling: the CPU sampler's steps (worker/sampler.h) on fp32 logits that stay on
+// CUDA sampling: the CPU sampler's steps (worker/sampling/sampler.h) on fp32 logits that stay on
 // the device, so that only each request's result comes back to the host.
 //
-// CudaSampler (worker/cuda/cuda_sampler.h) validates the requests on the host, fills the
+// CudaSampler (worker/sampling/cuda_sampler.h) validates the requests on the host, fills the
 // per-request structs below and runs, on one stream, one CTA per request:
 //  1. LaunchSamplingLogprobs: the raw row's max and argmax, log Σ exp, a non-finite
 //     check, the top-n raw logprobs and (prompt logprobs) the given token's logprob.
@@ -23,7 +23,7 @@ namespace tpserve {
 
 // Largest vocabulary the kernels take: 2^20 weights of ≤ 2^43 sum in 64 bits.
 inline constexpr int64_t kSamplingMaxVocab = int64_t{1} << 20;
-// Most top-n logprobs per row (kMaxLogprobs of base/sampling_limits.h).
+// Most top-n logprobs per row (kMaxLogprobs of tpserve/v1/sampling_limits.h).
 inline constexpr int kSamplingMaxTopN = 20;
 
 // Kernel 1's work item: one logits row.

@@ -1,7 +1,7 @@
 // The sampling kernels one by one against the CPU sampler, every output between guard
 // regions: kernel 1's statistics and top-n, kernel 2's penalised rows bit for bit (and
 // the token counts it must leave zero), kernel 3's draws where the CPU's are exact.
-// End-to-end comparisons live in worker/cuda/cuda_sampler_test.cc. Tagged "gpu"; skips
+// End-to-end comparisons live in worker/sampling/cuda_sampler_test.cc. Tagged "gpu"; skips
 // when no CUDA device is present.
 #include "worker/kernels/cuda/sampling.h"
 
@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "worker/kernels/cuda/cuda_test_util.h"
-#include "worker/sampler.h"
-#include "worker/sampling_rules.h"
+#include "worker/cuda/cuda_test_util.h"
+#include "worker/sampling/sampler.h"
+#include "worker/sampling/sampling_rules.h"
 #include "worker/tensor.h"
 
 namespace tpserve {
@@ -136,7 +136,7 @@ TEST(SamplingKernelsTest, NonFiniteRowsAreFlagged) {
   EXPECT_NEAR(r[3].top[0].logprob, 0.0f, 1e-6);
 }
 
-// The CPU sampler's steps 1–2, as worker/sampler.cc applies them.
+// The CPU sampler's steps 1–2, as worker/sampling/sampler.cc applies them.
 std::vector<float> PenalisedRow(const float* raw, int64_t vocab, const SamplingParams& p,
                                 const std::vector<int32_t>& prompt,
                                 const std::vector<int32_t>& output) {

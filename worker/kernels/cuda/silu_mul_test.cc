@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "worker/cuda/cuda_test_util.h"
 #include "worker/kernels/cpu/norm_activation.h"
-#include "worker/kernels/cuda/cuda_test_util.h"
 
 namespace tpserve {
 namespace {

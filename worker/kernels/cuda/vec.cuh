@@ -11,7 +11,7 @@
 #include <type_traits>
 
 #if defined(TPSERVE_CUDA_EMULATOR)
-#include "worker/kernels/cuda/emu/emu.h"
+#include "testing/cuda_emu/emu.h"
 #endif
 
 // Declares `name`, the CTA's dynamic shared memory as unsigned char, 16-byte aligned: the

@@ -1,0 +1,13 @@
+// The control-plane protocol version (Hello.protocol_version in
+// proto/tpserve/v1/worker.proto). Frontend and workers must agree; bump it on any
+// incompatible change to worker.proto or to how its messages are interpreted.
+#ifndef TPSERVE_PROTO_TPSERVE_V1_PROTOCOL_VERSION_H_
+#define TPSERVE_PROTO_TPSERVE_V1_PROTOCOL_VERSION_H_
+
+namespace tpserve {
+
+inline constexpr int kWorkerProtocolVersion = 1;
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_PROTO_TPSERVE_V1_PROTOCOL_VERSION_H_

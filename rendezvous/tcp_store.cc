@@ -1,0 +1,187 @@
+#include "rendezvous/tcp_store.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "gloo/common/error.h"
+#include "rendezvous/store_wire.h"
+
+namespace tpserve {
+namespace {
+
+using store_wire::Code;
+using store_wire::Op;
+using store_wire::Reader;
+using store_wire::Writer;
+
+// How long past the server's own wait a reply may take before the connection is
+// considered lost.
+constexpr absl::Duration kReplyMargin = absl::Seconds(5);
+constexpr absl::Duration kMaxServerWait = absl::Hours(1);
+
+uint32_t WaitMillis(absl::Duration timeout) {
+  timeout = std::clamp(timeout, absl::ZeroDuration(), kMaxServerWait);
+  return static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout));
+}
+
+absl::Status CheckKey(absl::string_view key) {
+  if (key.size() > store_wire::kMaxKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("store key of ", key.size(),
+                                                   " bytes exceeds ", store_wire::kMaxKeyBytes));
+  }
+  return absl::OkStatus();
+}
+
+// Reads the reply code; non-OK codes become a Status mentioning `what`.
+absl::Status ReadCode(Reader& in, absl::string_view what) {
+  uint8_t code = 0;
+  if (!in.U8(&code)) return absl::InternalError(absl::StrCat("empty store reply to ", what));
+  switch (static_cast<Code>(code)) {
+    case Code::kOk:
+      return absl::OkStatus();
+    case Code::kTimeout:
+      return absl::DeadlineExceededError(absl::StrCat("store ", what, " timed out"));
+    case Code::kInvalid: {
+      std::string message;
+      in.Str(store_wire::kMaxFrameBytes, &message);
+      return absl::FailedPreconditionError(absl::StrCat("store ", what, ": ", message));
+    }
+  }
+  return absl::InternalError(absl::StrCat("store reply to ", what, " has unknown code ", code));
+}
+
+absl::Status Trailing(const Reader& in, absl::string_view what) {
+  if (in.AtEnd()) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("malformed store reply to ", what));
+}
+
+void ThrowIfError(const absl::Status& status) {
+  if (!status.ok()) throw ::gloo::IoException(status.ToString());
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(const std::string& host,
+                                                                        int port,
+                                                                        absl::Duration timeout) {
+  absl::StatusOr<UniqueFd> fd = ConnectTcp(host, port, absl::Now() + timeout);
+  if (!fd.ok()) return fd.status();
+  return std::unique_ptr<TcpStoreClient>(
+      new TcpStoreClient(std::move(*fd), absl::StrCat(host, ":", port), timeout));
+}
+
+absl::StatusOr<std::string> TcpStoreClient::Call(const std::string& request,
+                                                 absl::Duration server_wait) {
+  absl::MutexLock lock(&mu_);
+  if (!fd_.valid()) return absl::UnavailableError(absl::StrCat("store ", peer_, " lost earlier"));
+  const absl::Time deadline =
+      absl::Now() + std::min(server_wait, kMaxServerWait) + kReplyMargin;
+  absl::Status status = SendFrame(fd_.get(), request, deadline);
+  if (status.ok()) {
+    absl::StatusOr<std::string> reply =
+        RecvFrame(fd_.get(), store_wire::kMaxFrameBytes, deadline);
+    if (reply.ok()) return reply;
+    status = reply.status();
+  }
+  // A late reply would be read as the answer to the next request: drop the connection.
+  fd_.reset();
+  return absl::UnavailableError(absl::StrCat("store ", peer_, ": ", status.message()));
+}
+
+absl::Status TcpStoreClient::Set(absl::string_view key, absl::string_view value) {
+  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+  if (value.size() > store_wire::kMaxValueBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("store value of ", value.size(),
+                                                   " bytes exceeds ", store_wire::kMaxValueBytes));
+  }
+  absl::StatusOr<std::string> reply =
+      Call(Writer().U8(static_cast<uint8_t>(Op::kSet)).Str(key).Str(value).bytes(),
+           absl::ZeroDuration());
+  if (!reply.ok()) return reply.status();
+  Reader in(*reply);
+  if (absl::Status s = ReadCode(in, "set"); !s.ok()) return s;
+  return Trailing(in, "set");
+}
+
+absl::StatusOr<std::string> TcpStoreClient::Get(absl::string_view key, absl::Duration timeout) {
+  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+  absl::StatusOr<std::string> reply = Call(
+      Writer().U8(static_cast<uint8_t>(Op::kGet)).U32(WaitMillis(timeout)).Str(key).bytes(),
+      timeout);
+  if (!reply.ok()) return reply.status();
+  Reader in(*reply);
+  const std::string what = absl::StrCat("get '", key, "'");
+  if (absl::Status s = ReadCode(in, what); !s.ok()) return s;
+  std::string value;
+  in.Str(store_wire::kMaxValueBytes, &value);
+  if (absl::Status s = Trailing(in, what); !s.ok()) return s;
+  return value;
+}
+
+absl::Status TcpStoreClient::Wait(absl::Span<const std::string> keys, absl::Duration timeout) {
+  if (keys.size() > store_wire::kMaxWaitKeys) {
+    return absl::InvalidArgumentError(absl::StrCat("store wait on ", keys.size(),
+                                                   " keys exceeds ", store_wire::kMaxWaitKeys));
+  }
+  Writer request;
+  request.U8(static_cast<uint8_t>(Op::kWait)).U32(WaitMillis(timeout));
+  request.U32(static_cast<uint32_t>(keys.size()));
+  for (const std::string& key : keys) {
+    if (absl::Status s = CheckKey(key); !s.ok()) return s;
+    request.Str(key);
+  }
+  absl::StatusOr<std::string> reply = Call(request.bytes(), timeout);
+  if (!reply.ok()) return reply.status();
+  Reader in(*reply);
+  if (absl::Status s = ReadCode(in, "wait"); !s.ok()) return s;
+  return Trailing(in, "wait");
+}
+
+absl::StatusOr<int64_t> TcpStoreClient::Add(absl::string_view key, int64_t delta) {
+  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+  absl::StatusOr<std::string> reply = Call(
+      Writer().U8(static_cast<uint8_t>(Op::kAdd)).Str(key).I64(delta).bytes(),
+      absl::ZeroDuration());
+  if (!reply.ok()) return reply.status();
+  Reader in(*reply);
+  int64_t value = 0;
+  if (absl::Status s = ReadCode(in, "add"); !s.ok()) return s;
+  in.I64(&value);
+  if (absl::Status s = Trailing(in, "add"); !s.ok()) return s;
+  return value;
+}
+
+absl::StatusOr<bool> TcpStoreClient::Delete(absl::string_view key) {
+  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+  absl::StatusOr<std::string> reply =
+      Call(Writer().U8(static_cast<uint8_t>(Op::kDelete)).Str(key).bytes(), absl::ZeroDuration());
+  if (!reply.ok()) return reply.status();
+  Reader in(*reply);
+  uint8_t existed = 0;
+  if (absl::Status s = ReadCode(in, "delete"); !s.ok()) return s;
+  in.U8(&existed);
+  if (absl::Status s = Trailing(in, "delete"); !s.ok()) return s;
+  return existed != 0;
+}
+
+void TcpStoreClient::set(const std::string& key, const std::vector<char>& data) {
+  ThrowIfError(Set(key, absl::string_view(data.data(), data.size())));
+}
+
+std::vector<char> TcpStoreClient::get(const std::string& key) {
+  absl::StatusOr<std::string> value = Get(key, timeout_);
+  ThrowIfError(value.status());
+  return std::vector<char>(value->begin(), value->end());
+}
+
+void TcpStoreClient::wait(const std::vector<std::string>& keys) {
+  ThrowIfError(Wait(keys, timeout_));
+}
+
+void TcpStoreClient::wait(const std::vector<std::string>& keys,
+                          const std::chrono::milliseconds& timeout) {
+  ThrowIfError(Wait(keys, absl::FromChrono(timeout)));
+}
+
+}  // namespace tpserve

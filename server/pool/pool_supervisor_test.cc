@@ -1,0 +1,141 @@
+#include "server/pool/pool_supervisor.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/testing/fake_step_executor.h"
+
+namespace tpserve {
+namespace {
+
+// What the test sees of a FakePool, also after the supervisor destroyed it.
+struct PoolState {
+  std::atomic<bool> healthy{true};
+  std::atomic<bool> shut_down{false};
+};
+
+// A FakeStepExecutor whose health the test controls.
+class FakePool final : public SupervisedPool {
+ public:
+  explicit FakePool(std::shared_ptr<PoolState> state) : state_(std::move(state)) {}
+  absl::StatusOr<worker::v1::StepResult> RunStep(const worker::v1::StepPlan& plan) override {
+    if (!healthy()) return absl::UnavailableError("rank 1 died");
+    return executor_.RunStep(plan);
+  }
+  int num_kv_blocks() const override { return executor_.num_kv_blocks(); }
+  int kv_block_size() const override { return executor_.kv_block_size(); }
+  bool healthy() const override { return state_->healthy && !state_->shut_down; }
+  void Shutdown(const std::string&) override { state_->shut_down = true; }
+
+ private:
+  std::shared_ptr<PoolState> state_;
+  FakeStepExecutor executor_{FakeExecutorConfig{}};
+};
+
+class PoolSupervisorTest : public ::testing::Test {
+ protected:
+  PoolSupervisorOptions Options(bool exit_on_failure) {
+    PoolSupervisorOptions o;
+    o.engine.max_context = 64;
+    o.exit_on_pool_failure = exit_on_failure;
+    o.health_poll = absl::Milliseconds(5);
+    o.restart_backoff = absl::Milliseconds(5);
+    return o;
+  }
+
+  // Starts FakePools; generations in `failing` fail to start.
+  PoolFactory Factory(std::vector<int> failing = {}) {
+    return [this, failing](int generation) -> absl::StatusOr<std::unique_ptr<SupervisedPool>> {
+      absl::MutexLock lock(&mu_);
+      generations_.push_back(generation);
+      for (int g : failing) {
+        if (g == generation) return absl::UnavailableError("rank 0 did not attach");
+      }
+      pools_.push_back(std::make_shared<PoolState>());
+      return std::unique_ptr<SupervisedPool>(new FakePool(pools_.back()));
+    };
+  }
+
+  void OnServing(std::shared_ptr<Engine> engine) {
+    absl::MutexLock lock(&mu_);
+    serving_.push_back(engine != nullptr);
+    if (engine) {
+      EXPECT_TRUE(engine->healthy());
+    }
+  }
+
+  // Waits until `count` serving changes were seen.
+  void AwaitChanges(size_t count) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return serving_.size() >= count; };
+    ASSERT_TRUE(mu_.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(30)));
+  }
+
+  std::shared_ptr<PoolState> pool(int i) {
+    absl::MutexLock lock(&mu_);
+    return pools_.at(i);
+  }
+
+  absl::Mutex mu_;
+  std::vector<int> generations_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<PoolState>> pools_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> serving_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(PoolSupervisorTest, ServesUntilStoppedThenShutsThePoolDown) {
+  PoolSupervisor supervisor(Options(false), Factory(), nullptr,
+                            [this](std::shared_ptr<Engine> e) { OnServing(std::move(e)); });
+  absl::Status result = absl::UnknownError("not run");
+  std::thread run([&] { result = supervisor.Run(); });
+  AwaitChanges(1);
+  supervisor.Stop();
+  run.join();
+  EXPECT_TRUE(result.ok()) << result;
+  absl::MutexLock lock(&mu_);
+  EXPECT_EQ(serving_, (std::vector<bool>{true, false}));
+  EXPECT_EQ(generations_, (std::vector<int>{0}));
+}
+
+TEST_F(PoolSupervisorTest, ALostPoolIsReplacedByANewGeneration) {
+  PoolSupervisor supervisor(Options(false), Factory({1}), nullptr,
+                            [this](std::shared_ptr<Engine> e) { OnServing(std::move(e)); });
+  std::thread run([&] { EXPECT_TRUE(supervisor.Run().ok()); });
+  AwaitChanges(1);
+  pool(0)->healthy = false;
+  AwaitChanges(3);  // not serving, then serving on generation 2 (1 failed to start)
+  EXPECT_TRUE(pool(0)->shut_down);
+  supervisor.Stop();
+  run.join();
+  absl::MutexLock lock(&mu_);
+  EXPECT_EQ(serving_, (std::vector<bool>{true, false, true, false}));
+  EXPECT_EQ(generations_, (std::vector<int>{0, 1, 2}));
+}
+
+TEST_F(PoolSupervisorTest, ExitOnPoolFailureReturnsTheFailure) {
+  PoolSupervisor supervisor(Options(true), Factory(), nullptr,
+                            [this](std::shared_ptr<Engine> e) { OnServing(std::move(e)); });
+  absl::Status result;
+  std::thread run([&] { result = supervisor.Run(); });
+  AwaitChanges(1);
+  pool(0)->healthy = false;
+  run.join();
+  EXPECT_EQ(result.code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(pool(0)->shut_down);
+  absl::MutexLock lock(&mu_);
+  EXPECT_EQ(serving_, (std::vector<bool>{true, false}));
+}
+
+TEST_F(PoolSupervisorTest, AFirstStartThatFailsIsReturned) {
+  PoolSupervisor supervisor(Options(false), Factory({0}), nullptr,
+                            [this](std::shared_ptr<Engine> e) { OnServing(std::move(e)); });
+  const absl::Status result = supervisor.Run();
+  EXPECT_EQ(result.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(result.message(), "rank 0 did not attach");
+  absl::MutexLock lock(&mu_);
+  EXPECT_TRUE(serving_.empty());
+}
+
+}  // namespace
+}  // namespace tpserve

@@ -1,0 +1,66 @@
+#include "server/pool/worker_connection.h"
+
+#include <string>
+
+namespace tpserve {
+
+using worker::v1::FrontendMessage;
+using worker::v1::WorkerMessage;
+
+bool WorkerConnection::Write(const FrontendMessage& message) {
+  absl::MutexLock write(&write_mu_);
+  {
+    absl::MutexLock state(&state_mu_);
+    if (closing_) return false;
+  }
+  return stream_->Write(message);
+}
+
+bool WorkerConnection::TryWrite(const FrontendMessage& message) {
+  if (!write_mu_.TryLock()) return false;
+  bool written = false;
+  {
+    absl::MutexLock state(&state_mu_);
+    written = !closing_;
+  }
+  if (written) written = stream_->Write(message);
+  write_mu_.Unlock();
+  return written;
+}
+
+void WorkerConnection::Cancel() {
+  absl::MutexLock state(&state_mu_);
+  if (!closed_) context_->TryCancel();
+}
+
+void WorkerConnection::Close() {
+  {
+    absl::MutexLock state(&state_mu_);
+    closing_ = true;
+  }
+  { absl::MutexLock write(&write_mu_); }  // a Write in flight finishes first
+  absl::MutexLock state(&state_mu_);
+  closed_ = true;
+}
+
+grpc::Status WorkerControlService::Attach(grpc::ServerContext* context, WorkerStream* stream) {
+  auto conn = std::make_shared<WorkerConnection>(context, stream);
+  WorkerMessage m;
+  if (!stream->Read(&m)) return grpc::Status::OK;
+  if (!m.has_hello()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "the first message must be Hello");
+  }
+  absl::StatusOr<FrontendMessage> assignment = listener_->OnHello(conn, m.hello());
+  if (!assignment.ok()) {
+    return grpc::Status(static_cast<grpc::StatusCode>(assignment.status().code()),
+                        std::string(assignment.status().message()));
+  }
+  if (conn->Write(*assignment)) {
+    while (stream->Read(&m)) listener_->OnMessage(*conn, m);
+  }
+  listener_->OnClosed(*conn);
+  conn->Close();
+  return grpc::Status::OK;
+}
+
+}  // namespace tpserve

@@ -1,0 +1,113 @@
+// WorkerPool's public methods over its Impl, and the options' validation.
+#include "server/pool/worker_pool.h"
+
+#include <sys/un.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "server/pool/control_address.h"
+#include "server/pool/worker_pool_impl.h"
+
+namespace tpserve {
+
+using worker::v1::StepPlan;
+using worker::v1::StepResult;
+
+absl::Status WorkerPoolOptions::Validate() const {
+  auto bad = [](const std::string& what) { return absl::InvalidArgumentError(what); };
+  if (model_dir.empty()) return bad("worker pool: model_dir is empty");
+  if (tp < 1 || tp > 512) return bad(absl::StrCat("worker pool: tp=", tp, " is outside [1, 512]"));
+  if (device != "cpu" && device != "cuda") {
+    return bad(absl::StrCat("worker pool: device \"", device, "\": expected cpu or cuda"));
+  }
+  if (dtype != "float32" && (device == "cpu" || dtype != "bfloat16")) {
+    return bad(absl::StrCat("worker pool: dtype \"", dtype, "\" is not supported on ", device));
+  }
+  if (spawn_workers && worker_binary.empty()) return bad("worker pool: worker_binary is empty");
+  if (control_address.empty()) return bad("worker pool: control_address is empty");
+  if (std::optional<std::string> path = UnixSocketPath(control_address)) {
+    if (path->empty() || path->size() >= sizeof(sockaddr_un::sun_path)) {
+      return bad(absl::StrCat("worker pool: control_address \"", control_address,
+                              "\": a Unix socket path must have 1 to ",
+                              sizeof(sockaddr_un::sun_path) - 1, " characters"));
+    }
+  } else {
+    const size_t colon = control_address.rfind(':');
+    int port = -1;
+    if (colon == std::string::npos ||
+        !absl::SimpleAtoi(control_address.substr(colon + 1), &port) || port < 0 || port > 65535) {
+      return bad(absl::StrCat("worker pool: control_address \"", control_address,
+                              "\" is neither unix:PATH nor HOST:PORT"));
+    }
+    if (port == 0 && !spawn_workers) {
+      return bad("worker pool: external workers need a fixed control port, not 0");
+    }
+  }
+  if (kv_block_size < 1) return bad("worker pool: kv_block_size must be ≥ 1");
+  if (kv_num_blocks < 0) return bad("worker pool: kv_num_blocks must be ≥ 0");
+  const bool by_fraction = device == "cuda" && kv_memory_fraction > 0 && kv_memory_fraction <= 1;
+  if (kv_num_blocks == 0 && kv_memory_bytes <= 0 && !by_fraction) {
+    return bad("worker pool: set kv_num_blocks, a positive kv_memory_bytes or (cuda) a "
+               "kv_memory_fraction in (0, 1]");
+  }
+  if (max_context < 0 || max_batch_tokens < 0 || max_sequences < 0) {
+    return bad("worker pool: max_context, max_batch_tokens, max_sequences must be ≥ 0");
+  }
+  if (generation < 0) return bad("worker pool: generation must be ≥ 0");
+  if (start_timeout <= absl::ZeroDuration() || step_timeout <= absl::ZeroDuration() ||
+      comm_timeout < absl::ZeroDuration() || stop_grace < absl::ZeroDuration()) {
+    return bad("worker pool: timeouts must be positive");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(const WorkerPoolOptions& options) {
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  auto impl = std::make_unique<Impl>(options);
+  absl::Status s = impl->Begin();
+  if (s.ok()) s = impl->AwaitReady();
+  if (!s.ok()) {
+    impl->Stop(absl::StrCat("start failed: ", s.message()));
+    return s;
+  }
+  return std::unique_ptr<WorkerPool>(new WorkerPool(std::move(impl)));
+}
+
+WorkerPool::WorkerPool(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+WorkerPool::~WorkerPool() { Shutdown("the pool was destroyed"); }
+
+absl::StatusOr<StepResult> WorkerPool::RunStep(const StepPlan& plan) { return impl_->RunStep(plan); }
+
+int WorkerPool::num_kv_blocks() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->num_kv_blocks;
+}
+
+int WorkerPool::kv_block_size() const { return impl_->options.kv_block_size; }
+
+bool WorkerPool::healthy() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->phase == PoolPhase::kServing && impl_->failure.ok() && !impl_->stop_requested;
+}
+
+absl::Status WorkerPool::failure() const {
+  absl::MutexLock lock(&impl_->mu);
+  if (!impl_->failure.ok()) return impl_->failure;
+  if (impl_->stop_requested) return absl::UnavailableError(impl_->stop_reason);
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> WorkerPool::worker_pids() const {
+  return std::vector<int64_t>(impl_->pids.begin(), impl_->pids.end());
+}
+
+void WorkerPool::Shutdown(const std::string& reason) { impl_->Stop(reason); }
+
+}  // namespace tpserve

@@ -1,0 +1,118 @@
+// The receive half of the control plane: what the workers' streams deliver to the pool
+// (a Hello, answered with the rank's Assignment; step results, errors and goodbyes;
+// a closed stream), on the connections' reader threads.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/pool/worker_pool_impl.h"
+#include "tpserve/v1/protocol_version.h"
+
+namespace tpserve {
+
+using worker::v1::FrontendMessage;
+using worker::v1::StepPlan;
+using worker::v1::StepResult;
+using worker::v1::WorkerMessage;
+
+namespace {
+
+std::string Who(const WorkerConnection& c) {
+  return absl::StrCat("worker rank ", c.rank, " (pid ", c.pid, ")");
+}
+
+absl::StatusCode ToCode(int code) {
+  return code > 0 && code <= 16 ? static_cast<absl::StatusCode>(code) : absl::StatusCode::kUnknown;
+}
+
+}  // namespace
+
+FrontendMessage WorkerPool::Impl::MakeAssignment(int rank) const {
+  FrontendMessage m;
+  worker::v1::Assignment* a = m.mutable_assignment();
+  a->set_rank(rank);
+  a->set_world_size(options.tp);
+  a->set_model_dir(options.model_dir);
+  const bool cuda = options.device == "cuda";
+  // Spawned ranks share one host: rank r drives GPU r (a worker's --device cuda:N overrides).
+  a->set_device(cuda ? absl::StrCat("cuda:", rank) : options.device);
+  a->set_dtype(options.dtype);
+  a->set_comm_backend(cuda ? "nccl" : "gloo");
+  a->set_store_host(options.store_host);
+  a->set_store_port(store->port());
+  a->set_store_key_prefix(absl::StrCat("tpserve/gen", options.generation));
+  const absl::Duration comm =
+      options.comm_timeout > absl::ZeroDuration() ? options.comm_timeout : options.step_timeout;
+  a->set_comm_timeout_ms(static_cast<int32_t>(
+      std::min<int64_t>(absl::ToInt64Milliseconds(comm), INT32_MAX)));
+  a->mutable_kv_cache()->set_block_size(options.kv_block_size);
+  a->mutable_kv_cache()->set_num_blocks(options.kv_num_blocks);
+  a->mutable_kv_cache()->set_memory_bytes(options.kv_memory_bytes);
+  a->mutable_kv_cache()->set_memory_fraction(static_cast<float>(options.kv_memory_fraction));
+  a->set_max_context(options.max_context);
+  a->set_max_batch_tokens(options.max_batch_tokens);
+  a->set_max_sequences(options.max_sequences);
+  a->set_eager_decode(options.eager_decode);
+  return m;
+}
+
+absl::StatusOr<FrontendMessage> WorkerPool::Impl::OnHello(
+    const std::shared_ptr<WorkerConnection>& conn, const worker::v1::Hello& hello) {
+  absl::MutexLock lock(&mu);
+  if (phase != PoolPhase::kStarting || static_cast<int>(conns.size()) == options.tp) {
+    return absl::FailedPreconditionError("this worker pool is not accepting workers");
+  }
+  if (hello.protocol_version() != kWorkerProtocolVersion) {
+    absl::Status s = absl::FailedPreconditionError(
+        absl::StrCat("worker pid ", hello.pid(), " speaks protocol ", hello.protocol_version(),
+                     ", the frontend ", kWorkerProtocolVersion, ": mixed builds"));
+    Fail(s);
+    return s;
+  }
+  conn->rank = static_cast<int>(conns.size());
+  conn->pid = hello.pid();
+  conns.push_back(conn);
+  ready_blocks.push_back(-1);
+  return MakeAssignment(conn->rank);
+}
+
+void WorkerPool::Impl::OnMessage(const WorkerConnection& conn, const WorkerMessage& m) {
+  absl::MutexLock lock(&mu);
+  const int r = conn.rank;
+  switch (m.kind_case()) {
+    case WorkerMessage::kReady:
+      if (phase != PoolPhase::kStarting || ready_blocks[r] >= 0 || m.ready().num_kv_blocks() < 1) {
+        break;
+      }
+      ready_blocks[r] = m.ready().num_kv_blocks();
+      ++num_ready;
+      return;
+    case WorkerMessage::kError: {
+      const worker::v1::Error& e = m.error();
+      Fail(absl::Status(ToCode(e.code()),
+                        absl::StrCat(Who(conn), " failed",
+                                     e.step() > 0 ? absl::StrCat(" at step ", e.step()) : "",
+                                     ": ", e.message())));
+      return;
+    }
+    case WorkerMessage::kStepResult:
+      if (awaited_step == 0 || results[r].has_value() || m.step_result().step() != awaited_step) {
+        break;
+      }
+      results[r] = m.step_result();
+      ++num_results;
+      return;
+    default:
+      break;
+  }
+  Fail(absl::InternalError(absl::StrCat(Who(conn), " broke the protocol: unexpected ",
+                                        m.ShortDebugString().substr(0, 200))));
+}
+
+void WorkerPool::Impl::OnClosed(const WorkerConnection& conn) {
+  absl::MutexLock lock(&mu);
+  ++num_closed;
+  Fail(absl::UnavailableError(absl::StrCat(Who(conn), " closed its stream")));
+}
+
+}  // namespace tpserve

@@ -1,0 +1,80 @@
+#include "worker/rank/frontend_stream.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace tpserve {
+
+using worker::v1::FrontendMessage;
+using worker::v1::WorkerMessage;
+
+absl::StatusOr<std::unique_ptr<FrontendStream>> FrontendStream::Connect(
+    const std::string& address, absl::Duration connect_timeout, std::function<void()> on_lost) {
+  std::unique_ptr<FrontendStream> s(new FrontendStream());
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);  // plans of long prompts may exceed the 4 MiB default
+  args.SetMaxSendMessageSize(-1);
+  s->channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  if (!s->channel_->WaitForConnected(absl::ToChronoTime(absl::Now() + connect_timeout))) {
+    return absl::UnavailableError(absl::StrCat("cannot reach the frontend at ", address,
+                                               " within ", absl::FormatDuration(connect_timeout)));
+  }
+  s->stub_ = worker::v1::WorkerControl::NewStub(s->channel_);
+  s->stream_ = s->stub_->Attach(&s->context_);
+  s->on_lost_ = std::move(on_lost);
+  s->reader_ = std::thread([p = s.get()] { p->ReadLoop(); });
+  return s;
+}
+
+FrontendStream::~FrontendStream() { Close(absl::ZeroDuration()); }
+
+void FrontendStream::ReadLoop() {
+  FrontendMessage message;
+  while (stream_->Read(&message)) {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(std::move(message));
+    message.Clear();
+  }
+  bool lost;
+  {
+    absl::MutexLock lock(&mu_);
+    ended_ = true;
+    lost = !closing_;
+  }
+  if (lost && on_lost_) on_lost_();
+}
+
+bool FrontendStream::Send(const WorkerMessage& message) { return stream_->Write(message); }
+
+bool FrontendStream::Next(FrontendMessage* message) {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](FrontendStream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
+        return !s->queue_.empty() || s->ended_;
+      },
+      this));
+  if (queue_.empty()) return false;
+  *message = std::move(queue_.front());
+  queue_.pop_front();
+  return true;
+}
+
+void FrontendStream::Close(absl::Duration linger) {
+  if (closed_ || stream_ == nullptr) return;  // closed, or Connect() never opened it
+  closed_ = true;
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+  }
+  stream_->WritesDone();
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&ended_), linger);
+  }
+  context_.TryCancel();
+  reader_.join();
+  stream_->Finish().ok();  // the call's status says nothing we act on
+}
+
+}  // namespace tpserve

@@ -1,0 +1,48 @@
+#include "worker/rank/local_rank_group.h"
+
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "worker/comm/local_comm_group.h"
+
+namespace tpserve {
+
+absl::StatusOr<std::unique_ptr<LocalRankGroup>> LocalRankGroup::Create(
+    const std::string& model_dir, int tp, const RankExecutorOptions& options) {
+  if (tp < 1) return absl::InvalidArgumentError("tp must be ≥ 1");
+  absl::StatusOr<ModelFiles> files = OpenModel(model_dir, tp);
+  if (!files.ok()) return files.status();
+  std::vector<std::unique_ptr<LocalCommGroup>> comms = LocalCommGroup::Create(tp);
+  std::vector<absl::StatusOr<std::unique_ptr<RankExecutor>>> made(tp);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < tp; ++r) {
+    threads.emplace_back([&, r] { made[r] = RankExecutor::Create(*files, std::move(comms[r]), options); });
+  }
+  for (std::thread& t : threads) t.join();
+  std::vector<std::unique_ptr<RankExecutor>> ranks;
+  for (int r = 0; r < tp; ++r) {
+    if (!made[r].ok()) return made[r].status();
+    ranks.push_back(*std::move(made[r]));
+  }
+  return std::unique_ptr<LocalRankGroup>(new LocalRankGroup(std::move(ranks)));
+}
+
+absl::StatusOr<worker::v1::StepResult> LocalRankGroup::Execute(const worker::v1::StepPlan& plan) {
+  std::vector<absl::StatusOr<worker::v1::StepResult>> results(ranks_.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    threads.emplace_back([&, r] { results[r] = ranks_[r]->Execute(plan); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    if (!results[r].ok()) return results[r].status();
+    if (results[r]->step() != plan.step()) {
+      return absl::InternalError(absl::StrCat("rank ", r, " answered step ", results[r]->step(),
+                                              " to plan ", plan.step()));
+    }
+  }
+  return std::move(results[0]);
+}
+
+}  // namespace tpserve

@@ -1,0 +1,53 @@
+// The worker's control loop: one rank's life in a pool, following the stream rules of
+// proto/tpserve/v1/worker.proto.
+//
+//   Hello → Assignment → join the Gloo group, load shards, allocate the KV cache →
+//   Ready → (StepPlan → StepResult)* → Shutdown
+//
+// Any failure (a bad assignment, a load error, a rejected plan, a failed collective,
+// a message out of order) is sent to the frontend as Error{code, message, step} and
+// returned. If the stream ends without a Shutdown the process exits at once with
+// kExitFrontendLost, even in the middle of a step. Called from main(), once.
+#ifndef TPSERVE_WORKER_RANK_WORKER_LOOP_H_
+#define TPSERVE_WORKER_RANK_WORKER_LOOP_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "tpserve/v1/worker.pb.h"
+#include "worker/rank/rank_executor.h"
+
+namespace tpserve {
+
+// Exit status when the frontend's stream ends without a Shutdown.
+inline constexpr int kExitFrontendLost = 3;
+
+struct WorkerLoopOptions {
+  std::string frontend;  // "unix:/path" or "host:port"
+  absl::Duration connect_timeout = absl::Seconds(30);
+  // The device this worker was started for: "" (whatever the assignment names), "cpu",
+  // "cuda" (the assigned ordinal) or "cuda:<n>" (GPU n of this host, whatever ordinal
+  // the assignment names: a host of a multi-host pool numbers its own GPUs from 0). An
+  // assignment for the other kind of device is refused.
+  std::string device;
+};
+
+// OK after a Shutdown; otherwise the error (already reported to the frontend when the
+// stream was up).
+absl::Status RunWorkerLoop(const WorkerLoopOptions& options);
+
+// Builds this rank from an Assignment: validates it, joins the Gloo group through the
+// frontend's store, loads the shards and sizes the KV cache.
+absl::StatusOr<std::unique_ptr<RankExecutor>> BuildRank(const worker::v1::Assignment& a);
+
+// The assignment as a worker started with --device `device` runs it (see
+// WorkerLoopOptions::device); FAILED_PRECONDITION for the other kind of device.
+absl::StatusOr<worker::v1::Assignment> ForThisDevice(const worker::v1::Assignment& a,
+                                                     const std::string& device);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_RANK_WORKER_LOOP_H_

@@ -1,0 +1,103 @@
+// BuildRank's checks of an Assignment, and the CUDA path on a machine without a GPU: each
+// bad assignment is an error naming the field, and a CUDA rank that cannot get a device
+// says so instead of crashing or waiting for peers.
+#include "worker/rank/worker_loop.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "worker/cuda/cuda_status.h"
+
+namespace tpserve {
+namespace {
+
+std::string FixtureDir(const std::string& name) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  return std::string(srcdir ? srcdir : ".") + "/tpserve/tests/data/models/" + name;
+}
+
+worker::v1::Assignment CudaAssignment() {
+  worker::v1::Assignment a;
+  a.set_rank(0);
+  a.set_world_size(1);
+  a.set_model_dir(FixtureDir("llama_gqa"));
+  a.set_device("cuda:0");
+  a.set_dtype("bfloat16");
+  a.set_comm_backend("nccl");
+  a.set_store_host("127.0.0.1");
+  a.set_store_port(1);
+  a.set_store_key_prefix("test/gen1");
+  a.set_comm_timeout_ms(500);
+  a.mutable_kv_cache()->set_block_size(16);
+  a.mutable_kv_cache()->set_memory_fraction(0.5);
+  return a;
+}
+
+void ExpectError(const worker::v1::Assignment& a, absl::StatusCode code, const std::string& text) {
+  absl::StatusOr<std::unique_ptr<RankExecutor>> rank = BuildRank(a);
+  ASSERT_FALSE(rank.ok()) << text;
+  EXPECT_EQ(rank.status().code(), code) << rank.status();
+  EXPECT_NE(rank.status().message().find(text), std::string::npos) << rank.status();
+}
+
+TEST(BuildRankTest, ContextPastTheModelsPositionsIsRefused) {
+  worker::v1::Assignment a = CudaAssignment();
+  a.set_device("cpu");
+  a.set_dtype("float32");
+  a.set_comm_backend("gloo");
+  a.set_max_context(513);  // llama_gqa has 512 positions
+  ExpectError(a, absl::StatusCode::kInvalidArgument,
+              "max_context 513 exceeds the model's max_position_embeddings 512");
+}
+
+// A count no host can hold is an error naming the numbers, not bad_alloc or the OOM
+// killer.
+TEST(BuildRankTest, KvCacheBeyondTheHostsMemoryIsResourceExhausted) {
+  worker::v1::Assignment a = CudaAssignment();
+  a.set_device("cpu");
+  a.set_dtype("float32");
+  a.set_comm_backend("gloo");
+  a.mutable_kv_cache()->set_num_blocks(1 << 30);  // 4 TiB of llama_gqa blocks
+  ExpectError(a, absl::StatusCode::kResourceExhausted, "more than the host's available memory");
+}
+
+TEST(BuildRankTest, BadCudaAssignmentsNameTheField) {
+  worker::v1::Assignment a = CudaAssignment();
+  a.set_device("cuda:x");
+  ExpectError(a, absl::StatusCode::kInvalidArgument, "cuda:<ordinal>");
+  a = CudaAssignment();
+  a.set_device("tpu");
+  ExpectError(a, absl::StatusCode::kUnimplemented, "tpu");
+  a = CudaAssignment();
+  a.set_dtype("float16");
+  ExpectError(a, absl::StatusCode::kInvalidArgument, "float16");
+  a = CudaAssignment();
+  a.set_comm_backend("gloo");
+  ExpectError(a, absl::StatusCode::kInvalidArgument, "nccl");
+  a = CudaAssignment();
+  a.set_device("cpu");
+  a.set_dtype("bfloat16");
+  ExpectError(a, absl::StatusCode::kUnimplemented, "float32");
+}
+
+TEST(ForThisDeviceTest, TheWorkersDeviceFlagPicksTheGpuAndRefusesTheOtherKind) {
+  worker::v1::Assignment a = CudaAssignment();
+  a.set_device("cuda:5");
+  EXPECT_EQ(ForThisDevice(a, "")->device(), "cuda:5");
+  EXPECT_EQ(ForThisDevice(a, "cuda")->device(), "cuda:5");
+  EXPECT_EQ(ForThisDevice(a, "cuda:1")->device(), "cuda:1");
+  absl::StatusOr<worker::v1::Assignment> refused = ForThisDevice(a, "cpu");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("--device cpu"), std::string::npos);
+  a.set_device("cpu");
+  EXPECT_EQ(ForThisDevice(a, "cuda:0").status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(BuildRankTest, CudaRankWithoutADeviceFailsAtOnce) {
+  if (CudaDeviceAvailable().ok()) GTEST_SKIP() << "a GPU is present";
+  ExpectError(CudaAssignment(), absl::StatusCode::kFailedPrecondition, "CUDA");
+}
+
+}  // namespace
+}  // namespace tpserve
