@@ -26,8 +26,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/pool/step_executor.h"
 #include "server/request.h"
-#include "server/step_executor.h"
 #include "server/tokenizer/tokenizer.h"
 
 namespace tpserve {

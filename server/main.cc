@@ -20,7 +20,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/http/http_server.h"
-#include "server/pool/pool_supervisor.h"
+#include "server/pool_supervisor.h"
 #include "server/server_config.h"
 #include "server/service.h"
 #include "server/serving_setup.h"

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/pool/pool_supervisor.h"
 #include "server/pool/worker_pool.h"
+#include "server/pool_supervisor.h"
 #include "server/server_config.h"
 #include "server/service.h"
 #include "server/tokenizer/tokenizer.h"

@@ -4,5 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
+python3 tools/check_layout_test.py -q
+python3 tools/check_layout.py
 bazel build //...
 bazel test //... "$@"

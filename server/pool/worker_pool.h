@@ -28,7 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/step_executor.h"
+#include "server/pool/step_executor.h"
 
 namespace tpserve {
 

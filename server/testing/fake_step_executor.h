@@ -33,7 +33,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "server/step_executor.h"
+#include "server/pool/step_executor.h"
 
 namespace tpserve {
 

@@ -11,8 +11,8 @@
 // never served should not loop.
 //
 // Threading: Run() on one thread (it blocks); Stop() from any other.
-#ifndef TPSERVE_SERVER_POOL_POOL_SUPERVISOR_H_
-#define TPSERVE_SERVER_POOL_POOL_SUPERVISOR_H_
+#ifndef TPSERVE_SERVER_POOL_SUPERVISOR_H_
+#define TPSERVE_SERVER_POOL_SUPERVISOR_H_
 
 #include <functional>
 #include <memory>
@@ -23,7 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/engine.h"
-#include "server/step_executor.h"
+#include "server/pool/step_executor.h"
 #include "server/tokenizer/tokenizer.h"
 
 namespace tpserve {
@@ -85,4 +85,4 @@ class PoolSupervisor {
 
 }  // namespace tpserve
 
-#endif  // TPSERVE_SERVER_POOL_POOL_SUPERVISOR_H_
+#endif  // TPSERVE_SERVER_POOL_SUPERVISOR_H_

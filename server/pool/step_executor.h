@@ -3,8 +3,8 @@
 //
 // WorkerPool implements it over rank processes; tests implement it in process. Called
 // from the engine's step thread only, one step at a time.
-#ifndef TPSERVE_SERVER_STEP_EXECUTOR_H_
-#define TPSERVE_SERVER_STEP_EXECUTOR_H_
+#ifndef TPSERVE_SERVER_POOL_STEP_EXECUTOR_H_
+#define TPSERVE_SERVER_POOL_STEP_EXECUTOR_H_
 
 #include "absl/status/statusor.h"
 #include "tpserve/v1/worker.pb.h"
@@ -30,4 +30,4 @@ class StepExecutor {
 
 }  // namespace tpserve
 
-#endif  // TPSERVE_SERVER_STEP_EXECUTOR_H_
+#endif  // TPSERVE_SERVER_POOL_STEP_EXECUTOR_H_

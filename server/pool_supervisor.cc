@@ -1,4 +1,4 @@
-#include "server/pool/pool_supervisor.h"
+#include "server/pool_supervisor.h"
 
 #include <algorithm>
 #include <cstdio>
