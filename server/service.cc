@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <utility>
 
+#include "base/grpc_status.h"
 #include "base/status_macros.h"
 #include "server/chunk_queue.h"
 #include "server/generate_convert.h"
-#include "server/grpc_status.h"
 
 namespace tpserve {
 namespace {

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "base/grpc_status.h"
+
 namespace tpserve {
 
 using worker::v1::FrontendMessage;
@@ -48,12 +50,11 @@ grpc::Status WorkerControlService::Attach(grpc::ServerContext* context, WorkerSt
   WorkerMessage m;
   if (!stream->Read(&m)) return grpc::Status::OK;
   if (!m.has_hello()) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "the first message must be Hello");
+    return ToGrpcStatus(absl::FailedPreconditionError("the first message must be Hello"));
   }
   absl::StatusOr<FrontendMessage> assignment = listener_->OnHello(conn, m.hello());
   if (!assignment.ok()) {
-    return grpc::Status(static_cast<grpc::StatusCode>(assignment.status().code()),
-                        std::string(assignment.status().message()));
+    return ToGrpcStatus(assignment.status());
   }
   if (conn->Write(*assignment)) {
     while (stream->Read(&m)) listener_->OnMessage(*conn, m);
