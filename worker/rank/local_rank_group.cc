@@ -1,10 +1,13 @@
 #include "worker/rank/local_rank_group.h"
 
+#include <memory>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "worker/comm/local_comm_group.h"
+#include "worker/models/model_files.h"
+#include "worker/models/model_runner.h"
 
 namespace tpserve {
 
@@ -17,7 +20,15 @@ absl::StatusOr<std::unique_ptr<LocalRankGroup>> LocalRankGroup::Create(
   std::vector<absl::StatusOr<std::unique_ptr<RankExecutor>>> made(tp);
   std::vector<std::thread> threads;
   for (int r = 0; r < tp; ++r) {
-    threads.emplace_back([&, r] { made[r] = RankExecutor::Create(*files, std::move(comms[r]), options); });
+    threads.emplace_back([&, r] {
+      absl::StatusOr<std::unique_ptr<LlamaModel>> model = LoadModel(*files, comms[r].get());
+      if (!model.ok()) {
+        made[r] = model.status();
+        return;
+      }
+      made[r] = RankExecutor::Create(std::move(comms[r]),
+                                     std::make_unique<CpuModelRunner>(*std::move(model)), options);
+    });
   }
   for (std::thread& t : threads) t.join();
   std::vector<std::unique_ptr<RankExecutor>> ranks;

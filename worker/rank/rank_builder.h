@@ -1,19 +1,26 @@
-// LoadCudaRank: one GPU rank, ready to run steps — its NCCL group (rendezvous through the
-// coordinator's store), and this rank's shards loaded by the host layers and copied to
-// the device. Shared by tpserve_worker, the forward tool and the benchmark.
+// The one way to build a rank. BuildRank turns an Assignment into a RankExecutor the same
+// way for both backends: validate the assignment, open the model files, make the
+// communicator (Gloo or NCCL, rendezvous through the frontend's store), load this rank's
+// shards into the backend's ModelRunner (CpuModelRunner, or the CUDA model built from
+// the host layers' shards by LoadCudaRank), size the KV cache from the one budget rule
+// (the assignment's blocks, or its bytes, or its fraction of the backend's free memory),
+// and hand runner and communicator to RankExecutor::Create.
 //
-// Call on the thread that will run the rank; it becomes the thread whose current device
-// is options.device.
+// Called by the worker loop (tpserve_worker) once per assignment; LoadCudaRank also by
+// the forward tool and the benchmark. Call on the thread that will run the rank: for
+// CUDA it becomes the thread whose current device is the rank's.
 #ifndef TPSERVE_WORKER_RANK_RANK_BUILDER_H_
 #define TPSERVE_WORKER_RANK_RANK_BUILDER_H_
 
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "tpserve/v1/worker.pb.h"
 #include "worker/comm/nccl_comm_group.h"
 #include "worker/models/cuda/llama_cuda.h"
 #include "worker/models/model_files.h"
 #include "worker/models/model_runner.h"
+#include "worker/rank/rank_executor.h"
 
 namespace tpserve {
 
@@ -27,6 +34,15 @@ absl::StatusOr<CudaRank> LoadCudaRank(const ModelFiles& files, const NcclOptions
 
 // "float32" or "bfloat16" (also "fp32", "bf16"); the name a flag or an assignment gives.
 absl::StatusOr<DeviceDType> ParseDeviceDType(const std::string& name);
+
+// Builds this rank from an Assignment: validates it, joins the Gloo group through the
+// frontend's store, loads the shards and sizes the KV cache.
+absl::StatusOr<std::unique_ptr<RankExecutor>> BuildRank(const worker::v1::Assignment& a);
+
+// The assignment as a worker started with --device `device` runs it (see
+// WorkerLoopOptions::device); FAILED_PRECONDITION for the other kind of device.
+absl::StatusOr<worker::v1::Assignment> ForThisDevice(const worker::v1::Assignment& a,
+                                                     const std::string& device);
 
 }  // namespace tpserve
 

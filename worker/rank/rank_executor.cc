@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "worker/sampling/sampler.h"
 
 namespace tpserve {
@@ -32,23 +33,11 @@ void ToProto(const SampleResult& r, PositionLogprobs* out) {
 
 absl::Status RankExecutorOptions::Validate() const {
   if (block_size < 1) return absl::InvalidArgumentError("kv block_size must be ≥ 1");
-  if (num_blocks < 0) return absl::InvalidArgumentError("kv num_blocks must be ≥ 0");
-  if (num_blocks == 0 && kv_memory_bytes <= 0) {
-    return absl::InvalidArgumentError("kv cache: set num_blocks or a positive memory budget");
-  }
+  if (num_blocks < 1) return absl::InvalidArgumentError("kv num_blocks must be ≥ 1");
   if (max_context < 0 || max_sequences < 0 || max_batch_tokens < 0) {
     return absl::InvalidArgumentError("max_context, max_sequences, max_batch_tokens must be ≥ 0");
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
-    const ModelFiles& files, std::unique_ptr<CommGroup> comm, const RankExecutorOptions& options) {
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
-  if (comm == nullptr) return absl::InvalidArgumentError("RankExecutor needs a CommGroup");
-  absl::StatusOr<std::unique_ptr<LlamaModel>> model = LoadModel(files, comm.get());
-  if (!model.ok()) return model.status();
-  return Create(std::move(comm), std::make_unique<CpuModelRunner>(*std::move(model)), options);
 }
 
 absl::StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
@@ -58,21 +47,7 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
   if (comm == nullptr || model == nullptr) {
     return absl::InvalidArgumentError("RankExecutor needs a CommGroup and a model");
   }
-  int64_t num_blocks = options.num_blocks;
-  if (num_blocks == 0) {
-    const int64_t per_block = model->CacheShape(1, options.block_size).bytes();
-    num_blocks = std::min<int64_t>(options.kv_memory_bytes / std::max<int64_t>(per_block, 1),
-                                   std::numeric_limits<int32_t>::max());
-    if (num_blocks < 1) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "kv cache: a budget of ", options.kv_memory_bytes, " bytes holds no block of ",
-          per_block, " bytes"));
-    }
-  }
-  if (absl::Status s = model->AllocateCache(static_cast<int>(num_blocks), options.block_size);
-      !s.ok()) {
-    return s;
-  }
+  TPSERVE_RETURN_IF_ERROR(model->AllocateCache(options.num_blocks, options.block_size));
   const KvCacheShape& shape = model->cache_shape();
   SequenceTableLimits limits;
   limits.vocab_size = model->config().vocab_size;

@@ -17,7 +17,6 @@
 #include "tpserve/v1/worker.pb.h"
 #include "worker/comm/comm_group.h"
 #include "worker/kv_cache.h"
-#include "worker/models/model_files.h"
 #include "worker/models/model_runner.h"
 #include "worker/rank/sequence_table.h"
 
@@ -25,9 +24,7 @@ namespace tpserve {
 
 struct RankExecutorOptions {
   int block_size = 16;
-  // Blocks to allocate; 0: as many as fit in kv_memory_bytes.
-  int num_blocks = 0;
-  int64_t kv_memory_bytes = 0;
+  int num_blocks = 0;        // KV blocks to allocate, ≥ 1 (the rank builder sizes it)
   int max_context = 0;       // 0: the model's max_position_embeddings
   int max_sequences = 0;     // 0: no limit
   int max_batch_tokens = 0;  // 0: no limit
@@ -37,13 +34,9 @@ struct RankExecutorOptions {
 
 class RankExecutor {
  public:
-  // Loads this rank's shards of `files` on the CPU and allocates the KV cache. Errors
-  // name the file or the limit; nothing is half-built on failure.
-  static absl::StatusOr<std::unique_ptr<RankExecutor>> Create(const ModelFiles& files,
-                                                              std::unique_ptr<CommGroup> comm,
-                                                              const RankExecutorOptions& options);
-  // Takes a loaded model of any backend (its shards built on `comm`) and allocates its
-  // KV cache from `options`.
+  // Takes a loaded model of any backend (its shards built on `comm`; the rank builder
+  // makes both) and allocates its KV cache of options.num_blocks blocks. Errors name the
+  // limit; nothing is half-built on failure.
   static absl::StatusOr<std::unique_ptr<RankExecutor>> Create(std::unique_ptr<CommGroup> comm,
                                                               std::unique_ptr<ModelRunner> model,
                                                               const RankExecutorOptions& options);

@@ -18,7 +18,6 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "tpserve/v1/worker.pb.h"
-#include "worker/rank/rank_executor.h"
 
 namespace tpserve {
 
@@ -38,15 +37,6 @@ struct WorkerLoopOptions {
 // OK after a Shutdown; otherwise the error (already reported to the frontend when the
 // stream was up).
 absl::Status RunWorkerLoop(const WorkerLoopOptions& options);
-
-// Builds this rank from an Assignment: validates it, joins the Gloo group through the
-// frontend's store, loads the shards and sizes the KV cache.
-absl::StatusOr<std::unique_ptr<RankExecutor>> BuildRank(const worker::v1::Assignment& a);
-
-// The assignment as a worker started with --device `device` runs it (see
-// WorkerLoopOptions::device); FAILED_PRECONDITION for the other kind of device.
-absl::StatusOr<worker::v1::Assignment> ForThisDevice(const worker::v1::Assignment& a,
-                                                     const std::string& device);
 
 }  // namespace tpserve
 

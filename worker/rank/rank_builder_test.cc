@@ -1,7 +1,7 @@
 // BuildRank's checks of an Assignment, and the CUDA path on a machine without a GPU: each
 // bad assignment is an error naming the field, and a CUDA rank that cannot get a device
 // says so instead of crashing or waiting for peers.
-#include "worker/rank/worker_loop.h"
+#include "worker/rank/rank_builder.h"
 
 #include <cstdlib>
 #include <string>
@@ -60,6 +60,45 @@ TEST(BuildRankTest, KvCacheBeyondTheHostsMemoryIsResourceExhausted) {
   a.set_comm_backend("gloo");
   a.mutable_kv_cache()->set_num_blocks(1 << 30);  // 4 TiB of llama_gqa blocks
   ExpectError(a, absl::StatusCode::kResourceExhausted, "more than the host's available memory");
+}
+
+worker::v1::Assignment CpuAssignment() {
+  worker::v1::Assignment a = CudaAssignment();
+  a.set_device("cpu");
+  a.set_dtype("float32");
+  a.set_comm_backend("gloo");
+  a.mutable_kv_cache()->set_memory_fraction(0);
+  return a;
+}
+
+// The one KV budget rule: blocks as assigned, else as many as the bytes hold, else the
+// fraction of free memory; a budget below one block, or none at all, is refused.
+TEST(BuildRankTest, TheKvCacheHoldsWhatTheBudgetBuys) {
+  worker::v1::Assignment a = CpuAssignment();
+  a.mutable_kv_cache()->set_num_blocks(7);
+  absl::StatusOr<std::unique_ptr<RankExecutor>> blocks = BuildRank(a);
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  EXPECT_EQ((*blocks)->num_kv_blocks(), 7);
+
+  a.mutable_kv_cache()->set_num_blocks(0);
+  a.mutable_kv_cache()->set_memory_bytes(int64_t{1} << 20);
+  absl::StatusOr<std::unique_ptr<RankExecutor>> one_mib = BuildRank(a);
+  ASSERT_TRUE(one_mib.ok()) << one_mib.status();
+  a.mutable_kv_cache()->set_memory_bytes(int64_t{2} << 20);
+  absl::StatusOr<std::unique_ptr<RankExecutor>> two_mib = BuildRank(a);
+  ASSERT_TRUE(two_mib.ok()) << two_mib.status();
+  EXPECT_GT((*one_mib)->num_kv_blocks(), 1);
+  EXPECT_NEAR((*two_mib)->num_kv_blocks(), 2 * (*one_mib)->num_kv_blocks(), 1);
+
+  a.mutable_kv_cache()->set_memory_bytes(1);
+  ExpectError(a, absl::StatusCode::kResourceExhausted, "a budget of 1 bytes holds no block of");
+  a.mutable_kv_cache()->set_memory_bytes(0);
+  ExpectError(a, absl::StatusCode::kInvalidArgument,
+              "kv cache: set num_blocks or a positive memory budget");
+  a.mutable_kv_cache()->set_memory_fraction(0.001);
+  absl::StatusOr<std::unique_ptr<RankExecutor>> fraction = BuildRank(a);
+  ASSERT_TRUE(fraction.ok()) << fraction.status();
+  EXPECT_GT((*fraction)->num_kv_blocks(), 0);
 }
 
 TEST(BuildRankTest, BadCudaAssignmentsNameTheField) {
