@@ -7,6 +7,9 @@ compute_90 PTX fallback.
 cuda_emulated_library (or cuda_library's `emulated = True`, which adds NAME_emu): the
 same sources as C++ on the CPU emulator, for tests in CI.
 
+cuda_kernel: the stanza every kernel repeats, a cuda_library NAME (NAME.cu, NAME.h,
+emulated) and its cuda_test NAME_test (NAME_test.cc against the kernel's CPU reference).
+
 cuda_host_library: a cc_library of host code that calls CUDA, cuBLAS or NCCL, plus its
 NAME_emu twin on the emulator and its shims, so that a whole stack (up to
 //worker/rank:rank_builder_emu) runs there.
@@ -145,4 +148,29 @@ def cuda_test(name, srcs, cuda_deps, deps = [], emu_args = [], **kwargs):
         deps = [_emulated_label(d) for d in cuda_deps] + deps,
         args = emu_args,
         **kwargs
+    )
+
+_KERNEL_TEXTUAL_HDRS = ["launch.cuh", "vec.cuh"]
+
+def cuda_kernel(name, srcs = None, textual_hdrs = _KERNEL_TEXTUAL_HDRS, test_deps = [], test_size = "medium"):
+    """A kernel and its test: cuda_library NAME and cuda_test NAME_test (and their _emu twins).
+
+    srcs: the .cu files (default NAME.cu); the header is NAME.h. textual_hdrs: the .cuh
+    files it includes (default launch.cuh and vec.cuh). test_deps: what NAME_test.cc needs
+    besides the kernel and gtest_main (its CPU reference, for one).
+    """
+    cuda_library(
+        name = name,
+        srcs = srcs or [name + ".cu"],
+        hdrs = [name + ".h"],
+        emulated = True,
+        textual_hdrs = textual_hdrs,
+        deps = ["@cuda//:headers"],
+    )
+    cuda_test(
+        name = name + "_test",
+        size = test_size,
+        srcs = [name + "_test.cc"],
+        cuda_deps = [":" + name],
+        deps = ["//third_party:gtest_main"] + test_deps,
     )
