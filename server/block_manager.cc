@@ -6,6 +6,7 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace tpserve {
 
@@ -27,7 +28,7 @@ absl::Status BlockManagerConfig::Validate() const {
 }
 
 absl::StatusOr<BlockManager> BlockManager::Create(const BlockManagerConfig& config) {
-  if (absl::Status s = config.Validate(); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(config.Validate());
   return BlockManager(config);
 }
 

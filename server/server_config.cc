@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/args.h"
+#include "base/status_macros.h"
 
 namespace tpserve {
 namespace {
@@ -93,7 +94,7 @@ absl::Status Narrow(const IntFlags& i, ServerConfig& c) {
       {"drain-grace-ms", {i.drain_grace_ms, &c.drain_grace_ms}},
   };
   for (const auto& [flag, value] : fields) {
-    if (absl::Status s = CheckRange(flag, value.first, -kMax, kMax); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(CheckRange(flag, value.first, -kMax, kMax));
     *value.second = static_cast<int>(value.first);
   }
   c.kv_memory_mb = i.kv_memory_mb;
@@ -142,7 +143,7 @@ absl::Status ServerConfig::Validate() const {
       {"drain-grace-ms", drain_grace_ms, 0, 3600000},
   };
   for (const auto& r : ranges) {
-    if (absl::Status s = CheckRange(r.flag, r.value, r.low, r.high); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(CheckRange(r.flag, r.value, r.low, r.high));
   }
   return absl::OkStatus();
 }

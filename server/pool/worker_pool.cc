@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/status_macros.h"
 #include "server/pool/control_address.h"
 #include "server/pool/worker_pool_impl.h"
 
@@ -69,7 +70,7 @@ absl::Status WorkerPoolOptions::Validate() const {
 }
 
 absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(const WorkerPoolOptions& options) {
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(options.Validate());
   auto impl = std::make_unique<Impl>(options);
   absl::Status s = impl->Begin();
   if (s.ok()) s = impl->AwaitReady();

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 
 namespace tpserve {
 namespace {
@@ -125,7 +126,7 @@ absl::Status FakeStepExecutor::AddNew(const worker::v1::NewSequence& added) {
   if (seq.computed + added.num_new_tokens() < len) ++partial_prefills_;
   cached_positions_ += seq.computed;
   const std::vector<int32_t> table(added.block_table().begin(), added.block_table().end());
-  if (absl::Status s = TakeBlocks(id, table, seq); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(TakeBlocks(id, table, seq));
   absl::Status s = CheckCoverage(id, seq, added.num_new_tokens());
   if (s.ok()) s = CheckKv(id, seq, added.num_new_tokens());
   if (!s.ok()) {
@@ -160,8 +161,8 @@ absl::Status FakeStepExecutor::ApplyDelta(const worker::v1::SequenceDelta& delta
   }
   if (seq.computed + num_new < static_cast<int64_t>(seq.tokens.size())) ++partial_prefills_;
   const std::vector<int32_t> blocks(delta.new_block_ids().begin(), delta.new_block_ids().end());
-  if (absl::Status s = TakeBlocks(id, blocks, seq); !s.ok()) return s;
-  if (absl::Status s = CheckCoverage(id, seq, num_new); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(TakeBlocks(id, blocks, seq));
+  TPSERVE_RETURN_IF_ERROR(CheckCoverage(id, seq, num_new));
   return CheckKv(id, seq, num_new);
 }
 

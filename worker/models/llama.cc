@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "worker/kernels/cpu/norm_activation.h"
 
 namespace tpserve {
@@ -24,8 +25,8 @@ LlamaModel::LlamaModel(const ModelConfig& config)
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelConfig& config,
                                                                CommGroup* comm) {
-  if (absl::Status s = config.Validate(); !s.ok()) return s;
-  if (absl::Status s = config.ValidateTp(comm->size()); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(config.Validate());
+  TPSERVE_RETURN_IF_ERROR(config.ValidateTp(comm->size()));
   std::unique_ptr<LlamaModel> model(new LlamaModel(config));
   const ModelConfig& c = model->config_;  // layers keep pointers to the model's copy
   auto embed = VocabParallelEmbedding::Create(c.vocab_size, c.hidden_size, comm);

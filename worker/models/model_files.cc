@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace tpserve {
 
@@ -23,7 +24,7 @@ absl::StatusOr<ModelFiles> OpenModel(const std::string& dir, int tp) {
 absl::StatusOr<std::unique_ptr<LlamaModel>> LoadModel(const ModelFiles& files, CommGroup* comm) {
   absl::StatusOr<std::unique_ptr<LlamaModel>> model = LlamaModel::Create(files.config, comm);
   if (!model.ok()) return model.status();
-  if (absl::Status s = (*model)->LoadWeights(*files.checkpoint); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR((*model)->LoadWeights(*files.checkpoint));
   return model;
 }
 

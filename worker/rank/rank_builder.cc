@@ -68,7 +68,7 @@ absl::Status ValidateAssignment(const Assignment& a) {
         absl::StrCat("assignment: rank ", a.rank(), " outside world_size ", a.world_size()));
   }
   if (a.device() != "cpu") {
-    if (absl::Status s = CudaOrdinal(a.device()).status(); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(CudaOrdinal(a.device()).status());
     if (absl::Status s = ParseDeviceDType(a.dtype().empty() ? "bfloat16" : a.dtype()).status();
         !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("assignment: ", s.message()));
@@ -206,7 +206,7 @@ absl::StatusOr<Assignment> ForThisDevice(const Assignment& a, const std::string&
 }
 
 absl::StatusOr<std::unique_ptr<RankExecutor>> BuildRank(const Assignment& a) {
-  if (absl::Status s = ValidateAssignment(a); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(ValidateAssignment(a));
   absl::StatusOr<ModelFiles> files = OpenModel(a.model_dir(), a.world_size());
   if (!files.ok()) return files.status();
   // Positions past the model's table would be refused mid-step, after the plan was

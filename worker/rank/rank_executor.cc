@@ -43,7 +43,7 @@ absl::Status RankExecutorOptions::Validate() const {
 absl::StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
     std::unique_ptr<CommGroup> comm, std::unique_ptr<ModelRunner> model,
     const RankExecutorOptions& options) {
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(options.Validate());
   if (comm == nullptr || model == nullptr) {
     return absl::InvalidArgumentError("RankExecutor needs a CommGroup and a model");
   }

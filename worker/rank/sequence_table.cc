@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace tpserve {
 
@@ -39,7 +40,7 @@ absl::StatusOr<SamplingParams> ToSamplingParams(const worker::v1::WorkerSampling
   // -1 means "none"; any other value is a top-n that Validate() range-checks.
   s.logprobs = p.logprobs() == -1 ? 0 : p.logprobs();
   if (p.prompt_logprobs() != -1) s.prompt_logprobs = p.prompt_logprobs();
-  if (absl::Status st = s.Validate(vocab_size); !st.ok()) return st;
+  TPSERVE_RETURN_IF_ERROR(s.Validate(vocab_size));
   return s;
 }
 
@@ -80,7 +81,7 @@ absl::Status SequenceTable::ValidateNew(const NewSequence& seq) const {
   const uint64_t id = seq.seq_id();
   const int64_t len = seq.token_ids_size();
   if (len == 0) return SeqError(id, "new sequence has no token_ids");
-  if (absl::Status s = ValidateTokens(AsSpan(seq.token_ids()), id); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(ValidateTokens(AsSpan(seq.token_ids()), id));
   if (seq.num_prompt_tokens() < 0 || seq.num_prompt_tokens() > len) {
     return SeqError(id, absl::StrCat("num_prompt_tokens=", seq.num_prompt_tokens(),
                                      " is outside [0, ", len, "]"));
@@ -93,7 +94,7 @@ absl::Status SequenceTable::ValidateNew(const NewSequence& seq) const {
   }
   absl::StatusOr<SamplingParams> params = ToSamplingParams(seq.sampling(), limits_.vocab_size);
   if (!params.ok()) return SeqError(id, std::string(params.status().message()));
-  if (absl::Status s = ValidateBlocks(AsSpan(seq.block_table()), id); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(ValidateBlocks(AsSpan(seq.block_table()), id));
   return ValidateContext(int64_t{seq.num_cached_tokens()} + seq.num_new_tokens(),
                          seq.block_table_size(), id);
 }
@@ -101,8 +102,8 @@ absl::Status SequenceTable::ValidateNew(const NewSequence& seq) const {
 absl::Status SequenceTable::ValidateDelta(const SequenceDelta& delta) const {
   const uint64_t id = delta.seq_id();
   const SequenceState& state = seqs_.at(id);
-  if (absl::Status s = ValidateTokens(AsSpan(delta.new_token_ids()), id); !s.ok()) return s;
-  if (absl::Status s = ValidateBlocks(AsSpan(delta.new_block_ids()), id); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(ValidateTokens(AsSpan(delta.new_token_ids()), id));
+  TPSERVE_RETURN_IF_ERROR(ValidateBlocks(AsSpan(delta.new_block_ids()), id));
   const int64_t known = static_cast<int64_t>(state.tokens.size());
   if (delta.new_token_ids_size() > 0 && state.num_computed != known) {
     return SeqError(id, absl::StrCat("new_token_ids sent while ", known - state.num_computed,
@@ -131,7 +132,7 @@ absl::Status SequenceTable::Validate(const StepPlan& plan) const {
       return SeqError(id, "sent as new but already held (drop it first)");
     }
     if (!added.insert(id).second) return SeqError(id, "listed twice in new_sequences");
-    if (absl::Status s = ValidateNew(seq); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(ValidateNew(seq));
     batch_tokens += seq.num_new_tokens();
   }
   for (const SequenceDelta& delta : plan.running()) {
@@ -141,7 +142,7 @@ absl::Status SequenceTable::Validate(const StepPlan& plan) const {
     }
     if (added.contains(id)) return SeqError(id, "listed both as new and as running");
     if (!running.insert(id).second) return SeqError(id, "listed twice in running");
-    if (absl::Status s = ValidateDelta(delta); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(ValidateDelta(delta));
     batch_tokens += delta.num_new_tokens();
   }
   const int64_t held = static_cast<int64_t>(seqs_.size() - dropped.size() + added.size());
@@ -184,7 +185,7 @@ RankSequence SequenceTable::Schedule(uint64_t seq_id, SequenceState& state,
 }
 
 absl::StatusOr<RankStep> SequenceTable::Apply(const StepPlan& plan) {
-  if (absl::Status s = Validate(plan); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(Validate(plan));
   for (uint64_t id : plan.drop_seq_ids()) seqs_.erase(id);
   RankStep step;
   int64_t next_row = 0;

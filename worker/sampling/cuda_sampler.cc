@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "worker/cuda/cuda_status.h"
 #include "worker/sampling/sampling_rules.h"
 
@@ -102,7 +103,7 @@ absl::StatusOr<std::unique_ptr<CudaSampler>> CudaSampler::Create(int64_t vocab_s
 
 absl::StatusOr<std::vector<SampleResult>> CudaSampler::SampleBatch(
     const float* d_logits, int64_t rows, absl::Span<const SampleRequest> requests) {
-  if (absl::Status s = CheckLogits(d_logits, rows); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(CheckLogits(d_logits, rows));
   for (size_t i = 0; i < requests.size(); ++i) {
     if (absl::Status s = CheckSampleRequest(requests[i], rows, vocab_); !s.ok()) {
       return ForRequest(i, s);
@@ -133,9 +134,9 @@ absl::Status CudaSampler::SampleChunk(const float* d_logits,
     host_params_.push_back(DrawParams(r, vocab_, host_history_));
     any_penalised |= host_params_.back().penalised != 0;
   }
-  if (absl::Status s = CopyToDevice(host_rows_, logprob_rows_, stream_); !s.ok()) return s;
-  if (absl::Status s = CopyToDevice(host_params_, draw_params_, stream_); !s.ok()) return s;
-  if (absl::Status s = UploadHistory(); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(CopyToDevice(host_rows_, logprob_rows_, stream_));
+  TPSERVE_RETURN_IF_ERROR(CopyToDevice(host_params_, draw_params_, stream_));
+  TPSERVE_RETURN_IF_ERROR(UploadHistory());
   auto* stats = stats_.as<SamplingRowStats>();
   auto* out = results_.as<SamplingResult>();
   const auto* params = draw_params_.as<const SamplingDrawParams>();
@@ -148,7 +149,7 @@ absl::Status CudaSampler::SampleChunk(const float* d_logits,
   }
   TPSERVE_CUDA_RETURN_IF_ERROR(LaunchSamplingDraw(
       d_logits, vocab_, params, n, penalised_.as<const float>(), stats, out, stream_));
-  if (absl::Status s = DownloadResults(n); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(DownloadResults(n));
   for (int j = 0; j < n; ++j) {
     const SamplingResult& r = host_results_[j];
     if (r.not_finite) return ForRequest(first + j, RowNotFiniteError());
@@ -165,7 +166,7 @@ absl::Status CudaSampler::SampleChunk(const float* d_logits,
 absl::StatusOr<std::vector<SampleResult>> CudaSampler::PromptLogprobs(
     const float* d_logits, int64_t rows, int64_t first_row,
     absl::Span<const int32_t> next_tokens, int top_n) {
-  if (absl::Status s = CheckLogits(d_logits, rows); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(CheckLogits(d_logits, rows));
   if (absl::Status s = CheckPromptLogprobs(rows, first_row, next_tokens, top_n, vocab_);
       !s.ok()) {
     return s;
@@ -179,11 +180,11 @@ absl::StatusOr<std::vector<SampleResult>> CudaSampler::PromptLogprobs(
       host_rows_.push_back({first_row + static_cast<int64_t>(first) + j,
                             next_tokens[first + j], top_n});
     }
-    if (absl::Status s = CopyToDevice(host_rows_, logprob_rows_, stream_); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(CopyToDevice(host_rows_, logprob_rows_, stream_));
     TPSERVE_CUDA_RETURN_IF_ERROR(LaunchSamplingLogprobs(
         d_logits, vocab_, logprob_rows_.as<const SamplingLogprobRow>(), n,
         stats_.as<SamplingRowStats>(), results_.as<SamplingResult>(), stream_));
-    if (absl::Status s = DownloadResults(n); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(DownloadResults(n));
     for (int j = 0; j < n; ++j) {
       if (host_results_[j].not_finite) {
         return ForRow(host_rows_[j].row, RowNotFiniteError());

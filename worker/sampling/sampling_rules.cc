@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace tpserve {
 namespace {
@@ -48,7 +49,7 @@ absl::Status CheckTokens(absl::Span<const int32_t> tokens, const char* field,
 }
 
 absl::Status CheckSampleRequest(const SampleRequest& r, int64_t rows, int64_t vocab) {
-  if (absl::Status s = r.params.Validate(vocab); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(r.params.Validate(vocab));
   if (!r.params.seed.has_value()) {
     return absl::InvalidArgumentError("seed is unset: the engine must fill it at start");
   }

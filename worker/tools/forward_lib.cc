@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace tpserve {
 
@@ -57,7 +58,7 @@ absl::StatusOr<std::vector<Tensor>> ForwardSequences(
   for (size_t i = 0; i < sequences.size(); ++i) {
     for (size_t p = 0; p < sequences[i].size(); p += block_size) tables[i].push_back(--next);
   }
-  if (absl::Status s = model.AllocateCache(num_blocks, block_size); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(model.AllocateCache(num_blocks, block_size));
 
   std::vector<std::vector<float>> logits(sequences.size());
   std::vector<int32_t> done(sequences.size(), 0);

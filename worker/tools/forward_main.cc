@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/args.h"
+#include "base/status_macros.h"
 #include "base/subprocess.h"
 #include "worker/comm/gloo_comm_group.h"
 #include "worker/comm/rank_launcher.h"
@@ -103,7 +104,7 @@ absl::Status RunRank(const Flags& f, const std::vector<int32_t>& ids) {
 absl::Status Coordinate(const Flags& f, const std::vector<int32_t>& ids) {
   absl::StatusOr<ModelFiles> files = OpenModel(f.model, static_cast<int>(f.tp));
   if (!files.ok()) return files.status();
-  if (absl::Status s = Validate(f, ids, files->config.vocab_size); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(Validate(f, ids, files->config.vocab_size));
   absl::StatusOr<std::string> self = SelfExecutable();
   if (!self.ok()) return self.status();
   return RunLocalRanks(static_cast<int>(f.tp), [&](int rank, int store_port) {

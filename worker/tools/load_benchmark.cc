@@ -27,6 +27,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/args.h"
+#include "base/status_macros.h"
 #include "worker/comm/local_comm_group.h"
 #include "worker/models/model_files.h"
 #include "worker/tools/synthetic_checkpoint.h"
@@ -115,7 +116,7 @@ absl::Status Run(const Flags& f, const std::string& dir) {
   spec.vocab_size = static_cast<int>(f.vocab);
   spec.dtype = DType::kBF16;
   if (!std::filesystem::exists(std::filesystem::path(dir) / "config.json")) {
-    if (absl::Status s = WriteSyntheticLlama(dir, spec); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(WriteSyntheticLlama(dir, spec));
   }
   absl::StatusOr<std::pair<int64_t, double>> read = ReadFiles(dir);  // warms the page cache
   if (!read.ok()) return read.status();

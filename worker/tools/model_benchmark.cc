@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/args.h"
+#include "base/status_macros.h"
 #include "base/subprocess.h"
 #include "worker/comm/gloo_comm_group.h"
 #include "worker/comm/rank_launcher.h"
@@ -65,12 +66,12 @@ absl::Status RunRank(const Flags& f) {
   StepBatch prefill;
   for (int i = 0; i < f.prompt_len; ++i) prefill.token_ids.push_back((i * 7919) % f.vocab);
   prefill.seqs.push_back({static_cast<int32_t>(f.prompt_len), static_cast<int32_t>(f.prompt_len), table, false});
-  if (absl::Status s = (*comm)->Barrier(); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR((*comm)->Barrier());
   auto start = std::chrono::steady_clock::now();
   auto logits = (*model)->Forward(prefill, *cache);
   if (!logits.ok()) return logits.status();
   const double prefill_s = Seconds(start);
-  if (absl::Status s = (*comm)->Barrier(); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR((*comm)->Barrier());
   start = std::chrono::steady_clock::now();
   for (int step = 0; step < f.decode_steps; ++step) {
     StepBatch decode;
@@ -120,7 +121,7 @@ absl::Status Coordinate(const Flags& f) {
   spec.num_heads = static_cast<int>(f.hidden / 64);
   spec.num_kv_heads = spec.num_heads / 3 > 0 ? spec.num_heads / 3 : 1;
   spec.vocab_size = static_cast<int>(f.vocab);
-  if (absl::Status s = WriteSyntheticLlama(f.dir, spec); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(WriteSyntheticLlama(f.dir, spec));
   const double params = static_cast<double>(spec.NumParameters());
   // A decode step reads every weight once, except that only one embedding row is read.
   const double step_bytes = 4.0 * (params - double(spec.vocab_size) * spec.hidden_size);
@@ -130,14 +131,14 @@ absl::Status Coordinate(const Flags& f) {
               spec.num_kv_heads, spec.intermediate_size, spec.vocab_size, 4 * params / 1e6,
               step_bytes / 1e6);
   std::vector<int32_t> tps;
-  if (absl::Status s = ParseIdList(f.tp, &tps); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(ParseIdList(f.tp, &tps));
   for (int tp : tps) {
     const double bw = MeasureReadBandwidth(tp, 256 << 20, 5);
     const double floor_ms = 1e3 * step_bytes / (bw * 1e9);
     std::printf("BANDWIDTH tp=%d read_GB_s=%.2f decode_floor_ms=%.2f (%.1f tok/s)\n", tp, bw,
                 floor_ms, 1e3 / floor_ms);
     std::fflush(stdout);
-    if (absl::Status s = RunPool(f, tp); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(RunPool(f, tp));
   }
   return absl::OkStatus();
 }

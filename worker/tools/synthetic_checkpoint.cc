@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "worker/loader/safetensors_writer.h"
 
@@ -78,7 +79,7 @@ absl::Status WriteSyntheticLlama(const std::string& dir, const SyntheticLlama& s
     return absl::InvalidArgumentError("synthetic Llama: inconsistent head counts or shards");
   }
   mkdir(dir.c_str(), 0755);
-  if (absl::Status st = WriteConfig(dir, s); !st.ok()) return st;
+  TPSERVE_RETURN_IF_ERROR(WriteConfig(dir, s));
   std::mt19937 rng(s.seed);
   std::normal_distribution<float> dist(0.0f, 0.02f);
   const std::vector<Spec> specs = TensorSpecs(s);
@@ -95,7 +96,7 @@ absl::Status WriteSyntheticLlama(const std::string& dir, const SyntheticLlama& s
   for (int i = 0; i < s.num_shards; ++i) {
     const std::string file =
         absl::StrFormat("model-%05d-of-%05d.safetensors", i + 1, s.num_shards);
-    if (absl::Status st = WriteSafetensors(dir + "/" + file, shards[i]); !st.ok()) return st;
+    TPSERVE_RETURN_IF_ERROR(WriteSafetensors(dir + "/" + file, shards[i]));
     for (const SafetensorsTensor& t : shards[i]) weight_map[t.name] = file;
   }
   return WriteSafetensorsIndex(dir + "/model.safetensors.index.json", weight_map);
