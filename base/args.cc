@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/status_macros.h"
 
 namespace tpserve {
 
@@ -88,12 +89,12 @@ absl::Status ArgParser::Parse(int argc, char** argv) {
     Flag* flag = Find(name);
     if (flag == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
     if (eq != absl::string_view::npos) {
-      if (absl::Status s = Assign(*flag, std::string(arg.substr(eq + 1))); !s.ok()) return s;
+      TPSERVE_RETURN_IF_ERROR(Assign(*flag, std::string(arg.substr(eq + 1))));
     } else if (flag->kind == Kind::kBool) {
-      if (absl::Status s = Assign(*flag, "true"); !s.ok()) return s;
+      TPSERVE_RETURN_IF_ERROR(Assign(*flag, "true"));
     } else {
       if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
-      if (absl::Status s = Assign(*flag, argv[++i]); !s.ok()) return s;
+      TPSERVE_RETURN_IF_ERROR(Assign(*flag, argv[++i]));
     }
   }
   return absl::OkStatus();

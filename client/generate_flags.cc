@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "base/utf8.h"
 
 namespace tpserve {
@@ -45,7 +46,7 @@ absl::Status SetPrompt(const GenerateFlags& f, const std::string& text,
                        v1::GenerateRequest* request) {
   if (f.token_ids.empty()) {
     if (text.empty()) return absl::InvalidArgumentError("give a prompt or --token-ids");
-    if (absl::Status s = CheckUtf8(text, "the prompt"); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(CheckUtf8(text, "the prompt"));
     request->set_text(text);
     return absl::OkStatus();
   }
@@ -84,9 +85,9 @@ absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const ArgParser& args,
                                                          const GenerateFlags& f,
                                                          const std::string& text) {
   v1::GenerateRequest request;
-  if (absl::Status s = SetPrompt(f, text, &request); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(SetPrompt(f, text, &request));
   for (const std::string& stop : f.stop) {
-    if (absl::Status s = CheckUtf8(stop, "--stop"); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(CheckUtf8(stop, "--stop"));
   }
   SetSampling(args, f, request.mutable_sampling());
   if (!f.stop_token_ids.empty()) {

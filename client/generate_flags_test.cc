@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "gtest/gtest.h"
 
 namespace tpserve {
@@ -20,9 +21,7 @@ absl::StatusOr<v1::GenerateRequest> Build(std::vector<std::string> argv_strings,
   argv_strings.insert(argv_strings.begin(), "test");
   std::vector<char*> argv;
   for (std::string& a : argv_strings) argv.push_back(a.data());
-  if (absl::Status s = p.args.Parse(static_cast<int>(argv.size()), argv.data()); !s.ok()) {
-    return s;
-  }
+  TPSERVE_RETURN_IF_ERROR(p.args.Parse(static_cast<int>(argv.size()), argv.data()));
   return BuildGenerateRequest(p.args, p.flags, text);
 }
 

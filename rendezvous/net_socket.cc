@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace tpserve {
 namespace {
@@ -42,7 +43,7 @@ absl::Status PollUntil(int fd, short events, absl::Time deadline) {
 absl::Status RecvExactly(int fd, char* buf, size_t len, absl::Time deadline) {
   size_t got = 0;
   while (got < len) {
-    if (absl::Status s = PollUntil(fd, POLLIN, deadline); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(PollUntil(fd, POLLIN, deadline));
     const ssize_t n = recv(fd, buf + got, len - got, MSG_DONTWAIT);
     if (n == 0) return absl::UnavailableError("connection closed by peer");
     if (n < 0) {
@@ -57,7 +58,7 @@ absl::Status RecvExactly(int fd, char* buf, size_t len, absl::Time deadline) {
 absl::Status SendExactly(int fd, const char* buf, size_t len, absl::Time deadline) {
   size_t sent = 0;
   while (sent < len) {
-    if (absl::Status s = PollUntil(fd, POLLOUT, deadline); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(PollUntil(fd, POLLOUT, deadline));
     const ssize_t n = send(fd, buf + sent, len - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
@@ -95,7 +96,7 @@ absl::StatusOr<UniqueFd> ConnectOnce(const addrinfo& ai, absl::Time deadline) {
   if (!fd.valid()) return ErrnoStatus("socket", errno);
   if (connect(fd.get(), ai.ai_addr, ai.ai_addrlen) != 0) {
     if (errno != EINPROGRESS) return ErrnoStatus("connect", errno);
-    if (absl::Status s = PollUntil(fd.get(), POLLOUT, deadline); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(PollUntil(fd.get(), POLLOUT, deadline));
     int err = 0;
     socklen_t len = sizeof(err);
     getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
@@ -129,10 +130,9 @@ void UniqueFd::ShutdownBoth() const {
 }
 
 absl::StatusOr<UniqueFd> ListenTcp(const std::string& host, int port) {
-  absl::StatusOr<AddrInfoPtr> addrs = Resolve(host, port, /*passive=*/true);
-  if (!addrs.ok()) return addrs.status();
+  TPSERVE_ASSIGN_OR_RETURN(AddrInfoPtr addrs, Resolve(host, port, /*passive=*/true));
   absl::Status last = absl::UnavailableError(absl::StrCat("no address for '", host, "'"));
-  for (const addrinfo* ai = addrs->get(); ai != nullptr; ai = ai->ai_next) {
+  for (const addrinfo* ai = addrs.get(); ai != nullptr; ai = ai->ai_next) {
     UniqueFd fd(socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
     if (!fd.valid()) {
       last = ErrnoStatus("socket", errno);
@@ -163,11 +163,10 @@ absl::StatusOr<int> BoundPort(int fd) {
 }
 
 absl::StatusOr<UniqueFd> ConnectTcp(const std::string& host, int port, absl::Time deadline) {
-  absl::StatusOr<AddrInfoPtr> addrs = Resolve(host, port, /*passive=*/false);
-  if (!addrs.ok()) return addrs.status();
+  TPSERVE_ASSIGN_OR_RETURN(AddrInfoPtr addrs, Resolve(host, port, /*passive=*/false));
   absl::Status last;
   do {
-    for (const addrinfo* ai = addrs->get(); ai != nullptr; ai = ai->ai_next) {
+    for (const addrinfo* ai = addrs.get(); ai != nullptr; ai = ai->ai_next) {
       absl::StatusOr<UniqueFd> fd = ConnectOnce(*ai, deadline);
       if (fd.ok()) return fd;
       last = fd.status();
@@ -183,15 +182,13 @@ absl::Status SendFrame(int fd, absl::string_view body, absl::Time deadline) {
   const uint32_t n = static_cast<uint32_t>(body.size());
   const char header[4] = {static_cast<char>(n), static_cast<char>(n >> 8),
                           static_cast<char>(n >> 16), static_cast<char>(n >> 24)};
-  if (absl::Status s = SendExactly(fd, header, sizeof(header), deadline); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(SendExactly(fd, header, sizeof(header), deadline));
   return SendExactly(fd, body.data(), body.size(), deadline);
 }
 
 absl::StatusOr<std::string> RecvFrame(int fd, size_t max_body, absl::Time deadline) {
   unsigned char header[4];
-  if (absl::Status s = RecvExactly(fd, reinterpret_cast<char*>(header), 4, deadline); !s.ok()) {
-    return s;
-  }
+  TPSERVE_RETURN_IF_ERROR(RecvExactly(fd, reinterpret_cast<char*>(header), 4, deadline));
   const size_t n = header[0] | header[1] << 8 | header[2] << 16 |
                    static_cast<size_t>(header[3]) << 24;
   if (n > max_body) {
@@ -203,10 +200,7 @@ absl::StatusOr<std::string> RecvFrame(int fd, size_t max_body, absl::Time deadli
   while (body.size() < n) {
     const size_t old = body.size();
     body.resize(std::min(n, old + kChunk));
-    if (absl::Status s = RecvExactly(fd, body.data() + old, body.size() - old, deadline);
-        !s.ok()) {
-      return s;
-    }
+    TPSERVE_RETURN_IF_ERROR(RecvExactly(fd, body.data() + old, body.size() - old, deadline));
   }
   return body;
 }

@@ -14,6 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "rendezvous/store_wire.h"
 
 namespace tpserve {
@@ -42,16 +43,14 @@ absl::Status Malformed(absl::string_view what) {
 
 absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& bind_host,
                                                                 int port) {
-  absl::StatusOr<UniqueFd> listen_fd = ListenTcp(bind_host, port);
-  if (!listen_fd.ok()) return listen_fd.status();
-  absl::StatusOr<int> bound = BoundPort(listen_fd->get());
-  if (!bound.ok()) return bound.status();
+  TPSERVE_ASSIGN_OR_RETURN(UniqueFd listen_fd, ListenTcp(bind_host, port));
+  TPSERVE_ASSIGN_OR_RETURN(int bound, BoundPort(listen_fd.get()));
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("pipe2: ", std::strerror(errno)));
   }
   std::unique_ptr<StoreServer> server(new StoreServer(
-      std::move(*listen_fd), UniqueFd(pipe_fds[0]), UniqueFd(pipe_fds[1]), *bound));
+      std::move(listen_fd), UniqueFd(pipe_fds[0]), UniqueFd(pipe_fds[1]), bound));
   server->accept_thread_ = std::thread(&StoreServer::AcceptLoop, server.get());
   return server;
 }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "gloo/common/error.h"
 #include "rendezvous/store_wire.h"
 
@@ -65,10 +66,9 @@ void ThrowIfError(const absl::Status& status) {
 absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(const std::string& host,
                                                                         int port,
                                                                         absl::Duration timeout) {
-  absl::StatusOr<UniqueFd> fd = ConnectTcp(host, port, absl::Now() + timeout);
-  if (!fd.ok()) return fd.status();
+  TPSERVE_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(host, port, absl::Now() + timeout));
   return std::unique_ptr<TcpStoreClient>(
-      new TcpStoreClient(std::move(*fd), absl::StrCat(host, ":", port), timeout));
+      new TcpStoreClient(std::move(fd), absl::StrCat(host, ":", port), timeout));
 }
 
 absl::StatusOr<std::string> TcpStoreClient::Call(const std::string& request,
@@ -90,32 +90,32 @@ absl::StatusOr<std::string> TcpStoreClient::Call(const std::string& request,
 }
 
 absl::Status TcpStoreClient::Set(absl::string_view key, absl::string_view value) {
-  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(CheckKey(key));
   if (value.size() > store_wire::kMaxValueBytes) {
     return absl::InvalidArgumentError(absl::StrCat("store value of ", value.size(),
                                                    " bytes exceeds ", store_wire::kMaxValueBytes));
   }
-  absl::StatusOr<std::string> reply =
+  TPSERVE_ASSIGN_OR_RETURN(
+      std::string reply,
       Call(Writer().U8(static_cast<uint8_t>(Op::kSet)).Str(key).Str(value).bytes(),
-           absl::ZeroDuration());
-  if (!reply.ok()) return reply.status();
-  Reader in(*reply);
-  if (absl::Status s = ReadCode(in, "set"); !s.ok()) return s;
+           absl::ZeroDuration()));
+  Reader in(reply);
+  TPSERVE_RETURN_IF_ERROR(ReadCode(in, "set"));
   return Trailing(in, "set");
 }
 
 absl::StatusOr<std::string> TcpStoreClient::Get(absl::string_view key, absl::Duration timeout) {
-  if (absl::Status s = CheckKey(key); !s.ok()) return s;
-  absl::StatusOr<std::string> reply = Call(
-      Writer().U8(static_cast<uint8_t>(Op::kGet)).U32(WaitMillis(timeout)).Str(key).bytes(),
-      timeout);
-  if (!reply.ok()) return reply.status();
-  Reader in(*reply);
+  TPSERVE_RETURN_IF_ERROR(CheckKey(key));
+  TPSERVE_ASSIGN_OR_RETURN(
+      std::string reply,
+      Call(Writer().U8(static_cast<uint8_t>(Op::kGet)).U32(WaitMillis(timeout)).Str(key).bytes(),
+           timeout));
+  Reader in(reply);
   const std::string what = absl::StrCat("get '", key, "'");
-  if (absl::Status s = ReadCode(in, what); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(ReadCode(in, what));
   std::string value;
   in.Str(store_wire::kMaxValueBytes, &value);
-  if (absl::Status s = Trailing(in, what); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(Trailing(in, what));
   return value;
 }
 
@@ -128,40 +128,39 @@ absl::Status TcpStoreClient::Wait(absl::Span<const std::string> keys, absl::Dura
   request.U8(static_cast<uint8_t>(Op::kWait)).U32(WaitMillis(timeout));
   request.U32(static_cast<uint32_t>(keys.size()));
   for (const std::string& key : keys) {
-    if (absl::Status s = CheckKey(key); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(CheckKey(key));
     request.Str(key);
   }
-  absl::StatusOr<std::string> reply = Call(request.bytes(), timeout);
-  if (!reply.ok()) return reply.status();
-  Reader in(*reply);
-  if (absl::Status s = ReadCode(in, "wait"); !s.ok()) return s;
+  TPSERVE_ASSIGN_OR_RETURN(std::string reply, Call(request.bytes(), timeout));
+  Reader in(reply);
+  TPSERVE_RETURN_IF_ERROR(ReadCode(in, "wait"));
   return Trailing(in, "wait");
 }
 
 absl::StatusOr<int64_t> TcpStoreClient::Add(absl::string_view key, int64_t delta) {
-  if (absl::Status s = CheckKey(key); !s.ok()) return s;
-  absl::StatusOr<std::string> reply = Call(
-      Writer().U8(static_cast<uint8_t>(Op::kAdd)).Str(key).I64(delta).bytes(),
-      absl::ZeroDuration());
-  if (!reply.ok()) return reply.status();
-  Reader in(*reply);
+  TPSERVE_RETURN_IF_ERROR(CheckKey(key));
+  TPSERVE_ASSIGN_OR_RETURN(
+      std::string reply,
+      Call(Writer().U8(static_cast<uint8_t>(Op::kAdd)).Str(key).I64(delta).bytes(),
+           absl::ZeroDuration()));
+  Reader in(reply);
   int64_t value = 0;
-  if (absl::Status s = ReadCode(in, "add"); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(ReadCode(in, "add"));
   in.I64(&value);
-  if (absl::Status s = Trailing(in, "add"); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(Trailing(in, "add"));
   return value;
 }
 
 absl::StatusOr<bool> TcpStoreClient::Delete(absl::string_view key) {
-  if (absl::Status s = CheckKey(key); !s.ok()) return s;
-  absl::StatusOr<std::string> reply =
-      Call(Writer().U8(static_cast<uint8_t>(Op::kDelete)).Str(key).bytes(), absl::ZeroDuration());
-  if (!reply.ok()) return reply.status();
-  Reader in(*reply);
+  TPSERVE_RETURN_IF_ERROR(CheckKey(key));
+  TPSERVE_ASSIGN_OR_RETURN(
+      std::string reply,
+      Call(Writer().U8(static_cast<uint8_t>(Op::kDelete)).Str(key).bytes(), absl::ZeroDuration()));
+  Reader in(reply);
   uint8_t existed = 0;
-  if (absl::Status s = ReadCode(in, "delete"); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(ReadCode(in, "delete"));
   in.U8(&existed);
-  if (absl::Status s = Trailing(in, "delete"); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(Trailing(in, "delete"));
   return existed != 0;
 }
 

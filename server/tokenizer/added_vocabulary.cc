@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/status_macros.h"
 #include "base/utf8.h"
 #include "server/tokenizer/unicode.h"
 
@@ -139,9 +140,7 @@ absl::StatusOr<std::unique_ptr<AddedVocabulary>> AddedVocabulary::Create(
     }
     std::string pattern = token.content;
     if (normalizer != nullptr) {
-      absl::StatusOr<std::string> normalized = normalizer->Normalize(pattern);
-      if (!normalized.ok()) return normalized.status();
-      pattern = *std::move(normalized);
+      TPSERVE_ASSIGN_OR_RETURN(pattern, normalizer->Normalize(pattern));
     }
     norm_patterns.push_back(std::move(pattern));
     norm_ids.push_back(static_cast<int32_t>(i));

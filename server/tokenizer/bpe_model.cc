@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "base/utf8.h"
 #include "server/tokenizer/byte_level.h"
 
@@ -244,7 +245,7 @@ absl::Status BpeModel::Tokenize(std::string_view word, std::vector<int32_t>* ids
         word.compare(pos - kMetaspace.size(), kMetaspace.size(), kMetaspace) == 0) {
       continue;  // inside a run of U+2581
     }
-    if (absl::Status s = TokenizePiece(word.substr(start, pos - start), ids); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(TokenizePiece(word.substr(start, pos - start), ids));
     start = pos;
   }
   return TokenizePiece(word.substr(start), ids);
@@ -254,7 +255,7 @@ absl::Status BpeModel::TokenizePiece(std::string_view word, std::vector<int32_t>
   if (cache_.Lookup(word, ids)) return absl::OkStatus();
   thread_local std::vector<int32_t> symbols;  // scratch
   symbols.clear();
-  if (absl::Status s = InitialSymbols(word, &symbols); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(InitialSymbols(word, &symbols));
   if (symbols.size() <= kScanLimit) {
     MergeByScan(&symbols);
   } else {

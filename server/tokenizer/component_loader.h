@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/json_fields.h"
 #include "server/tokenizer/decoder.h"
-#include "server/tokenizer/json_fields.h"
 #include "server/tokenizer/normalizer.h"
 #include "server/tokenizer/post_processor.h"
 #include "server/tokenizer/pre_tokenizer.h"

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "base/utf8.h"
 #include "server/tokenizer/byte_level.h"
 
@@ -64,9 +65,7 @@ absl::Status MetaspaceDecoder::DecodeChain(std::vector<std::string>* tokens) con
 
 absl::Status ReplaceDecoder::DecodeChain(std::vector<std::string>* tokens) const {
   for (std::string& token : *tokens) {
-    absl::StatusOr<std::string> replaced = replace_->Normalize(token);
-    if (!replaced.ok()) return replaced.status();
-    token = *std::move(replaced);
+    TPSERVE_ASSIGN_OR_RETURN(token, replace_->Normalize(token));
   }
   return absl::OkStatus();
 }
@@ -116,7 +115,7 @@ absl::Status StripDecoder::DecodeChain(std::vector<std::string>* tokens) const {
 
 absl::Status SequenceDecoder::DecodeChain(std::vector<std::string>* tokens) const {
   for (const auto& step : steps_) {
-    if (absl::Status s = step->DecodeChain(tokens); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(step->DecodeChain(tokens));
   }
   return absl::OkStatus();
 }

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "base/status_macros.h"
 #include "base/utf8.h"
 
 namespace tpserve {
@@ -36,7 +37,7 @@ absl::StatusOr<std::string> ReplaceNormalizer::Normalize(std::string_view text) 
     return out;
   }
   std::vector<std::pair<size_t, size_t>> matches;
-  if (absl::Status s = regex_->FindAll(text, &matches); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(regex_->FindAll(text, &matches));
   size_t pos = 0;
   for (const auto& [begin, end] : matches) {
     out.append(text.substr(pos, begin - pos)).append(content_);
@@ -70,9 +71,7 @@ absl::StatusOr<std::string> StripNormalizer::Normalize(std::string_view text) co
 absl::StatusOr<std::string> SequenceNormalizer::Normalize(std::string_view text) const {
   std::string current(text);
   for (const auto& step : steps_) {
-    absl::StatusOr<std::string> next = step->Normalize(current);
-    if (!next.ok()) return next.status();
-    current = *std::move(next);
+    TPSERVE_ASSIGN_OR_RETURN(current, step->Normalize(current));
   }
   return current;
 }

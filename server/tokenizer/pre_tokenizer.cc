@@ -3,6 +3,7 @@
 #include <functional>
 #include <utility>
 
+#include "base/status_macros.h"
 #include "base/utf8.h"
 #include "server/tokenizer/unicode.h"
 
@@ -86,7 +87,7 @@ absl::Status SplitPieces(const FindFn& find, SplitBehavior behavior, bool invert
     const std::string_view text =
         std::string_view(pieces->text).substr(span.begin, span.end - span.begin);
     matches.clear();
-    if (absl::Status s = find(text, &matches); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(find(text, &matches));
     for (const Segment& seg : ApplyBehavior(Segments(matches, text.size(), invert), behavior)) {
       if (seg.begin == seg.end) continue;
       out.push_back({span.begin + seg.begin, span.begin + seg.end,
@@ -191,7 +192,7 @@ absl::Status WhitespaceSplitPreTokenizer::PreTokenize(PieceList* pieces) const {
 
 absl::Status SequencePreTokenizer::PreTokenize(PieceList* pieces) const {
   for (const auto& step : steps_) {
-    if (absl::Status s = step->PreTokenize(pieces); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(step->PreTokenize(pieces));
   }
   return absl::OkStatus();
 }

@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "base/json_fields.h"
 #include "base/status_macros.h"
 #include "server/tokenizer/component_loader.h"
-#include "server/tokenizer/json_fields.h"
 #include "server/tokenizer/string_map.h"
 #include "server/tokenizer/tokenizer.h"
 #include "server/tokenizer/tokenizer_model_loader.h"
@@ -49,7 +49,7 @@ absl::StatusOr<std::optional<std::string>> ConfigToken(const JsonField& field) {
 }
 
 absl::StatusOr<TokenizerConfig> LoadConfig(const nlohmann::json& json, const Tokenizer& tok) {
-  const JsonField root(json, "tokenizer_config.json");
+  const JsonField root(json, /*source=*/"", "tokenizer_config.json");
   TokenizerConfig config;
   TPSERVE_ASSIGN_OR_RETURN(config.bos_token, ConfigToken(root["bos_token"]));
   TPSERVE_ASSIGN_OR_RETURN(config.eos_token, ConfigToken(root["eos_token"]));
@@ -82,7 +82,7 @@ absl::StatusOr<TokenizerConfig> LoadConfig(const nlohmann::json& json, const Tok
 }
 
 absl::StatusOr<TokenizerParts> LoadParts(const nlohmann::json& json) {
-  const JsonField root(json, "");
+  const JsonField root(json);
   for (const char* unsupported : {"truncation", "padding"}) {
     if (!root[unsupported].is_null()) {
       return root[unsupported].Error("must be null: tpserve truncates and pads itself");

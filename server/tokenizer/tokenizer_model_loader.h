@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/json_fields.h"
 #include "server/tokenizer/added_vocabulary.h"
 #include "server/tokenizer/bpe_model.h"
-#include "server/tokenizer/json_fields.h"
 
 namespace tpserve {
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/args.h"
+#include "base/status_macros.h"
 #include "base/subprocess.h"
 #include "worker/comm/gloo_comm_group.h"
 #include "worker/comm/rank_launcher.h"
@@ -22,10 +23,10 @@ namespace {
 
 // Times `op` over `n` iterations after a barrier; microseconds per call.
 absl::StatusOr<double> Time(CommGroup& comm, int n, const std::function<absl::Status()>& op) {
-  if (absl::Status s = comm.Barrier(); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(comm.Barrier());
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < n; ++i) {
-    if (absl::Status s = op(); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(op());
   }
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
              .count() / n;
@@ -44,12 +45,11 @@ absl::Status RunRank(int rank, int tp, int port, int iters) {
     options.prefix = g == 0 ? "ring" : g == 1 ? "tcp" : "shm";
     if (g == 0) options.gather_reduce_max_floats = 0;
     options.shared_memory = g == 2;
-    auto comm = GlooCommGroup::Create(options);
-    if (!comm.ok()) return comm.status();
-    if ((*comm)->uses_shared_memory() != (g == 2)) {
+    TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<GlooCommGroup> comm, GlooCommGroup::Create(options));
+    if (comm->uses_shared_memory() != (g == 2)) {
       return absl::FailedPreconditionError("shared memory is not what was asked");
     }
-    groups[g] = *std::move(comm);
+    groups[g] = std::move(comm);
   }
   if (rank == 0) {
     std::printf("%8s %14s %14s %14s %10s %14s %14s %10s\n", "floats", "ring AR us", "tcp AR us",
@@ -63,12 +63,11 @@ absl::Status RunRank(int rank, int tp, int port, int iters) {
     for (int round = 0; round < 10; ++round) {
       for (int k = 0; k < 5; ++k) {
         CommGroup& comm = *groups[k == 0 ? 0 : k == 1 || k == 3 ? 1 : 2];
-        auto t = Time(comm, n, [&] {
+        TPSERVE_ASSIGN_OR_RETURN(double t, Time(comm, n, [&] {
           return k < 3 ? comm.AllReduceSum(absl::MakeSpan(data))
                        : comm.AllGather(data, absl::MakeSpan(gathered));
-        });
-        if (!t.ok()) return t.status();
-        us[k] += *t / 10;
+        }));
+        us[k] += t / 10;
       }
     }
     if (rank == 0) {

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <vector>
 
+#include "base/status_macros.h"
+
 namespace tpserve {
 
 absl::StatusOr<Tensor> AllGatherLastDim(CommGroup& comm, const Tensor& local) {
@@ -11,8 +13,7 @@ absl::StatusOr<Tensor> AllGatherLastDim(CommGroup& comm, const Tensor& local) {
   const int64_t n = local.dim(-1);
   const int64_t rows = local.numel() / n;
   std::vector<float> gathered(static_cast<size_t>(local.numel()) * world);
-  absl::Status s = comm.AllGather(local.span(), absl::MakeSpan(gathered));
-  if (!s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(comm.AllGather(local.span(), absl::MakeSpan(gathered)));
   // gathered: [world, rows, n] -> out: [rows, world·n]
   Shape shape = local.shape();
   shape.back() = n * world;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
 #include "gloo/barrier.h"
@@ -69,16 +70,16 @@ absl::Status GlooOptions::Validate() const {
 }
 
 absl::StatusOr<std::unique_ptr<GlooCommGroup>> GlooCommGroup::Create(const GlooOptions& options) {
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(options.Validate());
   if (options.size == 1) {
     return std::unique_ptr<GlooCommGroup>(
         new GlooCommGroup(0, 1, /*context=*/nullptr, options.timeout,
                           options.gather_reduce_max_floats));
   }
   IgnoreSigpipeIfDefault();
-  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client =
-      TcpStoreClient::Connect(options.store_host, options.store_port, options.connect_timeout);
-  if (!client.ok()) return client.status();
+  TPSERVE_ASSIGN_OR_RETURN(
+      std::unique_ptr<TcpStoreClient> client,
+      TcpStoreClient::Connect(options.store_host, options.store_port, options.connect_timeout));
   std::shared_ptr<gloo::rendezvous::Context> context;
   absl::Status status = CatchAll("gloo rendezvous", [&] {
     gloo::transport::tcp::attr attr;
@@ -86,7 +87,7 @@ absl::StatusOr<std::unique_ptr<GlooCommGroup>> GlooCommGroup::Create(const GlooO
     std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
     context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
     context->setTimeout(absl::ToChronoMilliseconds(options.connect_timeout));
-    gloo::rendezvous::PrefixStore store(options.prefix, **client);
+    gloo::rendezvous::PrefixStore store(options.prefix, *client);
     context->connectFullMesh(store, device);
     // connectFullMesh returns once this rank's pairs are up, which may be before a
     // peer's are. The barrier makes Create() return only once every rank has joined,
@@ -105,7 +106,7 @@ absl::StatusOr<std::unique_ptr<GlooCommGroup>> GlooCommGroup::Create(const GlooO
                                                          std::move(context), options.timeout,
                                                          options.gather_reduce_max_floats));
   if (options.shared_memory) {
-    if (absl::Status s = group->SetUpSharedMemory(options.shm_slot_bytes); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(group->SetUpSharedMemory(options.shm_slot_bytes));
   }
   return group;
 }
@@ -125,7 +126,7 @@ absl::Status GlooCommGroup::SetUpSharedMemory(size_t slot_bytes) {
   }
   std::vector<uint8_t> sent(kNameBytes, 0);
   if (shm != nullptr) std::memcpy(sent.data(), name.data(), std::min(name.size(), kNameBytes - 1));
-  if (absl::Status s = Broadcast(absl::MakeSpan(sent), 0); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(Broadcast(absl::MakeSpan(sent), 0));
   if (rank_ != 0 && sent[0] != 0) {
     name.assign(reinterpret_cast<const char*>(sent.data()));
     absl::StatusOr<std::unique_ptr<ShmAllGather>> opened =
@@ -134,7 +135,7 @@ absl::Status GlooCommGroup::SetUpSharedMemory(size_t slot_bytes) {
   }
   const std::vector<float> mine = {shm != nullptr ? 1.0f : 0.0f};
   std::vector<float> all(size_);
-  if (absl::Status s = AllGather(mine, absl::MakeSpan(all)); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(AllGather(mine, absl::MakeSpan(all)));
   if (shm != nullptr && rank_ == 0) shm->Unlink();  // every rank has it open, or never will
   if (std::all_of(all.begin(), all.end(), [](float opened) { return opened == 1.0f; })) {
     shm_ = std::move(shm);
@@ -168,7 +169,7 @@ absl::Status GlooCommGroup::Usable(const char* what) const {
 
 absl::Status GlooCommGroup::Run(const char* what,
                                 const std::function<void(uint32_t tag)>& collective) {
-  if (absl::Status s = Usable(what); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(Usable(what));
   const uint32_t tag = next_tag_++;
   absl::Status status = CatchAll(what, [&] { collective(tag); });
   if (status.ok()) return status;
@@ -177,7 +178,7 @@ absl::Status GlooCommGroup::Run(const char* what,
 
 absl::Status GlooCommGroup::ShmGather(absl::Span<const float> in, absl::Span<float> out,
                                       const char* what) {
-  if (absl::Status s = Usable(what); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(Usable(what));
   absl::Status s = shm_->AllGather(in, out, absl::Milliseconds(timeout_.count()));
   if (s.ok()) return s;
   return BreakWith(absl::Status(s.code(), absl::StrCat(what, ": ", s.message())));
@@ -190,9 +191,7 @@ absl::Status GlooCommGroup::ShmAllGatherInPieces(absl::Span<const float> in,
   for (size_t first = 0; first < n; first += piece) {
     const size_t count = std::min(piece, n - first);
     const absl::Span<float> part = absl::MakeSpan(gathered.data(), count * size_);
-    if (absl::Status s = ShmGather(in.subspan(first, count), part, "all-gather"); !s.ok()) {
-      return s;
-    }
+    TPSERVE_RETURN_IF_ERROR(ShmGather(in.subspan(first, count), part, "all-gather"));
     for (int r = 0; r < size_; ++r) {
       std::memcpy(out.data() + r * n + first, part.data() + r * count, count * sizeof(float));
     }
@@ -208,8 +207,7 @@ absl::Status GlooCommGroup::AllReduceSum(absl::Span<float> data) {
     // //worker/comm:comm_benchmark, docs/perf.md). Every rank sums in rank order, so
     // all ranks get the same bits.
     std::vector<float> gathered(data.size() * size_);
-    absl::Status s = AllGather(data, absl::MakeSpan(gathered));
-    if (!s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(AllGather(data, absl::MakeSpan(gathered)));
     for (size_t i = 0; i < data.size(); ++i) {
       float sum = gathered[i];
       for (int r = 1; r < size_; ++r) sum += gathered[r * data.size() + i];

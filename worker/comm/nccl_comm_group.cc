@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "rendezvous/tcp_store.h"
 #include "worker/cuda/cuda_status.h"
 
@@ -119,21 +120,21 @@ absl::Status NcclOptions::Validate() const {
 
 absl::StatusOr<ncclUniqueId> ExchangeNcclUniqueId(const NcclOptions& options, absl::Time deadline) {
   const std::string key = options.prefix + kNcclUniqueIdKey;
-  absl::StatusOr<std::unique_ptr<TcpStoreClient>> store =
+  TPSERVE_ASSIGN_OR_RETURN(
+      std::unique_ptr<TcpStoreClient> store,
       TcpStoreClient::Connect(options.store_host, options.store_port,
-                              std::max(deadline - absl::Now(), absl::ZeroDuration()));
-  if (!store.ok()) return store.status();
+                              std::max(deadline - absl::Now(), absl::ZeroDuration())));
   ncclUniqueId id;
   if (options.rank == 0) {
-    if (absl::Status s = NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"); !s.ok()) return s;
-    if (absl::Status s = (*store)->Set(key, absl::string_view(id.internal, sizeof(id.internal)));
+    TPSERVE_RETURN_IF_ERROR(NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"));
+    if (absl::Status s = store->Set(key, absl::string_view(id.internal, sizeof(id.internal)));
         !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("publishing ", key, ": ", s.message()));
     }
     return id;
   }
   absl::StatusOr<std::string> value =
-      (*store)->Get(key, std::max(deadline - absl::Now(), absl::ZeroDuration()));
+      store->Get(key, std::max(deadline - absl::Now(), absl::ZeroDuration()));
   if (!value.ok()) {
     return absl::Status(value.status().code(), absl::StrCat("waiting for rank 0 to publish ", key,
                                                             ": ", value.status().message()));
@@ -148,7 +149,7 @@ absl::StatusOr<ncclUniqueId> ExchangeNcclUniqueId(const NcclOptions& options, ab
 
 absl::StatusOr<std::unique_ptr<NcclCommGroup>> NcclCommGroup::Create(const NcclOptions& options,
                                                                      cudaStream_t stream) {
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(options.Validate());
   const int rank = options.rank, size = options.size;
   const absl::Time deadline = absl::Now() + options.connect_timeout;
   // The device comes first: a rank without one must say so, not wait for its peers.
@@ -189,7 +190,7 @@ NcclCommGroup::NcclCommGroup(int rank, int size, cudaStream_t stream, ncclComm_t
 
 absl::StatusOr<std::unique_ptr<NcclCommGroup>> NcclCommGroup::CreateWithOwnStream(
     const NcclOptions& options) {
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(options.Validate());
   if (absl::Status s = CudaDeviceAvailable(); !s.ok()) {
     return WithRank(s, options.rank, options.size);
   }
@@ -271,7 +272,7 @@ absl::Status NcclCommGroup::WaitStream(absl::Duration timeout) {
 }
 
 absl::Status NcclCommGroup::Wait(absl::Duration timeout, absl::string_view what) {
-  if (absl::Status s = Usable(what); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(Usable(what));
   const absl::Time deadline = absl::Now() + timeout;
   for (PollBackoff backoff;; backoff.Wait()) {
     const cudaError_t query = cudaStreamQuery(stream_);
@@ -296,7 +297,7 @@ absl::Status NcclCommGroup::Wait(absl::Duration timeout, absl::string_view what)
 }
 
 absl::Status NcclCommGroup::AllReduceSumDevice(void* data, size_t count, DeviceDType dtype) {
-  if (absl::Status s = CheckDType(dtype); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(CheckDType(dtype));
   if (count > 0 && data == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("device all-reduce of ", count, " elements at a null pointer"));
@@ -308,7 +309,7 @@ absl::Status NcclCommGroup::AllReduceSumDevice(void* data, size_t count, DeviceD
 
 absl::Status NcclCommGroup::AllGatherDevice(const void* in, void* out, size_t count_per_rank,
                                             DeviceDType dtype) {
-  if (absl::Status s = CheckDType(dtype); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(CheckDType(dtype));
   if (count_per_rank > 0 && (in == nullptr || out == nullptr)) {
     return absl::InvalidArgumentError(
         absl::StrCat("device all-gather of ", count_per_rank, " elements with a null pointer"));
@@ -322,7 +323,7 @@ absl::Status NcclCommGroup::ReserveStaging(size_t bytes) {
   if (bytes <= staging_bytes_) return absl::OkStatus();
   // Freeing device memory can synchronise the device; make sure nothing is pending so
   // that it cannot block on a hung collective.
-  if (absl::Status s = Wait(timeout_, "growing the staging buffers"); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(Wait(timeout_, "growing the staging buffers"));
   staging_device_ = DeviceBuffer();
   staging_host_ = PinnedBuffer();
   staging_bytes_ = 0;
@@ -339,8 +340,8 @@ absl::Status NcclCommGroup::ReserveStaging(size_t bytes) {
 absl::Status NcclCommGroup::RunStaged(absl::string_view what, absl::Span<const uint8_t> in,
                                       size_t offset, size_t staged_bytes, absl::Span<uint8_t> out,
                                       absl::FunctionRef<ncclResult_t(void* staged)> collective) {
-  if (absl::Status s = Usable(what); !s.ok()) return s;
-  if (absl::Status s = ReserveStaging(staged_bytes); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(Usable(what));
+  TPSERVE_RETURN_IF_ERROR(ReserveStaging(staged_bytes));
   uint8_t* device = staging_device_.as<uint8_t>();
   uint8_t* host = staging_host_.as<uint8_t>();
   if (!in.empty()) {
@@ -352,7 +353,7 @@ absl::Status NcclCommGroup::RunStaged(absl::string_view what, absl::Span<const u
       return Fail(s);
     }
   }
-  if (absl::Status s = Settle(collective(device), what); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(Settle(collective(device), what));
   if (!out.empty()) {
     if (absl::Status s =
             CudaStatus(cudaMemcpyAsync(host, device, out.size(), cudaMemcpyDeviceToHost, stream_),
@@ -361,7 +362,7 @@ absl::Status NcclCommGroup::RunStaged(absl::string_view what, absl::Span<const u
       return Fail(s);
     }
   }
-  if (absl::Status s = Wait(timeout_, what); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(Wait(timeout_, what));
   if (!out.empty()) std::memcpy(out.data(), host, out.size());
   return absl::OkStatus();
 }

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "gtest/gtest.h"
 #include "rendezvous/store_server.h"
 #include "rendezvous/tcp_store.h"
@@ -84,10 +85,10 @@ class NcclRendezvousTest : public ::testing::Test {
   }
 
   absl::Status Publish(absl::string_view value) {
-    absl::StatusOr<std::unique_ptr<TcpStoreClient>> store =
-        TcpStoreClient::Connect("127.0.0.1", server_->port(), absl::Seconds(5));
-    if (!store.ok()) return store.status();
-    return (*store)->Set(options_.prefix + kNcclUniqueIdKey, value);
+    TPSERVE_ASSIGN_OR_RETURN(
+        std::unique_ptr<TcpStoreClient> store,
+        TcpStoreClient::Connect("127.0.0.1", server_->port(), absl::Seconds(5)));
+    return store->Set(options_.prefix + kNcclUniqueIdKey, value);
   }
 
   std::unique_ptr<StoreServer> server_;

@@ -1,6 +1,7 @@
 #include "worker/comm/rank_launcher.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "base/subprocess.h"
 #include "rendezvous/store_server.h"
 
@@ -8,11 +9,10 @@ namespace tpserve {
 
 absl::Status RunLocalRanks(
     int tp, const std::function<std::vector<std::string>(int rank, int store_port)>& argv_for_rank) {
-  absl::StatusOr<std::unique_ptr<StoreServer>> store = StoreServer::Start();
-  if (!store.ok()) return store.status();
+  TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<StoreServer> store, StoreServer::Start());
   std::vector<pid_t> pids;
   for (int r = 0; r < tp; ++r) {
-    absl::StatusOr<pid_t> pid = Spawn(argv_for_rank(r, (*store)->port()));
+    absl::StatusOr<pid_t> pid = Spawn(argv_for_rank(r, store->port()));
     if (!pid.ok()) {
       TerminateAndReap(pids, absl::Seconds(2));
       return pid.status();

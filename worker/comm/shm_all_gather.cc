@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/spin_wait.h"
+#include "base/status_macros.h"
 #include "base/subprocess.h"
 
 namespace tpserve {
@@ -151,7 +152,7 @@ absl::Status ShmAllGather::WaitForAll(uint64_t epoch, absl::Duration timeout) {
         return true;
       },
       [&] {
-        if (absl::Status failed = PeerFailure(); !failed.ok()) return failed;
+        TPSERVE_RETURN_IF_ERROR(PeerFailure());
         if (absl::Now() < deadline) return absl::OkStatus();
         return absl::DeadlineExceededError(
             absl::StrCat("a peer did not reach the shared-memory all-gather within ",

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "worker/cuda/cuda_status.h"
 
 namespace tpserve {
@@ -55,7 +56,7 @@ absl::Status CheckRange(size_t offset, size_t bytes, size_t size, const char* wh
 }  // namespace
 
 absl::Status DeviceBuffer::CopyFromHost(const void* src, size_t bytes, size_t offset) {
-  if (absl::Status s = CheckRange(offset, bytes, bytes_, "CopyFromHost"); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(CheckRange(offset, bytes, bytes_, "CopyFromHost"));
   if (bytes == 0) return absl::OkStatus();
   TPSERVE_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(static_cast<char*>(data_) + offset, src, bytes, cudaMemcpyHostToDevice));
@@ -63,7 +64,7 @@ absl::Status DeviceBuffer::CopyFromHost(const void* src, size_t bytes, size_t of
 }
 
 absl::Status DeviceBuffer::CopyToHost(void* dst, size_t bytes, size_t offset) const {
-  if (absl::Status s = CheckRange(offset, bytes, bytes_, "CopyToHost"); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(CheckRange(offset, bytes, bytes_, "CopyToHost"));
   if (bytes == 0) return absl::OkStatus();
   TPSERVE_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(dst, static_cast<const char*>(data_) + offset, bytes, cudaMemcpyDeviceToHost));

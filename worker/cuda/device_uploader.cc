@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/parallel_for.h"
+#include "base/status_macros.h"
 #include "worker/cuda/cuda_status.h"
 #include "worker/dtype.h"
 
@@ -18,9 +19,7 @@ absl::StatusOr<std::unique_ptr<DeviceUploader>> DeviceUploader::Create(size_t ch
   std::unique_ptr<DeviceUploader> up(new DeviceUploader);
   up->chunk_bytes_ = chunk_bytes;
   for (int i = 0; i < 2; ++i) {
-    absl::StatusOr<PinnedBuffer> buf = PinnedBuffer::Create(chunk_bytes);
-    if (!buf.ok()) return buf.status();
-    up->staging_[i] = *std::move(buf);
+    TPSERVE_ASSIGN_OR_RETURN(up->staging_[i], PinnedBuffer::Create(chunk_bytes));
     TPSERVE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&up->reusable_[i]));
   }
   TPSERVE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&up->stream_, cudaStreamNonBlocking));

@@ -5,16 +5,16 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "worker/cuda/cuda_status.h"
 
 namespace tpserve {
 
 absl::StatusOr<std::unique_ptr<CudaGemm>> CudaGemm::Create(cudaStream_t stream) {
-  absl::StatusOr<DeviceBuffer> workspace = DeviceBuffer::Create(kWorkspaceBytes);
-  if (!workspace.ok()) return workspace.status();
+  TPSERVE_ASSIGN_OR_RETURN(DeviceBuffer workspace, DeviceBuffer::Create(kWorkspaceBytes));
   cublasHandle_t handle = nullptr;
   TPSERVE_CUBLAS_RETURN_IF_ERROR(cublasCreate(&handle));
-  std::unique_ptr<CudaGemm> gemm(new CudaGemm(handle, *std::move(workspace)));
+  std::unique_ptr<CudaGemm> gemm(new CudaGemm(handle, std::move(workspace)));
   TPSERVE_CUBLAS_RETURN_IF_ERROR(cublasSetStream(handle, stream));
   TPSERVE_CUBLAS_RETURN_IF_ERROR(
       cublasSetWorkspace(handle, gemm->workspace_.data(), gemm->workspace_.bytes()));

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/parallel_for.h"
+#include "base/status_macros.h"
 #include "worker/kernels/cpu/gemm.h"
 #include "worker/layers/linear.h"
 
@@ -34,9 +35,7 @@ ColumnParallelLinear::ColumnParallelLinear(CommGroup* comm, int64_t input_size,
 absl::StatusOr<std::unique_ptr<ColumnParallelLinear>> ColumnParallelLinear::Create(
     CommGroup* comm, int64_t input_size, int64_t output_size, bool bias, bool gather_output,
     bool skip_bias_add) {
-  if (absl::Status s = CheckDivisible(output_size, comm->size(), "output_size"); !s.ok()) {
-    return s;
-  }
+  TPSERVE_RETURN_IF_ERROR(CheckDivisible(output_size, comm->size(), "output_size"));
   return std::unique_ptr<ColumnParallelLinear>(new ColumnParallelLinear(
       comm, input_size, output_size / comm->size(), bias, gather_output, skip_bias_add));
 }
@@ -60,9 +59,7 @@ absl::StatusOr<LinearOutput> ColumnParallelLinear::Forward(const Tensor& x) cons
     result.bias = &bias_;
   }
   if (gather_output_) {
-    absl::StatusOr<Tensor> gathered = AllGatherLastDim(*comm_, y);  // [n, out]
-    if (!gathered.ok()) return gathered.status();
-    y = *std::move(gathered);
+    TPSERVE_ASSIGN_OR_RETURN(y, AllGatherLastDim(*comm_, y));  // [n, out]
   }
   result.output = std::move(y);
   return result;
@@ -123,7 +120,7 @@ absl::StatusOr<std::unique_ptr<MergedColumnParallelLinear>> MergedColumnParallel
     bool gather_output, bool skip_bias_add) {
   if (output_sizes.empty()) return absl::InvalidArgumentError("output_sizes is empty");
   for (int64_t o : output_sizes) {
-    if (absl::Status s = CheckDivisible(o, comm->size(), "output_sizes[i]"); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(CheckDivisible(o, comm->size(), "output_sizes[i]"));
   }
   return std::unique_ptr<MergedColumnParallelLinear>(new MergedColumnParallelLinear(
       comm, input_size, std::move(output_sizes), bias, gather_output, skip_bias_add));
@@ -171,7 +168,7 @@ absl::StatusOr<std::unique_ptr<QKVParallelLinear>> QKVParallelLinear::Create(
   if (head_size <= 0 || hidden_size <= 0 || kv <= 0) {
     return absl::InvalidArgumentError("QKVParallelLinear sizes must be positive");
   }
-  if (absl::Status s = CheckDivisible(total_num_heads, tp, "total_num_heads"); !s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(CheckDivisible(total_num_heads, tp, "total_num_heads"));
   int64_t n_kv = 1, replicas = 1;
   if (tp >= kv) {
     if (tp % kv != 0) {
@@ -180,7 +177,7 @@ absl::StatusOr<std::unique_ptr<QKVParallelLinear>> QKVParallelLinear::Create(
     }
     replicas = tp / kv;
   } else {
-    if (absl::Status s = CheckDivisible(kv, tp, "total_num_kv_heads"); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(CheckDivisible(kv, tp, "total_num_kv_heads"));
     n_kv = kv / tp;
   }
   return std::unique_ptr<QKVParallelLinear>(new QKVParallelLinear(

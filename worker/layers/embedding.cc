@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/parallel_for.h"
+#include "base/status_macros.h"
 #include "worker/kernels/cpu/gemm.h"
 
 namespace tpserve {
@@ -77,7 +78,7 @@ absl::StatusOr<Tensor> VocabParallelEmbedding::Forward(absl::Span<const int32_t>
     }
   }
   if (comm_->size() > 1) {
-    if (absl::Status s = comm_->AllReduceSum(out.span()); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(comm_->AllReduceSum(out.span()));
   }
   return out;
 }
@@ -122,13 +123,12 @@ absl::StatusOr<Tensor> ParallelLMHead::Forward(const Tensor& x) const {
   const int64_t n = x.dim(0), rows = w.dim(0);
   Tensor local({n, rows});  // [n, Vp/T]
   MatMulTransB(x.data(), w.data(), n, w.dim(1), rows, local.data());
-  absl::StatusOr<Tensor> padded = AllGatherLastDim(*comm_, local);  // [n, Vp]
-  if (!padded.ok()) return padded.status();
-  const int64_t vp = padded->dim(1);
+  TPSERVE_ASSIGN_OR_RETURN(Tensor padded, AllGatherLastDim(*comm_, local));  // [n, Vp]
+  const int64_t vp = padded.dim(1);
   if (vp == vocab_size_) return padded;
   Tensor logits({n, vocab_size_});  // [n, V]: the padded columns are dropped here
   for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(logits.row(i), padded->data() + i * vp, vocab_size_ * sizeof(float));
+    std::memcpy(logits.row(i), padded.data() + i * vp, vocab_size_ * sizeof(float));
   }
   return logits;
 }

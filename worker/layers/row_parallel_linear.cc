@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/parallel_for.h"
+#include "base/status_macros.h"
 #include "worker/kernels/cpu/gemm.h"
 #include "worker/layers/linear.h"
 
@@ -67,7 +68,7 @@ absl::StatusOr<LinearOutput> RowParallelLinear::Forward(const Tensor& x) const {
   }
   if (has_bias_ && skip_bias_add_) result.bias = &bias_;
   if (reduce_results_ && comm_->size() > 1) {
-    if (absl::Status s = comm_->AllReduceSum(y.span()); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(comm_->AllReduceSum(y.span()));
   }
   result.output = std::move(y);
   return result;

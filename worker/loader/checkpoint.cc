@@ -10,7 +10,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "worker/loader/json_util.h"
+#include "base/json_fields.h"
+#include "base/json_file.h"
+#include "base/status_macros.h"
 
 namespace tpserve {
 namespace {
@@ -34,15 +36,13 @@ bool IsSafeShardName(const std::string& name) {
 
 // weight_map from the index: tensor name -> shard file name.
 absl::StatusOr<std::map<std::string, std::string>> ParseIndex(const std::string& index_path) {
-  absl::StatusOr<std::string> text = ReadTextFile(index_path);
-  if (!text.ok()) return text.status();
+  TPSERVE_ASSIGN_OR_RETURN(std::string text, ReadTextFile(index_path));
   // A duplicated weight_map key would name one tensor in two shards; nlohmann would
   // silently keep one, so duplicates are rejected at parse time.
-  absl::StatusOr<nlohmann::json> root =
-      ParseJsonObject(*text, index_path, /*reject_duplicate_keys=*/true);
-  if (!root.ok()) return root.status();
-  auto it = root->find("weight_map");
-  if (it == root->end()) {
+  TPSERVE_ASSIGN_OR_RETURN(nlohmann::json root,
+                           ParseJsonObject(text, index_path, /*reject_duplicate_keys=*/true));
+  auto it = root.find("weight_map");
+  if (it == root.end()) {
     return absl::InvalidArgumentError(absl::StrCat(index_path, ": missing \"weight_map\""));
   }
   if (!it->is_object()) {
@@ -90,21 +90,19 @@ struct Checkpoint::Impl {
   }
 
   absl::Status OpenSharded(const std::string& index_path) {
-    absl::StatusOr<std::map<std::string, std::string>> weight_map = ParseIndex(index_path);
-    if (!weight_map.ok()) return weight_map.status();
+    TPSERVE_ASSIGN_OR_RETURN(auto weight_map, ParseIndex(index_path));  // tensor -> shard
     std::map<std::string, std::string> first_tensor;  // shard -> a tensor naming it
-    for (const auto& [tensor, shard] : *weight_map) first_tensor.emplace(shard, tensor);
+    for (const auto& [tensor, shard] : weight_map) first_tensor.emplace(shard, tensor);
     for (const auto& [shard, tensor] : first_tensor) {
       const std::string path = absl::StrCat(dir, "/", shard);
       if (!FileExists(path)) {
         return absl::NotFoundError(absl::StrCat(index_path, ": shard ", shard, " (named for tensor \"",
                                                 tensor, "\") does not exist: ", path));
       }
-      absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path);
-      if (!file.ok()) return file.status();
-      if (absl::Status s = Add(*std::move(file)); !s.ok()) return s;
+      TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(path));
+      TPSERVE_RETURN_IF_ERROR(Add(std::move(file)));
     }
-    for (const auto& [tensor, shard] : *weight_map) {
+    for (const auto& [tensor, shard] : weight_map) {
       auto it = tensors.find(tensor);
       const std::string path = absl::StrCat(dir, "/", shard);
       if (it == tensors.end() || it->second->file != path) {
@@ -114,9 +112,9 @@ struct Checkpoint::Impl {
             it == tensors.end() ? "" : absl::StrCat(" (", it->second->file, " does)")));
       }
     }
-    if (tensors.size() != weight_map->size()) {
+    if (tensors.size() != weight_map.size()) {
       for (const auto& [name, view] : tensors) {
-        if (weight_map->count(name) == 0) {
+        if (weight_map.count(name) == 0) {
           return absl::InvalidArgumentError(absl::StrCat(
               index_path, ": tensor \"", name, "\" in ", view->file, " is not in weight_map"));
         }
@@ -135,11 +133,10 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   const std::string index = absl::StrCat(dir, "/", kIndexFile);
   // transformers prefers the single file when both are present; so do we.
   if (FileExists(single)) {
-    absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(single);
-    if (!file.ok()) return file.status();
-    if (absl::Status s = impl.Add(*std::move(file)); !s.ok()) return s;
+    TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(single));
+    TPSERVE_RETURN_IF_ERROR(impl.Add(std::move(file)));
   } else if (FileExists(index)) {
-    if (absl::Status s = impl.OpenSharded(index); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(impl.OpenSharded(index));
   } else {
     return absl::NotFoundError(
         absl::StrCat(dir, ": no checkpoint: neither ", kSingleFile, " nor ", kIndexFile));
@@ -172,16 +169,14 @@ absl::StatusOr<TensorView> Checkpoint::Get(absl::string_view name) const {
 
 absl::StatusOr<Tensor> Checkpoint::GetFloat(absl::string_view name,
                                             const Shape& expected_shape) const {
-  absl::StatusOr<TensorView> view = Get(name);
-  if (!view.ok()) return view.status();
-  return TensorViewToFloat(*view, expected_shape);
+  TPSERVE_ASSIGN_OR_RETURN(TensorView view, Get(name));
+  return TensorViewToFloat(view, expected_shape);
 }
 
 absl::Status Checkpoint::GetFloatInto(absl::string_view name, const Shape& expected_shape,
                                       Tensor* out) const {
-  absl::StatusOr<TensorView> view = Get(name);
-  if (!view.ok()) return view.status();
-  return TensorViewToFloatInto(*view, expected_shape, out);
+  TPSERVE_ASSIGN_OR_RETURN(TensorView view, Get(name));
+  return TensorViewToFloatInto(view, expected_shape, out);
 }
 
 }  // namespace tpserve

@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "worker/loader/json_util.h"
+#include "base/json_fields.h"
+#include "base/json_file.h"
+#include "base/status_macros.h"
 
 namespace tpserve {
 namespace {
@@ -28,89 +30,13 @@ constexpr ArchitectureInfo kArchitectures[] = {
     {"Qwen3ForCausalLM", ModelFamily::kQwen3, 32768},
 };
 
-// Typed access to the keys of one JSON object; errors name the source and the key.
-// A key that is absent or null keeps the caller's default unless it is required.
-class Fields {
- public:
-  Fields(const json& object, std::string source, std::string prefix = "")
-      : object_(object), source_(std::move(source)), prefix_(std::move(prefix)) {}
-
-  // The key exists, possibly as null.
-  bool Present(const char* key) const { return object_.contains(key); }
-  // The key exists and is not null.
-  bool Has(const char* key) const {
-    auto it = object_.find(key);
-    return it != object_.end() && !it->is_null();
+absl::Status ParseArchitecture(const JsonField& root, ModelConfig* c) {
+  const JsonField list = root["architectures"];
+  if (list.is_null()) return list.Missing();
+  if (!list.value().is_array() || list.value().empty() || !list.value()[0].is_string()) {
+    return list.Error("expected a non-empty list of strings");
   }
-  const json& Get(const char* key) const { return object_.at(key); }
-
-  absl::Status Error(const char* key, absl::string_view rule) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source_, ": key \"", prefix_, key, "\": ", rule));
-  }
-  absl::Status Missing(const char* key) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source_, ": missing required key \"", prefix_, key, "\""));
-  }
-
-  absl::Status Int(const char* key, int* out, bool required = false) const {
-    if (!Has(key)) return required ? Missing(key) : absl::OkStatus();
-    const json& v = Get(key);
-    if (!v.is_number_integer()) {
-      return Error(key, absl::StrCat("expected an integer, got ", JsonTypeName(v)));
-    }
-    if (v.is_number_unsigned() ? v.get<uint64_t>() > std::numeric_limits<int>::max()
-                               : v.get<int64_t>() < std::numeric_limits<int>::min()) {
-      return Error(key, absl::StrCat("value ", v.dump(), " is out of range"));
-    }
-    *out = v.get<int>();
-    return absl::OkStatus();
-  }
-
-  absl::Status Double(const char* key, double* out, bool required = false) const {
-    if (!Has(key)) return required ? Missing(key) : absl::OkStatus();
-    const json& v = Get(key);
-    if (!v.is_number()) return Error(key, absl::StrCat("expected a number, got ", JsonTypeName(v)));
-    *out = v.get<double>();
-    return absl::OkStatus();
-  }
-
-  absl::Status Bool(const char* key, bool* out) const {
-    if (!Has(key)) return absl::OkStatus();
-    const json& v = Get(key);
-    if (!v.is_boolean()) return Error(key, absl::StrCat("expected a boolean, got ", JsonTypeName(v)));
-    *out = v.get<bool>();
-    return absl::OkStatus();
-  }
-
-  absl::Status String(const char* key, std::string* out) const {
-    if (!Has(key)) return absl::OkStatus();
-    const json& v = Get(key);
-    if (!v.is_string()) return Error(key, absl::StrCat("expected a string, got ", JsonTypeName(v)));
-    *out = v.get<std::string>();
-    return absl::OkStatus();
-  }
-
- private:
-  const json& object_;
-  std::string source_;
-  std::string prefix_;
-};
-
-#define TPSERVE_RETURN_IF_ERROR(expr)          \
-  do {                                         \
-    absl::Status status_ = (expr);             \
-    if (!status_.ok()) return status_;         \
-  } while (0)
-
-absl::Status ParseArchitecture(const json& root, const std::string& source, ModelConfig* c) {
-  Fields f(root, source);
-  if (!f.Has("architectures")) return f.Missing("architectures");
-  const json& list = f.Get("architectures");
-  if (!list.is_array() || list.empty() || !list[0].is_string()) {
-    return f.Error("architectures", "expected a non-empty list of strings");
-  }
-  c->architecture = list[0].get<std::string>();
+  c->architecture = list.value()[0].get<std::string>();
   for (const ArchitectureInfo& a : kArchitectures) {
     if (c->architecture == a.name) {
       c->family = a.family;
@@ -118,64 +44,57 @@ absl::Status ParseArchitecture(const json& root, const std::string& source, Mode
       return absl::OkStatus();
     }
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      source, ": key \"architectures\": unsupported architecture \"", c->architecture,
+  return list.Error(absl::StrCat(
+      "unsupported architecture \"", c->architecture,
       "\" (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)"));
 }
 
-// `object` is "rope_scaling" (or transformers 5's "rope_parameters"); `key` names it.
-absl::Status ParseRopeScaling(const json& object, const std::string& source, const char* key,
-                              RopeScaling* rope) {
-  if (!object.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": key \"", key,
-                                                   "\": expected an object or null, got ",
-                                                   JsonTypeName(object)));
+// `field` is "rope_scaling" (or transformers 5's "rope_parameters"), not null.
+absl::Status ParseRopeScaling(const JsonField& field, RopeScaling* rope) {
+  if (!field.value().is_object()) {
+    return field.Error(
+        absl::StrCat("expected an object or null, got ", JsonTypeName(field.value())));
   }
-  Fields f(object, source, absl::StrCat(key, "."));
-  std::string type = "default";
-  TPSERVE_RETURN_IF_ERROR(f.String("type", &type));
-  TPSERVE_RETURN_IF_ERROR(f.String("rope_type", &type));
+  TPSERVE_ASSIGN_OR_RETURN(std::string type, field["type"].StringOr("default"));
+  TPSERVE_ASSIGN_OR_RETURN(type, field["rope_type"].StringOr(type));
   if (type == "default") {
     *rope = RopeScaling();
   } else if (type == "linear") {
     rope->type = RopeScaling::Type::kLinear;
-    TPSERVE_RETURN_IF_ERROR(f.Double("factor", &rope->factor, /*required=*/true));
+    TPSERVE_ASSIGN_OR_RETURN(rope->factor, field["factor"].Double());
   } else if (type == "llama3") {
     rope->type = RopeScaling::Type::kLlama3;
-    TPSERVE_RETURN_IF_ERROR(f.Double("factor", &rope->factor, true));
-    TPSERVE_RETURN_IF_ERROR(f.Double("low_freq_factor", &rope->low_freq_factor, true));
-    TPSERVE_RETURN_IF_ERROR(f.Double("high_freq_factor", &rope->high_freq_factor, true));
-    TPSERVE_RETURN_IF_ERROR(f.Int("original_max_position_embeddings",
-                                  &rope->original_max_position_embeddings, true));
+    TPSERVE_ASSIGN_OR_RETURN(rope->factor, field["factor"].Double());
+    TPSERVE_ASSIGN_OR_RETURN(rope->low_freq_factor, field["low_freq_factor"].Double());
+    TPSERVE_ASSIGN_OR_RETURN(rope->high_freq_factor, field["high_freq_factor"].Double());
+    TPSERVE_ASSIGN_OR_RETURN(rope->original_max_position_embeddings,
+                             field["original_max_position_embeddings"].Int32());
   } else {
-    return absl::UnimplementedError(
-        absl::StrCat(source, ": key \"", key, ".rope_type\": rope scaling \"", type,
-                     "\" is not supported (supported: default, linear, llama3)"));
+    return field["rope_type"].Error(
+        absl::StrCat("rope scaling \"", type,
+                     "\" is not supported (supported: default, linear, llama3)"),
+        absl::StatusCode::kUnimplemented);
   }
   return absl::OkStatus();
 }
 
-absl::Status ParseRope(const Fields& f, const std::string& source, ModelConfig* c) {
-  TPSERVE_RETURN_IF_ERROR(f.Double("rope_theta", &c->rope_theta));
-  if (f.Has("rope_scaling")) {
-    return ParseRopeScaling(f.Get("rope_scaling"), source, "rope_scaling", &c->rope_scaling);
+absl::Status ParseRope(const JsonField& root, ModelConfig* c) {
+  TPSERVE_ASSIGN_OR_RETURN(c->rope_theta, root["rope_theta"].DoubleOr(c->rope_theta));
+  if (!root["rope_scaling"].is_null()) {
+    return ParseRopeScaling(root["rope_scaling"], &c->rope_scaling);
   }
-  if (f.Has("rope_parameters")) {  // transformers 5 folds rope_theta in here
-    const json& params = f.Get("rope_parameters");
-    if (params.is_object()) {
-      Fields p(params, source, "rope_parameters.");
-      TPSERVE_RETURN_IF_ERROR(p.Double("rope_theta", &c->rope_theta));
-    }
-    return ParseRopeScaling(params, source, "rope_parameters", &c->rope_scaling);
+  const JsonField params = root["rope_parameters"];
+  if (!params.is_null()) {  // transformers 5 folds rope_theta in here
+    TPSERVE_ASSIGN_OR_RETURN(c->rope_theta, params["rope_theta"].DoubleOr(c->rope_theta));
+    return ParseRopeScaling(params, &c->rope_scaling);
   }
   return absl::OkStatus();
 }
 
-absl::Status ParseDType(const Fields& f, ModelConfig* c) {
+absl::Status ParseDType(const JsonField& root, ModelConfig* c) {
   // "dtype" is the newer name (transformers >= 4.56); "torch_dtype" the older one.
-  const char* key = f.Has("dtype") ? "dtype" : "torch_dtype";
-  std::string name = "float32";
-  TPSERVE_RETURN_IF_ERROR(f.String(key, &name));
+  const JsonField dtype = root[root["dtype"].is_null() ? "torch_dtype" : "dtype"];
+  TPSERVE_ASSIGN_OR_RETURN(std::string name, dtype.StringOr("float32"));
   if (name == "float32") {
     c->torch_dtype = DType::kF32;
   } else if (name == "bfloat16") {
@@ -183,95 +102,91 @@ absl::Status ParseDType(const Fields& f, ModelConfig* c) {
   } else if (name == "float16") {
     c->torch_dtype = DType::kF16;
   } else {
-    return f.Error(key, absl::StrCat("unsupported dtype \"", name,
-                                     "\" (supported: float32, bfloat16, float16)"));
+    return dtype.Error(absl::StrCat("unsupported dtype \"", name,
+                                    "\" (supported: float32, bfloat16, float16)"));
   }
   return absl::OkStatus();
 }
 
-// "eos_token_id": an integer or a list of them, appended to `ids` (absent or null: none).
-absl::Status ParseEosTokenIds(const Fields& f, std::vector<int>* ids) {
-  if (!f.Has("eos_token_id")) return absl::OkStatus();
-  const json& eos = f.Get("eos_token_id");
-  if (eos.is_number_integer()) {
-    int id = 0;
-    TPSERVE_RETURN_IF_ERROR(f.Int("eos_token_id", &id));
-    if (id < 0) return f.Error("eos_token_id", absl::StrCat("must be >= 0, got ", id));
+// `eos` ("eos_token_id"): an integer or a list of them, appended to `ids` (null: none).
+absl::Status ParseEosTokenIds(const JsonField& eos, std::vector<int>* ids) {
+  if (eos.is_null()) return absl::OkStatus();
+  if (eos.value().is_number_integer()) {
+    TPSERVE_ASSIGN_OR_RETURN(int id, eos.Int32());
+    if (id < 0) return eos.Error(absl::StrCat("must be >= 0, got ", id));
     ids->push_back(id);
     return absl::OkStatus();
   }
-  if (!eos.is_array()) {
-    return f.Error("eos_token_id",
-                   absl::StrCat("expected an integer or a list of integers, got ",
-                                JsonTypeName(eos)));
+  if (!eos.value().is_array()) {
+    return eos.Error(absl::StrCat("expected an integer or a list of integers, got ",
+                                  JsonTypeName(eos.value())));
   }
-  for (const json& id : eos) {
+  for (const json& id : eos.value()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
         id.get<int64_t>() > std::numeric_limits<int>::max()) {
-      return f.Error("eos_token_id", absl::StrCat("list element ", id.dump(),
-                                                  " is not a non-negative integer"));
+      return eos.Error(absl::StrCat("list element ", id.dump(), " is not a non-negative integer"));
     }
     ids->push_back(id.get<int>());
   }
   return absl::OkStatus();
 }
 
-absl::Status ParseTokenIds(const Fields& f, ModelConfig* c) {
-  TPSERVE_RETURN_IF_ERROR(f.Int("bos_token_id", &c->bos_token_id));
-  return ParseEosTokenIds(f, &c->eos_token_ids);
+absl::Status ParseTokenIds(const JsonField& root, ModelConfig* c) {
+  TPSERVE_ASSIGN_OR_RETURN(c->bos_token_id, root["bos_token_id"].Int32Or(c->bos_token_id));
+  return ParseEosTokenIds(root["eos_token_id"], &c->eos_token_ids);
 }
 
 // Family-specific attention layout: head_dim, biases, qk-norm and the sliding window.
 // Runs after the sizes are read.
-absl::Status ParseAttention(const Fields& f, ModelConfig* c) {
+absl::Status ParseAttention(const JsonField& root, ModelConfig* c) {
   // Qwen3Config defaults head_dim to 128 when the key is absent; null (and absence in the
   // other families) means hidden_size / num_attention_heads.
-  if (c->family == ModelFamily::kQwen3 && !f.Present("head_dim")) {
+  if (c->family == ModelFamily::kQwen3 && !root.Has("head_dim")) {
     c->head_dim = 128;
   } else if (c->num_attention_heads > 0) {
     c->head_dim = c->hidden_size / c->num_attention_heads;
   }
-  TPSERVE_RETURN_IF_ERROR(f.Int("head_dim", &c->head_dim));
+  TPSERVE_ASSIGN_OR_RETURN(c->head_dim, root["head_dim"].Int32Or(c->head_dim));
 
   // MistralAttention has no biases in transformers, but the key is honoured as the
   // Llama one is. Qwen2 always has q/k/v biases (and none on o_proj).
-  TPSERVE_RETURN_IF_ERROR(f.Bool("attention_bias", &c->attention_bias));
+  TPSERVE_ASSIGN_OR_RETURN(c->attention_bias, root["attention_bias"].BoolOr(c->attention_bias));
   if (c->family == ModelFamily::kQwen2) c->attention_bias = true;
   c->qk_norm = c->family == ModelFamily::kQwen3;
 
   c->sliding_window = 0;
   if (c->family == ModelFamily::kMistral) {
     // MistralConfig's default is 4096 when absent; null means full attention.
-    if (!f.Present("sliding_window")) c->sliding_window = 4096;
-    TPSERVE_RETURN_IF_ERROR(f.Int("sliding_window", &c->sliding_window));
+    if (!root.Has("sliding_window")) c->sliding_window = 4096;
+    TPSERVE_ASSIGN_OR_RETURN(c->sliding_window,
+                             root["sliding_window"].Int32Or(c->sliding_window));
   } else if (c->family == ModelFamily::kQwen2 || c->family == ModelFamily::kQwen3) {
-    bool use_sliding_window = false;
-    TPSERVE_RETURN_IF_ERROR(f.Bool("use_sliding_window", &use_sliding_window));
+    TPSERVE_ASSIGN_OR_RETURN(bool use_sliding_window, root["use_sliding_window"].BoolOr(false));
     if (use_sliding_window) {
-      c->sliding_window = 4096;
-      TPSERVE_RETURN_IF_ERROR(f.Int("sliding_window", &c->sliding_window));
+      TPSERVE_ASSIGN_OR_RETURN(c->sliding_window, root["sliding_window"].Int32Or(4096));
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status ParseFields(const json& root, const std::string& source, ModelConfig* c) {
-  TPSERVE_RETURN_IF_ERROR(ParseArchitecture(root, source, c));
-  Fields f(root, source);
-  TPSERVE_RETURN_IF_ERROR(f.Int("hidden_size", &c->hidden_size, /*required=*/true));
-  TPSERVE_RETURN_IF_ERROR(f.Int("intermediate_size", &c->intermediate_size, true));
-  TPSERVE_RETURN_IF_ERROR(f.Int("vocab_size", &c->vocab_size, true));
-  TPSERVE_RETURN_IF_ERROR(f.Int("num_hidden_layers", &c->num_hidden_layers, true));
-  TPSERVE_RETURN_IF_ERROR(f.Int("num_attention_heads", &c->num_attention_heads, true));
-  c->num_key_value_heads = c->num_attention_heads;
-  TPSERVE_RETURN_IF_ERROR(f.Int("num_key_value_heads", &c->num_key_value_heads));
-  TPSERVE_RETURN_IF_ERROR(f.Int("max_position_embeddings", &c->max_position_embeddings));
-  TPSERVE_RETURN_IF_ERROR(f.Double("rms_norm_eps", &c->rms_norm_eps));
-  TPSERVE_RETURN_IF_ERROR(f.Bool("tie_word_embeddings", &c->tie_word_embeddings));
-  TPSERVE_RETURN_IF_ERROR(ParseAttention(f, c));
-  TPSERVE_RETURN_IF_ERROR(ParseRope(f, source, c));
-  TPSERVE_RETURN_IF_ERROR(ParseDType(f, c));
-  return ParseTokenIds(f, c);
+absl::Status ParseFields(const JsonField& root, ModelConfig* c) {
+  TPSERVE_RETURN_IF_ERROR(ParseArchitecture(root, c));
+  TPSERVE_ASSIGN_OR_RETURN(c->hidden_size, root["hidden_size"].Int32());
+  TPSERVE_ASSIGN_OR_RETURN(c->intermediate_size, root["intermediate_size"].Int32());
+  TPSERVE_ASSIGN_OR_RETURN(c->vocab_size, root["vocab_size"].Int32());
+  TPSERVE_ASSIGN_OR_RETURN(c->num_hidden_layers, root["num_hidden_layers"].Int32());
+  TPSERVE_ASSIGN_OR_RETURN(c->num_attention_heads, root["num_attention_heads"].Int32());
+  TPSERVE_ASSIGN_OR_RETURN(c->num_key_value_heads,
+                           root["num_key_value_heads"].Int32Or(c->num_attention_heads));
+  TPSERVE_ASSIGN_OR_RETURN(c->max_position_embeddings,
+                           root["max_position_embeddings"].Int32Or(c->max_position_embeddings));
+  TPSERVE_ASSIGN_OR_RETURN(c->rms_norm_eps, root["rms_norm_eps"].DoubleOr(c->rms_norm_eps));
+  TPSERVE_ASSIGN_OR_RETURN(c->tie_word_embeddings,
+                           root["tie_word_embeddings"].BoolOr(c->tie_word_embeddings));
+  TPSERVE_RETURN_IF_ERROR(ParseAttention(root, c));
+  TPSERVE_RETURN_IF_ERROR(ParseRope(root, c));
+  TPSERVE_RETURN_IF_ERROR(ParseDType(root, c));
+  return ParseTokenIds(root, c);
 }
 
 absl::Status Positive(const char* key, double value) {
@@ -347,10 +262,10 @@ absl::Status ModelConfig::ValidateTp(int tp) const {
 
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
                                              const std::string& source) {
-  absl::StatusOr<json> root = ParseJsonObject(json_text, source, /*reject_duplicate_keys=*/false);
-  if (!root.ok()) return root.status();
+  TPSERVE_ASSIGN_OR_RETURN(json root,
+                           ParseJsonObject(json_text, source, /*reject_duplicate_keys=*/false));
   ModelConfig config;
-  TPSERVE_RETURN_IF_ERROR(ParseFields(*root, source, &config));
+  TPSERVE_RETURN_IF_ERROR(ParseFields(JsonField(root, source), &config));
   if (absl::Status s = config.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
   }
@@ -358,26 +273,24 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
 }
 
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadTextFile(path);
-  if (!text.ok()) return text.status();
-  return ParseModelConfig(*text, path);
+  TPSERVE_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  return ParseModelConfig(text, path);
 }
 
 absl::StatusOr<std::vector<int>> ParseGenerationEosTokenIds(const std::string& json_text,
                                                             const std::string& source) {
-  absl::StatusOr<json> root = ParseJsonObject(json_text, source, /*reject_duplicate_keys=*/false);
-  if (!root.ok()) return root.status();
+  TPSERVE_ASSIGN_OR_RETURN(json root,
+                           ParseJsonObject(json_text, source, /*reject_duplicate_keys=*/false));
   std::vector<int> ids;
-  TPSERVE_RETURN_IF_ERROR(ParseEosTokenIds(Fields(*root, source), &ids));
+  TPSERVE_RETURN_IF_ERROR(ParseEosTokenIds(JsonField(root, source)["eos_token_id"], &ids));
   return ids;
 }
 
 absl::StatusOr<std::vector<int>> LoadGenerationEosTokenIds(const std::string& path) {
   std::error_code error;
   if (!std::filesystem::exists(path, error)) return std::vector<int>{};
-  absl::StatusOr<std::string> text = ReadTextFile(path);
-  if (!text.ok()) return text.status();
-  return ParseGenerationEosTokenIds(*text, path);
+  TPSERVE_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  return ParseGenerationEosTokenIds(text, path);
 }
 
 }  // namespace tpserve

@@ -15,8 +15,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/json_fields.h"
+#include "base/json_file.h"
 #include "base/parallel_for.h"
-#include "worker/loader/json_util.h"
+#include "base/status_macros.h"
 
 namespace tpserve {
 namespace {
@@ -116,7 +118,7 @@ absl::StatusOr<std::vector<uint64_t>> ParseUnsignedArray(const json& value, uint
   }
   std::vector<uint64_t> out;
   for (const json& v : value) {
-    if (!IsJsonUnsigned(v)) {
+    if (!v.is_number_unsigned()) {  // an integer in [0, 2^64), not 4.0 or 1e30
       return TensorError(file, tensor,
                          absl::StrCat("\"", key, "\" must hold non-negative integers, got ",
                                       JsonTypeName(v), " ", v.dump()));
@@ -155,21 +157,21 @@ absl::StatusOr<SafetensorsEntryInfo> ParseEntry(const std::string& name, const j
 
   // Dimensions above int64 cannot be held in a Shape (the reference allows them only in
   // an empty tensor, e.g. [0, 2^63]).
-  absl::StatusOr<std::vector<uint64_t>> shape =
-      ParseUnsignedArray(value["shape"], std::numeric_limits<int64_t>::max(), file, name, "shape");
-  if (!shape.ok()) return shape.status();
-  info.shape.assign(shape->begin(), shape->end());
+  TPSERVE_ASSIGN_OR_RETURN(
+      std::vector<uint64_t> shape,
+      ParseUnsignedArray(value["shape"], std::numeric_limits<int64_t>::max(), file, name, "shape"));
+  info.shape.assign(shape.begin(), shape.end());
 
-  absl::StatusOr<std::vector<uint64_t>> offsets =
+  TPSERVE_ASSIGN_OR_RETURN(
+      std::vector<uint64_t> offsets,
       ParseUnsignedArray(value["data_offsets"], std::numeric_limits<uint64_t>::max(), file, name,
-                         "data_offsets");
-  if (!offsets.ok()) return offsets.status();
-  if (offsets->size() != 2) {
+                         "data_offsets"));
+  if (offsets.size() != 2) {
     return TensorError(file, name, absl::StrCat("\"data_offsets\" must be [begin, end], got ",
-                                                offsets->size(), " values"));
+                                                offsets.size(), " values"));
   }
-  info.begin = (*offsets)[0];
-  info.end = (*offsets)[1];
+  info.begin = offsets[0];
+  info.end = offsets[1];
   if (info.end < info.begin) {
     return TensorError(file, name, absl::StrCat("data_offsets [", info.begin, ", ", info.end,
                                                 "] end before they begin"));
@@ -206,12 +208,11 @@ absl::StatusOr<uint64_t> CheckLayout(const std::vector<SafetensorsEntryInfo>& en
       return TensorError(file, e.name,
                          absl::StrCat(span, " overlap the previous tensor, which ends at ", start));
     }
-    absl::StatusOr<uint64_t> size = ByteSize(e, file);
-    if (!size.ok()) return size.status();
-    if (*size != e.end - e.begin) {
+    TPSERVE_ASSIGN_OR_RETURN(uint64_t size, ByteSize(e, file));
+    if (size != e.end - e.begin) {
       return TensorError(file, e.name,
                          absl::StrCat("shape ", ShapeToString(e.shape), " × ", DTypeName(e.dtype),
-                                      " needs ", *size, " bytes but data_offsets span ",
+                                      " needs ", size, " bytes but data_offsets span ",
                                       e.end - e.begin));
     }
     start = e.end;
@@ -224,38 +225,33 @@ absl::StatusOr<uint64_t> CheckLayout(const std::vector<SafetensorsEntryInfo>& en
 absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(absl::Span<const uint8_t> file_bytes,
                                                          const std::string& file) {
   SafetensorsHeader header;
-  absl::StatusOr<uint64_t> n = ReadHeaderLength(file_bytes, file);
-  if (!n.ok()) return n.status();
-  header.header_size = *n;
-  const absl::Span<const uint8_t> text = file_bytes.subspan(kLengthBytes, *n);
+  TPSERVE_ASSIGN_OR_RETURN(uint64_t n, ReadHeaderLength(file_bytes, file));
+  header.header_size = n;
+  const absl::Span<const uint8_t> text = file_bytes.subspan(kLengthBytes, n);
   if (size_t bad = FindInvalidUtf8(text); bad != std::string::npos) {
     return FileError(file, absl::StrCat("header is not valid UTF-8 (byte ", bad, ")"));
   }
-  absl::StatusOr<json> root = ParseJsonObject(
-      absl::string_view(reinterpret_cast<const char*>(text.data()), text.size()),
-      absl::StrCat(file, ": header"), /*reject_duplicate_keys=*/true);
-  if (!root.ok()) return root.status();
+  TPSERVE_ASSIGN_OR_RETURN(
+      json root,
+      ParseJsonObject(absl::string_view(reinterpret_cast<const char*>(text.data()), text.size()),
+                      absl::StrCat(file, ": header"), /*reject_duplicate_keys=*/true));
 
-  for (const auto& [key, value] : root->items()) {
+  for (const auto& [key, value] : root.items()) {
     if (key == "__metadata__") {
-      absl::StatusOr<std::map<std::string, std::string>> metadata = ParseMetadata(value, file);
-      if (!metadata.ok()) return metadata.status();
-      header.metadata = *std::move(metadata);
+      TPSERVE_ASSIGN_OR_RETURN(header.metadata, ParseMetadata(value, file));
       continue;
     }
-    absl::StatusOr<SafetensorsEntryInfo> entry = ParseEntry(key, value, file);
-    if (!entry.ok()) return entry.status();
-    header.entries.push_back(*std::move(entry));
+    TPSERVE_ASSIGN_OR_RETURN(SafetensorsEntryInfo entry, ParseEntry(key, value, file));
+    header.entries.push_back(std::move(entry));
   }
   std::sort(header.entries.begin(), header.entries.end(),
             [](const SafetensorsEntryInfo& a, const SafetensorsEntryInfo& b) {
               return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
             });
-  absl::StatusOr<uint64_t> data_end = CheckLayout(header.entries, file);
-  if (!data_end.ok()) return data_end.status();
-  const uint64_t data_size = file_bytes.size() - kLengthBytes - *n;
-  if (*data_end != data_size) {
-    return FileError(file, absl::StrCat("tensors cover ", *data_end, " bytes of data but the file "
+  TPSERVE_ASSIGN_OR_RETURN(uint64_t data_end, CheckLayout(header.entries, file));
+  const uint64_t data_size = file_bytes.size() - kLengthBytes - n;
+  if (data_end != data_size) {
+    return FileError(file, absl::StrCat("tensors cover ", data_end, " bytes of data but the file "
                                         "holds ", data_size, " bytes after the header; the data "
                                         "buffer must be covered exactly"));
   }
@@ -264,8 +260,7 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(absl::Span<const uint8_
 
 absl::StatusOr<Tensor> TensorViewToFloat(const TensorView& view, const Shape& expected_shape) {
   Tensor out;
-  absl::Status status = TensorViewToFloatInto(view, expected_shape, &out);
-  if (!status.ok()) return status;
+  TPSERVE_RETURN_IF_ERROR(TensorViewToFloatInto(view, expected_shape, &out));
   return out;
 }
 
@@ -323,12 +318,11 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
   ::close(fd);  // the mapping keeps the file open
 
   const auto* base = static_cast<const uint8_t*>(file->mapping_);
-  absl::StatusOr<SafetensorsHeader> header =
-      ParseSafetensorsHeader(absl::MakeConstSpan(base, size), path);
-  if (!header.ok()) return header.status();
-  file->metadata_ = std::move(header->metadata);
-  const uint8_t* data = base + kLengthBytes + header->header_size;
-  for (const SafetensorsEntryInfo& e : header->entries) {
+  TPSERVE_ASSIGN_OR_RETURN(SafetensorsHeader header,
+                           ParseSafetensorsHeader(absl::MakeConstSpan(base, size), path));
+  file->metadata_ = std::move(header.metadata);
+  const uint8_t* data = base + kLengthBytes + header.header_size;
+  for (const SafetensorsEntryInfo& e : header.entries) {
     file->tensors_.push_back(TensorView{e.name, path, e.dtype, e.shape, data + e.begin,
                                         static_cast<size_t>(e.end - e.begin)});
   }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/loader/safetensors_writer.h"
@@ -24,8 +25,7 @@ std::string TempPath(const std::string& name) {
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> OpenBytes(const std::string& name,
                                                           const std::string& bytes) {
   const std::string path = TempPath(name);
-  absl::Status s = WriteBinaryFile(path, bytes);
-  if (!s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(WriteBinaryFile(path, bytes));
   return SafetensorsFile::Open(path);
 }
 

@@ -1,4 +1,4 @@
-#include "worker/loader/json_util.h"
+#include "base/json_file.h"
 
 #include <cerrno>
 #include <cstring>
@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/json_fields.h"
 
 namespace tpserve {
 
@@ -48,15 +49,6 @@ absl::StatusOr<json> ParseJsonObject(absl::string_view text, const std::string& 
   }
   return value;
 }
-
-std::string JsonTypeName(const json& value) {
-  if (value.is_number_unsigned()) return "non-negative integer";
-  if (value.is_number_integer()) return "negative integer";
-  if (value.is_number_float()) return "floating-point number";
-  return value.type_name();
-}
-
-bool IsJsonUnsigned(const json& value) { return value.is_number_unsigned(); }
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
