@@ -1,7 +1,5 @@
 #include "worker/rank/rank_executor.h"
 
-#include <algorithm>
-#include <limits>
 #include <utility>
 #include <vector>
 

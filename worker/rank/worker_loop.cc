@@ -2,16 +2,11 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <utility>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tpserve/v1/protocol_version.h"
-#include "worker/comm/gloo_comm_group.h"
-#include "worker/kv_cache.h"
 #include "worker/rank/frontend_stream.h"
 #include "worker/rank/rank_builder.h"
 
