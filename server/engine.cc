@@ -5,19 +5,19 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "server/engine_loop.h"
+#include "tpserve/v1/batch_limits.h"
 
 namespace tpserve {
 
 absl::Status EngineOptions::Validate() const {
-  TPSERVE_RETURN_IF_ERROR(
-      (SchedulerConfig{max_batch_tokens, max_sequences}.Validate()));
+  TPSERVE_RETURN_IF_ERROR(ValidateBatchLimits(limits, "engine options: limits"));
   if (max_queue < 1) {
     return absl::InvalidArgumentError(absl::StrCat("max_queue must be ≥ 1, got ", max_queue));
   }
-  if (max_context < 0 || kv_watermark_blocks < 0 || vocab_size < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_context (", max_context, "), kv_watermark_blocks (",
-                     kv_watermark_blocks, ") and vocab_size (", vocab_size, ") must be ≥ 0"));
+  if (kv_watermark_blocks < 0 || vocab_size < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("kv_watermark_blocks (", kv_watermark_blocks,
+                                                   ") and vocab_size (", vocab_size,
+                                                   ") must be ≥ 0"));
   }
   return absl::OkStatus();
 }

@@ -29,14 +29,15 @@
 #include "server/pool/step_executor.h"
 #include "server/request.h"
 #include "server/tokenizer/tokenizer.h"
+#include "tpserve/v1/batch_limits.h"
 
 namespace tpserve {
 
 struct EngineOptions {
-  int max_batch_tokens = 2048;   // tokens computed per step, all sequences
-  int max_sequences = 64;        // sequences per step
+  // Tokens and sequences per step; max_context: prompt + generated tokens per sequence
+  // (0: only the KV cache bounds it).
+  BatchLimits limits = DefaultBatchLimits();
   int max_queue = 256;           // waiting requests; beyond it Submit is RESOURCE_EXHAUSTED
-  int max_context = 0;           // prompt + generated tokens per sequence
   int kv_watermark_blocks = 1;   // kept free when admitting new sequences
   bool prefix_caching = true;    // share computed KV blocks of common prompt prefixes
   int vocab_size = 0;            // sampled token ids must be in [0, vocab_size); 0: unchecked

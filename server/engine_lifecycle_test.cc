@@ -217,7 +217,7 @@ TEST(EngineLifecycleTest, CancelAllFinishesEveryRequestCancelled) {
 TEST(EngineLifecycleTest, SubmitRejectsRequestsThatCanNeverRun) {
   FakeStepExecutor fake(FakeExecutorConfig{/*num_blocks=*/4, /*block_size=*/4});
   EngineOptions options;
-  options.max_context = 12;
+  options.limits.set_max_context(12);
   auto engine = Engine::Create(options, &fake, nullptr);
   ASSERT_TRUE(engine.ok());
   auto submit = [&](EngineRequest request) {
@@ -226,7 +226,7 @@ TEST(EngineLifecycleTest, SubmitRejectsRequestsThatCanNeverRun) {
   EXPECT_EQ(submit(Request(0, 4, 1)).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(submit(Request(4, 0, 1)).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(submit(Request(8, 5, 1)).status().code(), absl::StatusCode::kInvalidArgument);
-  options.max_context = 0;
+  options.limits.set_max_context(0);
   auto unbounded = Engine::Create(options, &fake, nullptr);
   ASSERT_TRUE(unbounded.ok());
   Collector c;  // 20 tokens > 4 blocks of 4
@@ -237,7 +237,7 @@ TEST(EngineLifecycleTest, SubmitRejectsRequestsThatCanNeverRun) {
 TEST(EngineLifecycleTest, CreateValidatesOptions) {
   FakeStepExecutor fake(FakeExecutorConfig{});
   EngineOptions options;
-  options.max_batch_tokens = 0;
+  options.limits.set_max_batch_tokens(0);
   EXPECT_EQ(Engine::Create(options, &fake, nullptr).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Engine::Create(EngineOptions(), nullptr, nullptr).status().code(),

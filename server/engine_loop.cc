@@ -20,10 +20,11 @@ absl::Status Engine::Impl::Validate(const EngineRequest& request) const {
         absl::StrCat("max_tokens must be ≥ 1, got ", request.max_tokens));
   }
   const int64_t total = prompt + request.max_tokens;
-  if (options.max_context > 0 && total > options.max_context) {
+  const int max_context = options.limits.max_context();
+  if (max_context > 0 && total > max_context) {
     return absl::InvalidArgumentError(absl::StrCat("prompt (", prompt, ") + max_tokens (",
                                                    request.max_tokens, ") exceeds max_context ",
-                                                   options.max_context));
+                                                   max_context));
   }
   // A sequence alone in the cache must fit, or it could never finish.
   const int64_t capacity = int64_t{blocks.num_blocks()} * blocks.block_size();

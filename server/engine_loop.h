@@ -35,7 +35,7 @@ struct Engine::Impl {
         executor(*executor),
         tokenizer(tokenizer),
         blocks(std::move(block_manager)),
-        scheduler(SchedulerConfig{options.max_batch_tokens, options.max_sequences}, &blocks) {
+        scheduler(options.limits, &blocks) {
     stats.kv_blocks_total = blocks.num_blocks();
   }
 

@@ -38,7 +38,7 @@ class PoolSupervisorTest : public ::testing::Test {
  protected:
   PoolSupervisorOptions Options(bool exit_on_failure) {
     PoolSupervisorOptions o;
-    o.engine.max_context = 64;
+    o.engine.limits.set_max_context(64);
     o.exit_on_pool_failure = exit_on_failure;
     o.health_poll = absl::Milliseconds(5);
     o.restart_backoff = absl::Milliseconds(5);

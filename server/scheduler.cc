@@ -7,20 +7,8 @@
 
 namespace tpserve {
 
-absl::Status SchedulerConfig::Validate() const {
-  if (max_batch_tokens < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_batch_tokens must be ≥ 1, got ", max_batch_tokens));
-  }
-  if (max_sequences < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_sequences must be ≥ 1, got ", max_sequences));
-  }
-  return absl::OkStatus();
-}
-
-Scheduler::Scheduler(const SchedulerConfig& config, BlockManager* blocks)
-    : config_(config), blocks_(*blocks) {}
+Scheduler::Scheduler(const BatchLimits& limits, BlockManager* blocks)
+    : limits_(limits), blocks_(*blocks) {}
 
 void Scheduler::Add(Sequence* seq) {
   seq->set_status(SequenceStatus::kWaiting);
@@ -38,7 +26,7 @@ void Scheduler::Remove(Sequence* seq) {
 
 ScheduledStep Scheduler::Schedule() {
   ScheduledStep step;
-  int64_t budget = config_.max_batch_tokens;
+  int64_t budget = limits_.max_batch_tokens();
   const bool preempted = !ScheduleRunning(budget, step);
   if (!preempted) AdmitWaiting(budget, step);
   if (step.batch.empty()) return ScheduledStep();
@@ -94,7 +82,7 @@ bool Scheduler::ScheduleRunning(int64_t& budget, ScheduledStep& step) {
 
 void Scheduler::AdmitWaiting(int64_t& budget, ScheduledStep& step) {
   std::vector<ScheduledSequence> admitted;
-  while (!waiting_.empty() && num_running() < config_.max_sequences && budget > 0) {
+  while (!waiting_.empty() && num_running() < limits_.max_sequences() && budget > 0) {
     Sequence* seq = waiting_.front();
     const std::vector<int32_t> tokens = seq->TokenRange(0, seq->num_tokens());
     // A cached prefix leaves at least the last token to compute (its logits are the

@@ -32,6 +32,7 @@
 #include "absl/status/status.h"
 #include "server/block_manager.h"
 #include "server/sequence.h"
+#include "tpserve/v1/batch_limits.h"
 #include "tpserve/v1/worker.pb.h"
 
 namespace tpserve {
@@ -39,13 +40,6 @@ namespace tpserve {
 // How many steps a waiting sequence may wait for another to compute its next prefix
 // block, in all; past it, it computes the block itself.
 inline constexpr int kMaxPrefixDeferrals = 8;
-
-struct SchedulerConfig {
-  int max_batch_tokens = 2048;  // tokens computed per step, all sequences, ≥ 1
-  int max_sequences = 64;       // running sequences, ≥ 1
-
-  absl::Status Validate() const;
-};
 
 // One sequence's part in a step: tokens [first_position, first_position + num_new_tokens).
 struct ScheduledSequence {
@@ -66,8 +60,9 @@ struct ScheduledStep {
 
 class Scheduler {
  public:
-  // `blocks` outlives the scheduler.
-  Scheduler(const SchedulerConfig& config, BlockManager* blocks);
+  // `blocks` outlives the scheduler. Plans keep to limits.max_batch_tokens tokens and
+  // limits.max_sequences running sequences (valid: ValidateBatchLimits).
+  Scheduler(const BatchLimits& limits, BlockManager* blocks);
 
   // Queues a new sequence at the back of the waiting queue.
   void Add(Sequence* seq);
@@ -113,7 +108,7 @@ class Scheduler {
   int64_t AdmissibleTokens(int64_t limit, absl::Span<const int32_t> cached) const;
   int64_t NumDecodes() const;
 
-  const SchedulerConfig config_;
+  const BatchLimits limits_;
   BlockManager& blocks_;
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // oldest first

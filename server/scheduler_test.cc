@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "server/testing/fake_step_executor.h"
+#include "tpserve/v1/batch_limits.h"
 
 namespace tpserve {
 namespace {
@@ -22,12 +23,13 @@ std::vector<int32_t> SoloOutput(std::vector<int32_t> prompt, int max_tokens) {
 // Scheduler + block manager + fake workers, driven step by step as the engine would.
 class Harness {
  public:
-  Harness(int num_blocks, int block_size, int watermark, SchedulerConfig config,
+  // `limits`: {max_batch_tokens, max_sequences}.
+  Harness(int num_blocks, int block_size, int watermark, std::pair<int, int> limits,
           bool prefix_caching = false)
       : blocks_(*BlockManager::Create({num_blocks, block_size, watermark, prefix_caching})),
-        scheduler_(config, &blocks_),
-        fake_(FakeExecutorConfig{num_blocks, block_size, kVocab, config.max_batch_tokens,
-                                 config.max_sequences}) {}
+        scheduler_(MakeBatchLimits(0, limits.first, limits.second), &blocks_),
+        fake_(FakeExecutorConfig{num_blocks, block_size, kVocab,
+                                 MakeBatchLimits(0, limits.first, limits.second)}) {}
 
   Sequence* Add(std::vector<int32_t> prompt, int max_tokens, int prompt_logprobs = -1) {
     EngineRequest request;

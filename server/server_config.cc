@@ -68,9 +68,9 @@ IntFlags Defaults(const ServerConfig& c) {
           c.kv_blocks,
           c.kv_memory_mb,
           c.kv_block_size,
-          c.max_context,
-          c.max_batch_tokens,
-          c.max_sequences,
+          c.limits.max_context(),
+          c.limits.max_batch_tokens(),
+          c.limits.max_sequences(),
           c.max_queue,
           c.step_timeout_ms,
           c.start_timeout_s,
@@ -85,9 +85,6 @@ absl::Status Narrow(const IntFlags& i, ServerConfig& c) {
       {"metrics-port", {i.metrics_port, &c.metrics_port}},
       {"kv-blocks", {i.kv_blocks, &c.kv_blocks}},
       {"kv-block-size", {i.kv_block_size, &c.kv_block_size}},
-      {"max-context", {i.max_context, &c.max_context}},
-      {"max-batch-tokens", {i.max_batch_tokens, &c.max_batch_tokens}},
-      {"max-sequences", {i.max_sequences, &c.max_sequences}},
       {"max-queue", {i.max_queue, &c.max_queue}},
       {"step-timeout-ms", {i.step_timeout_ms, &c.step_timeout_ms}},
       {"start-timeout-s", {i.start_timeout_s, &c.start_timeout_s}},
@@ -97,6 +94,14 @@ absl::Status Narrow(const IntFlags& i, ServerConfig& c) {
     TPSERVE_RETURN_IF_ERROR(CheckRange(flag, value.first, -kMax, kMax));
     *value.second = static_cast<int>(value.first);
   }
+  const std::pair<const char*, int64_t> limits[] = {{"max-context", i.max_context},
+                                                    {"max-batch-tokens", i.max_batch_tokens},
+                                                    {"max-sequences", i.max_sequences}};
+  for (const auto& [flag, value] : limits) {
+    TPSERVE_RETURN_IF_ERROR(CheckRange(flag, value, -kMax, kMax));
+  }
+  c.limits = MakeBatchLimits(static_cast<int>(i.max_context), static_cast<int>(i.max_batch_tokens),
+                             static_cast<int>(i.max_sequences));
   c.kv_memory_mb = i.kv_memory_mb;
   return absl::OkStatus();
 }
@@ -134,9 +139,9 @@ absl::Status ServerConfig::Validate() const {
       {"kv-blocks", kv_blocks, 0, 1 << 30},
       {"kv-memory-mb", kv_memory_mb, 0, int64_t{1} << 30},
       {"kv-block-size", kv_block_size, 1, 1024},
-      {"max-context", max_context, 0, 1 << 30},
-      {"max-batch-tokens", max_batch_tokens, 1, 1 << 30},
-      {"max-sequences", max_sequences, 1, 1 << 20},
+      {"max-context", limits.max_context(), 0, kMaxMaxContext},
+      {"max-batch-tokens", limits.max_batch_tokens(), 1, kMaxMaxBatchTokens},
+      {"max-sequences", limits.max_sequences(), 1, kMaxMaxSequences},
       {"max-queue", max_queue, 1, 1 << 24},
       {"step-timeout-ms", step_timeout_ms, 1, 3600000},
       {"start-timeout-s", start_timeout_s, 1, 86400},

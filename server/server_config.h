@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tpserve/v1/batch_limits.h"
 
 namespace tpserve {
 
@@ -32,9 +33,9 @@ struct ServerConfig {
   int kv_blocks = 0;                  // exactly this many KV blocks per rank, or
   int64_t kv_memory_mb = 0;           // this much KV memory per rank (0: the pool's default)
   int kv_block_size = 16;
-  int max_context = 0;                // 0: the model's max_position_embeddings
-  int max_batch_tokens = 2048;
-  int max_sequences = 64;
+  // --max-context (0: the model's max_position_embeddings), --max-batch-tokens,
+  // --max-sequences.
+  BatchLimits limits = DefaultBatchLimits();
   int max_queue = 256;
   int step_timeout_ms = 30000;
   int start_timeout_s = 300;

@@ -51,8 +51,8 @@ TEST(ServerConfigTest, ParsesEveryFlag) {
   EXPECT_TRUE(c->external_workers);
   EXPECT_TRUE(c->exit_on_pool_failure);
   EXPECT_EQ(c->kv_blocks, 64);
-  EXPECT_EQ(c->max_batch_tokens, 512);
-  EXPECT_EQ(c->max_sequences, 8);
+  EXPECT_EQ(c->limits.max_batch_tokens(), 512);
+  EXPECT_EQ(c->limits.max_sequences(), 8);
   EXPECT_EQ(c->max_queue, 9);
   EXPECT_EQ(c->step_timeout_ms, 1000);
   EXPECT_EQ(c->worker_binary, "/w");

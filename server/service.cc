@@ -68,7 +68,7 @@ absl::Status Relay(grpc::ServerContext* context, Engine& engine, absl::Span<cons
 InferenceService::InferenceService(ServedModel model, const Tokenizer* tokenizer)
     : model_(std::move(model)),
       tokenizer_(tokenizer),
-      limits_{model_.vocab_size, model_.max_context, tokenizer != nullptr},
+      limits_{model_.vocab_size, model_.limits.max_context(), tokenizer != nullptr},
       seed_source_(std::random_device{}()) {}
 
 void InferenceService::SetEngine(std::shared_ptr<Engine> engine) {
@@ -201,10 +201,10 @@ absl::Status InferenceService::RunGenerate(grpc::ServerContext* context,
 }
 
 int InferenceService::ContextLimit(const Engine* engine) const {
-  if (engine == nullptr) return model_.max_context;
+  if (engine == nullptr) return model_.limits.max_context();
   const int64_t cache_tokens = int64_t{engine->stats().kv_blocks_total} * model_.kv_block_size;
-  if (cache_tokens <= 0) return model_.max_context;
-  return static_cast<int>(std::min<int64_t>(model_.max_context, cache_tokens));
+  if (cache_tokens <= 0) return model_.limits.max_context();
+  return static_cast<int>(std::min<int64_t>(model_.limits.max_context(), cache_tokens));
 }
 
 absl::StatusOr<EngineRequest> InferenceService::Prepare(const v1::GenerateRequest& request,
@@ -224,7 +224,7 @@ absl::StatusOr<EngineRequest> InferenceService::Prepare(const v1::GenerateReques
   TPSERVE_RETURN_IF_ERROR(ValidatePromptLength(
       static_cast<int>(ids.size()),
       s.has_max_tokens() ? std::optional<int>(s.max_tokens()) : std::nullopt, context,
-      context < model_.max_context ? "max_context (the KV cache's capacity)" : "max_context"));
+      context < model_.limits.max_context() ? "max_context (the KV cache's capacity)" : "max_context"));
   return ToEngineRequest(request, std::move(ids), context, DrawSeed(), deadline);
 }
 
@@ -286,8 +286,8 @@ grpc::Status InferenceService::GetModelInfo(grpc::ServerContext*, const v1::GetM
   info->set_dtype(model_.dtype);
   info->set_device(model_.device);
   info->set_kv_block_size(model_.kv_block_size);
-  info->set_max_batch_tokens(model_.max_batch_tokens);
-  info->set_max_sequences(model_.max_sequences);
+  info->set_max_batch_tokens(model_.limits.max_batch_tokens());
+  info->set_max_sequences(model_.limits.max_sequences());
   const ServingSnapshot s = Snapshot();
   info->set_kv_blocks_total(s.kv_blocks_total);
   info->set_kv_blocks_in_use(s.kv_blocks_in_use);

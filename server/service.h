@@ -27,6 +27,7 @@
 #include "server/metrics.h"
 #include "server/request_validation.h"
 #include "server/tokenizer/tokenizer.h"
+#include "tpserve/v1/batch_limits.h"
 #include "tpserve/v1/inference.grpc.pb.h"
 
 namespace tpserve {
@@ -37,13 +38,11 @@ struct ServedModel {
   std::string model_path;
   std::string model_name;
   int vocab_size = 0;
-  int max_context = 0;
   int tp = 1;
   std::string dtype;
   std::string device;
   int kv_block_size = 0;
-  int max_batch_tokens = 0;
-  int max_sequences = 0;
+  BatchLimits limits;  // max_context resolved: the served length, ≥ 1
   int max_queue = 0;  // the engine's; a call's n completions must fit in it (0: unchecked)
 };
 

@@ -22,13 +22,11 @@ ServedModel Model(int vocab_size) {
   m.model_path = "/models/tiny";
   m.model_name = "tiny";
   m.vocab_size = vocab_size;
-  m.max_context = kContext;
   m.tp = 2;
   m.dtype = "float32";
   m.device = "cpu";
   m.kv_block_size = 4;
-  m.max_batch_tokens = 256;
-  m.max_sequences = 8;
+  m.limits = MakeBatchLimits(kContext, 256, 8);
   m.max_queue = 12;
   return m;
 }
@@ -56,7 +54,7 @@ class ServiceTest : public ::testing::Test {
     fake.vocab_size = vocab_size_;
     executor_ = std::make_unique<FakeStepExecutor>(fake);
     EngineOptions options;
-    options.max_context = kContext;
+    options.limits.set_max_context(kContext);
     options.eos_token_ids = {};
     absl::StatusOr<std::unique_ptr<Engine>> engine =
         Engine::Create(options, executor_.get(), tokenizer);
@@ -322,7 +320,7 @@ TEST_F(ServiceTest, StepCountersSpanEveryEngine) {
 
   FakeStepExecutor second_executor(FakeExecutorConfig{});
   EngineOptions options;
-  options.max_context = kContext;
+  options.limits.set_max_context(kContext);
   absl::StatusOr<std::unique_ptr<Engine>> made =
       Engine::Create(options, &second_executor, nullptr);
   ASSERT_TRUE(made.ok()) << made.status();

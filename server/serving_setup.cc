@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "tpserve/v1/batch_limits.h"
 #include "worker/loader/hf_config.h"
 
 namespace tpserve {
@@ -65,24 +66,24 @@ std::string ModelName(const ServerConfig& config) {
   return path.filename().string();
 }
 
-ServedModel Describe(const ServerConfig& config, const ModelConfig& model, int max_context) {
+ServedModel Describe(const ServerConfig& config, const ModelConfig& model,
+                     const BatchLimits& limits) {
   ServedModel served;
   served.architecture = model.architecture;
   served.model_path = config.model_dir;
   served.model_name = ModelName(config);
   served.vocab_size = model.vocab_size;
-  served.max_context = max_context;
   served.tp = config.tp;
   served.dtype = config.ComputeDType();
   served.device = config.device;
   served.kv_block_size = config.kv_block_size;
-  served.max_batch_tokens = config.max_batch_tokens;
-  served.max_sequences = config.max_sequences;
+  served.limits = limits;
   served.max_queue = config.max_queue;
   return served;
 }
 
-absl::StatusOr<WorkerPoolOptions> PoolOptions(const ServerConfig& config, int max_context) {
+absl::StatusOr<WorkerPoolOptions> PoolOptions(const ServerConfig& config,
+                                               const BatchLimits& limits) {
   WorkerPoolOptions pool;
   pool.model_dir = config.model_dir;
   pool.tp = config.tp;
@@ -106,9 +107,7 @@ absl::StatusOr<WorkerPoolOptions> PoolOptions(const ServerConfig& config, int ma
     pool.kv_memory_bytes = 0;  // each GPU rank sizes its cache from the fraction
     pool.kv_memory_fraction = config.gpu_memory_fraction;
   }
-  pool.max_context = max_context;
-  pool.max_batch_tokens = config.max_batch_tokens;
-  pool.max_sequences = config.max_sequences;
+  pool.limits = limits;
   pool.start_timeout = absl::Seconds(config.start_timeout_s);
   pool.step_timeout = absl::Milliseconds(config.step_timeout_ms);
   TPSERVE_RETURN_IF_ERROR(pool.Validate());
@@ -144,22 +143,25 @@ absl::StatusOr<ServingSetup> PrepareServing(const ServerConfig& config) {
   TPSERVE_ASSIGN_OR_RETURN(const ModelConfig model,
                            LoadModelConfig((fs::path(config.model_dir) / "config.json").string()));
   TPSERVE_RETURN_IF_ERROR(model.ValidateTp(config.tp));
-  if (config.max_context > model.max_position_embeddings) {
+  if (config.limits.max_context() > model.max_position_embeddings) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--max-context ", config.max_context, " exceeds the model's max_position_embeddings ",
-        model.max_position_embeddings, " (", config.model_dir, "/config.json)"));
+        "--max-context ", config.limits.max_context(),
+        " exceeds the model's max_position_embeddings ", model.max_position_embeddings, " (",
+        config.model_dir, "/config.json)"));
   }
-  const int max_context =
-      config.max_context > 0 ? config.max_context : model.max_position_embeddings;
+  // From here on max_context is the served length, never 0.
+  BatchLimits limits = config.limits;
+  TPSERVE_ASSIGN_OR_RETURN(const int max_context,
+                           ResolveMaxContext(limits, model.max_position_embeddings,
+                                             absl::StrCat(config.model_dir, "/config.json")));
+  limits.set_max_context(max_context);
   ServingSetup setup;
   TPSERVE_ASSIGN_OR_RETURN(setup.tokenizer, LoadTokenizer(config.model_dir));
-  setup.model = Describe(config, model, max_context);
-  TPSERVE_ASSIGN_OR_RETURN(setup.pool, PoolOptions(config, max_context));
+  setup.model = Describe(config, model, limits);
+  TPSERVE_ASSIGN_OR_RETURN(setup.pool, PoolOptions(config, limits));
   EngineOptions& engine = setup.supervisor.engine;
-  engine.max_batch_tokens = config.max_batch_tokens;
-  engine.max_sequences = config.max_sequences;
+  engine.limits = limits;
   engine.max_queue = config.max_queue;
-  engine.max_context = max_context;
   engine.prefix_caching = !config.no_prefix_caching;
   engine.vocab_size = model.vocab_size;
   // Hugging Face's generate stops at generation_config.json's eos ids; config.json's

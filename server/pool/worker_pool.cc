@@ -15,6 +15,7 @@
 #include "base/status_macros.h"
 #include "server/pool/control_address.h"
 #include "server/pool/worker_pool_impl.h"
+#include "tpserve/v1/batch_limits.h"
 
 namespace tpserve {
 
@@ -58,9 +59,7 @@ absl::Status WorkerPoolOptions::Validate() const {
     return bad("worker pool: set kv_num_blocks, a positive kv_memory_bytes or (cuda) a "
                "kv_memory_fraction in (0, 1]");
   }
-  if (max_context < 0 || max_batch_tokens < 0 || max_sequences < 0) {
-    return bad("worker pool: max_context, max_batch_tokens, max_sequences must be ≥ 0");
-  }
+  TPSERVE_RETURN_IF_ERROR(ValidateBatchLimits(limits, "worker pool: limits"));
   if (generation < 0) return bad("worker pool: generation must be ≥ 0");
   if (start_timeout <= absl::ZeroDuration() || step_timeout <= absl::ZeroDuration() ||
       comm_timeout < absl::ZeroDuration() || stop_grace < absl::ZeroDuration()) {

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/pool/step_executor.h"
+#include "tpserve/v1/batch_limits.h"
 
 namespace tpserve {
 
@@ -50,9 +51,8 @@ struct WorkerPoolOptions {
   // cuda, when kv_num_blocks and kv_memory_bytes are 0: the share of each GPU that its
   // rank may fill (weights and activations included) before the KV cache is sized.
   double kv_memory_fraction = 0;
-  int max_context = 0;                         // 0: the model's max_position_embeddings
-  int max_batch_tokens = 0;                    // limits plans respect; 0: none
-  int max_sequences = 0;
+  // The limits every plan respects, sent in the Assignment (max_context 0: the model's).
+  BatchLimits limits = DefaultBatchLimits();
   absl::Duration start_timeout = absl::Minutes(5);  // attach + load + Ready
   absl::Duration step_timeout = absl::Seconds(30);  // one step, all ranks
   // Bounds each collective inside a step; 0: step_timeout.

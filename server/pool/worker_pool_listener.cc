@@ -49,9 +49,7 @@ FrontendMessage WorkerPool::Impl::MakeAssignment(int rank) const {
   a->mutable_kv_cache()->set_num_blocks(options.kv_num_blocks);
   a->mutable_kv_cache()->set_memory_bytes(options.kv_memory_bytes);
   a->mutable_kv_cache()->set_memory_fraction(static_cast<float>(options.kv_memory_fraction));
-  a->set_max_context(options.max_context);
-  a->set_max_batch_tokens(options.max_batch_tokens);
-  a->set_max_sequences(options.max_sequences);
+  *a->mutable_limits() = options.limits;
   a->set_eager_decode(options.eager_decode);
   return m;
 }

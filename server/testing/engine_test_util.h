@@ -86,8 +86,7 @@ inline EngineRequest Request(int prompt_len, int max_tokens, int salt) {
 struct TestEngine {
   TestEngine(FakeExecutorConfig fake_config, EngineOptions options,
              const Tokenizer* tokenizer = nullptr)
-      : fake((fake_config.max_batch_tokens = options.max_batch_tokens,
-              fake_config.max_sequences = options.max_sequences, fake_config)) {
+      : fake((fake_config.limits = options.limits, fake_config)) {
     auto created = Engine::Create(options, &fake, tokenizer);
     EXPECT_TRUE(created.ok()) << created.status();
     engine = *std::move(created);
@@ -112,8 +111,7 @@ struct TestEngine {
 
 inline EngineOptions Options(int max_batch_tokens, int max_sequences) {
   EngineOptions options;
-  options.max_batch_tokens = max_batch_tokens;
-  options.max_sequences = max_sequences;
+  options.limits = MakeBatchLimits(0, max_batch_tokens, max_sequences);
   return options;
 }
 

@@ -94,10 +94,10 @@ absl::Status FakeStepExecutor::Apply(const StepPlan& plan) {
     tokens += delta.num_new_tokens();
   }
   if (in_batch.empty()) return Broken(plan.step(), "empty batch");
-  if (config_.max_batch_tokens > 0 && tokens > config_.max_batch_tokens) {
+  if (tokens > config_.limits.max_batch_tokens()) {
     return Broken(plan.step(), absl::StrCat(tokens, " tokens over the batch limit"));
   }
-  if (config_.max_sequences > 0 && static_cast<int>(in_batch.size()) > config_.max_sequences) {
+  if (static_cast<int>(in_batch.size()) > config_.limits.max_sequences()) {
     return Broken(plan.step(), absl::StrCat(in_batch.size(), " sequences over the limit"));
   }
   return absl::OkStatus();

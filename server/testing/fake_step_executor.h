@@ -34,6 +34,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "server/pool/step_executor.h"
+#include "tpserve/v1/batch_limits.h"
 
 namespace tpserve {
 
@@ -41,8 +42,7 @@ struct FakeExecutorConfig {
   int num_blocks = 64;
   int block_size = 4;
   int vocab_size = 1000;
-  int max_batch_tokens = 0;  // 0: not checked
-  int max_sequences = 0;     // 0: not checked
+  BatchLimits limits = DefaultBatchLimits();  // every plan is checked against them, as a rank does
   // Default: HashNextToken(history, vocab_size).
   std::function<int32_t(absl::Span<const int32_t>)> next_token;
   uint64_t fail_at_step = 0;  // this step and every later one are UNAVAILABLE; 0: never

@@ -63,7 +63,7 @@ TEST_P(CudaGoldenTest, LogitsMatchTransformers) {
   comm.prefix = "golden/";
   CudaModelOptions options;
   options.dtype = c.dtype;
-  options.max_batch_tokens = 512;
+  options.limits.set_max_batch_tokens(512);
   options.max_logit_rows = 7;  // smaller than the prompts: the head loops over chunks
   options.cuda_graphs = c.graphs;
   absl::StatusOr<CudaRank> rank = LoadCudaRank(*files, comm, options);
@@ -108,8 +108,8 @@ TEST(CudaModelLimitsTest, ServedMaxContextBoundsSteps) {
   const std::vector<int32_t>& prompt = golden->prompts.front();
   ASSERT_GE(prompt.size(), 2u);
   CudaModelOptions options;
-  options.max_batch_tokens = 512;
-  options.max_context = static_cast<int>(prompt.size()) - 1;
+  options.limits.set_max_batch_tokens(512);
+  options.limits.set_max_context(static_cast<int>(prompt.size()) - 1);
   absl::StatusOr<CudaRank> rank = LoadCudaRank(*files, comm, options);
   ASSERT_TRUE(rank.ok()) << rank.status();
   const std::vector<int32_t> fits(prompt.begin(), prompt.end() - 1);

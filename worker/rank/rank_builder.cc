@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "tpserve/v1/batch_limits.h"
 #include "worker/comm/gloo_comm_group.h"
 #include "worker/kv_cache.h"
 
@@ -94,9 +95,7 @@ RankExecutorOptions ExecutorOptions(const Assignment& a) {
   RankExecutorOptions options;
   options.block_size = a.kv_cache().block_size();
   options.num_blocks = a.kv_cache().num_blocks();
-  options.max_context = a.max_context();
-  options.max_sequences = a.max_sequences();
-  options.max_batch_tokens = a.max_batch_tokens();
+  options.limits = a.limits();
   return options;
 }
 
@@ -169,23 +168,16 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> BuildCudaRank(const Assignment& a,
   nccl.connect_timeout = std::max(nccl.timeout, absl::Minutes(5));
   CudaModelOptions model;
   model.dtype = *ParseDeviceDType(a.dtype().empty() ? "bfloat16" : a.dtype());
-  if (a.max_batch_tokens() > 0) model.max_batch_tokens = a.max_batch_tokens();
-  if (a.max_sequences() > 0) model.max_sequences = a.max_sequences();
-  model.max_sequences = std::min(model.max_sequences, model.max_batch_tokens);
-  model.max_context = a.max_context();  // 0: the model's
+  model.limits = a.limits();  // the buffers are sized for them
   model.step_timeout = nccl.timeout;
   model.cuda_graphs = !a.eager_decode();
   absl::StatusOr<CudaRank> rank = LoadCudaRank(files, nccl, model);
   if (!rank.ok()) return rank.status();
   std::fprintf(stderr, "tpserve_worker: rank %d: decode steps %s\n", a.rank(),
                model.cuda_graphs ? "replay CUDA graphs" : "run eagerly (--enforce-eager)");
-  RankExecutorOptions options = ExecutorOptions(a);
-  // The plans must respect the buffers' limits, so the executor checks them too.
-  options.max_batch_tokens = model.max_batch_tokens;
-  options.max_sequences = model.max_sequences;
   // Sized after the weights and activations took their share of the device.
   const double fraction = a.kv_cache().memory_fraction() > 0 ? a.kv_cache().memory_fraction() : 0.9;
-  return MakeRank(a, options, std::move(rank->comm), std::move(rank->model),
+  return MakeRank(a, ExecutorOptions(a), std::move(rank->comm), std::move(rank->model),
                   [fraction] { return CudaKvBudgetBytes(fraction); });
 }
 
@@ -207,15 +199,14 @@ absl::StatusOr<Assignment> ForThisDevice(const Assignment& a, const std::string&
 
 absl::StatusOr<std::unique_ptr<RankExecutor>> BuildRank(const Assignment& a) {
   TPSERVE_RETURN_IF_ERROR(ValidateAssignment(a));
+  TPSERVE_RETURN_IF_ERROR(ValidateBatchLimits(a.limits(), "assignment: limits"));
   absl::StatusOr<ModelFiles> files = OpenModel(a.model_dir(), a.world_size());
   if (!files.ok()) return files.status();
   // Positions past the model's table would be refused mid-step, after the plan was
   // taken, and cost the whole pool: refuse the assignment instead.
-  if (a.max_context() > files->config.max_position_embeddings) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "assignment: max_context ", a.max_context(), " exceeds the model's ",
-        "max_position_embeddings ", files->config.max_position_embeddings));
-  }
+  TPSERVE_RETURN_IF_ERROR(ResolveMaxContext(a.limits(), files->config.max_position_embeddings,
+                                            "assignment: limits")
+                              .status());
   return a.device() == "cpu" ? BuildCpuRank(a, *files) : BuildCudaRank(a, *files);
 }
 

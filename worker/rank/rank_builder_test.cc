@@ -31,6 +31,7 @@ worker::v1::Assignment CudaAssignment() {
   a.set_comm_timeout_ms(500);
   a.mutable_kv_cache()->set_block_size(16);
   a.mutable_kv_cache()->set_memory_fraction(0.5);
+  *a.mutable_limits() = DefaultBatchLimits();
   return a;
 }
 
@@ -46,7 +47,7 @@ TEST(BuildRankTest, ContextPastTheModelsPositionsIsRefused) {
   a.set_device("cpu");
   a.set_dtype("float32");
   a.set_comm_backend("gloo");
-  a.set_max_context(513);  // llama_gqa has 512 positions
+  a.mutable_limits()->set_max_context(513);  // llama_gqa has 512 positions
   ExpectError(a, absl::StatusCode::kInvalidArgument,
               "max_context 513 exceeds the model's max_position_embeddings 512");
 }
@@ -118,6 +119,22 @@ TEST(BuildRankTest, BadCudaAssignmentsNameTheField) {
   a.set_device("cpu");
   a.set_dtype("bfloat16");
   ExpectError(a, absl::StatusCode::kUnimplemented, "float32");
+}
+
+// Limits out of range (a frontend of another build, a hand-written Assignment) are refused
+// before anything is loaded or sized for them.
+TEST(BuildRankTest, BatchLimitsOutOfRangeAreRefusedByField) {
+  worker::v1::Assignment a = CpuAssignment();
+  a.clear_limits();
+  ExpectError(a, absl::StatusCode::kInvalidArgument,
+              "assignment: limits.max_batch_tokens must be in [1, 1073741824], got 0");
+  a = CpuAssignment();
+  a.mutable_limits()->set_max_sequences(1 << 21);
+  ExpectError(a, absl::StatusCode::kInvalidArgument,
+              "assignment: limits.max_sequences must be in [1, 1048576], got 2097152");
+  a = CpuAssignment();
+  a.mutable_limits()->set_max_context(-5);
+  ExpectError(a, absl::StatusCode::kInvalidArgument, "limits.max_context must be in [0, ");
 }
 
 TEST(ForThisDeviceTest, TheWorkersDeviceFlagPicksTheGpuAndRefusesTheOtherKind) {

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
+#include "tpserve/v1/batch_limits.h"
 #include "worker/sampling/sampler.h"
 
 namespace tpserve {
@@ -32,10 +33,7 @@ void ToProto(const SampleResult& r, PositionLogprobs* out) {
 absl::Status RankExecutorOptions::Validate() const {
   if (block_size < 1) return absl::InvalidArgumentError("kv block_size must be ≥ 1");
   if (num_blocks < 1) return absl::InvalidArgumentError("kv num_blocks must be ≥ 1");
-  if (max_context < 0 || max_sequences < 0 || max_batch_tokens < 0) {
-    return absl::InvalidArgumentError("max_context, max_sequences, max_batch_tokens must be ≥ 0");
-  }
-  return absl::OkStatus();
+  return ValidateBatchLimits(limits, "rank options: limits");
 }
 
 absl::StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
@@ -49,15 +47,14 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
   const KvCacheShape& shape = model->cache_shape();
   SequenceTableLimits limits;
   limits.vocab_size = model->config().vocab_size;
-  limits.max_context = options.max_context > 0 ? options.max_context
-                                               : model->config().max_position_embeddings;
   limits.num_blocks = shape.num_blocks;
   limits.block_size = shape.block_size;
-  limits.max_sequences = options.max_sequences;
-  limits.max_batch_tokens = options.max_batch_tokens;
-  if (limits.max_context < 1) {
-    return absl::InvalidArgumentError("max_context: the model declares no max_position_embeddings");
-  }
+  limits.batch = options.limits;
+  TPSERVE_ASSIGN_OR_RETURN(
+      const int max_context,
+      ResolveMaxContext(options.limits, model->config().max_position_embeddings,
+                        "rank options: limits"));
+  limits.batch.set_max_context(max_context);
   return std::unique_ptr<RankExecutor>(new RankExecutor(std::move(comm), std::move(model), limits));
 }
 
@@ -91,7 +88,7 @@ absl::StatusOr<StepResult> RankExecutor::Run(const StepPlan& plan) {
   StepResult result;
   result.set_step(plan.step());
   if (step->seqs.empty()) return result;  // a plan that only drops
-  absl::Status s = step->batch.Validate(model_->cache_shape(), limits_.max_context);
+  absl::Status s = step->batch.Validate(model_->cache_shape(), limits_.batch.max_context());
   absl::StatusOr<std::unique_ptr<StepLogits>> logits =
       s.ok() ? model_->ForwardForSampling(step->batch, /*sampling=*/rank() == 0) : s;
   if (logits.ok() && rank() == 0) s = FillOutputs(*step, **logits, &result);

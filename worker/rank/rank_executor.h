@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tpserve/v1/batch_limits.h"
 #include "tpserve/v1/worker.pb.h"
 #include "worker/comm/comm_group.h"
 #include "worker/kv_cache.h"
@@ -25,9 +26,8 @@ namespace tpserve {
 struct RankExecutorOptions {
   int block_size = 16;
   int num_blocks = 0;        // KV blocks to allocate, ≥ 1 (the rank builder sizes it)
-  int max_context = 0;       // 0: the model's max_position_embeddings
-  int max_sequences = 0;     // 0: no limit
-  int max_batch_tokens = 0;  // 0: no limit
+  // What every plan keeps to (max_context 0: the model's max_position_embeddings).
+  BatchLimits limits = DefaultBatchLimits();
 
   absl::Status Validate() const;
 };
@@ -52,7 +52,7 @@ class RankExecutor {
 
   int rank() const { return comm_->rank(); }
   int num_kv_blocks() const { return model_->cache_shape().num_blocks; }
-  int max_context() const { return limits_.max_context; }
+  int max_context() const { return limits_.batch.max_context(); }
   const ModelConfig& config() const { return model_->config(); }
 
  private:

@@ -51,7 +51,7 @@ class RankExecutorMalformedTest : public ::testing::Test {
     RankExecutorOptions o;
     o.block_size = 4;
     o.num_blocks = 8;
-    o.max_context = 16;
+    o.limits.set_max_context(16);
     auto g = LocalRankGroup::Create(FixtureRoot() + "/llama_gqa", 2, o);
     ASSERT_TRUE(g.ok()) << g.status();
     group_ = *std::move(g);

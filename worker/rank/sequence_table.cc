@@ -66,9 +66,9 @@ absl::Status SequenceTable::ValidateBlocks(absl::Span<const int32_t> ids, uint64
 
 absl::Status SequenceTable::ValidateContext(int64_t context_len, int64_t num_blocks,
                                             uint64_t seq_id) const {
-  if (context_len > limits_.max_context) {
+  if (context_len > limits_.batch.max_context()) {
     return SeqError(seq_id, absl::StrCat("context of ", context_len, " tokens exceeds max_context ",
-                                         limits_.max_context));
+                                         limits_.batch.max_context()));
   }
   if (num_blocks * limits_.block_size < context_len) {
     return SeqError(seq_id, absl::StrCat("block table of ", num_blocks, " blocks cannot hold ",
@@ -146,15 +146,15 @@ absl::Status SequenceTable::Validate(const StepPlan& plan) const {
     batch_tokens += delta.num_new_tokens();
   }
   const int64_t held = static_cast<int64_t>(seqs_.size() - dropped.size() + added.size());
-  if (limits_.max_sequences > 0 && held > limits_.max_sequences) {
+  if (held > limits_.batch.max_sequences()) {
     return absl::InvalidArgumentError(absl::StrCat("the plan leaves ", held,
                                                    " sequences held, over max_sequences ",
-                                                   limits_.max_sequences));
+                                                   limits_.batch.max_sequences()));
   }
-  if (limits_.max_batch_tokens > 0 && batch_tokens > limits_.max_batch_tokens) {
+  if (batch_tokens > limits_.batch.max_batch_tokens()) {
     return absl::InvalidArgumentError(absl::StrCat("the plan computes ", batch_tokens,
                                                    " tokens, over max_batch_tokens ",
-                                                   limits_.max_batch_tokens));
+                                                   limits_.batch.max_batch_tokens()));
   }
   return absl::OkStatus();
 }

@@ -12,6 +12,7 @@
 
 #include "absl/container/node_hash_map.h"
 #include "absl/status/statusor.h"
+#include "tpserve/v1/batch_limits.h"
 #include "tpserve/v1/worker.pb.h"
 #include "worker/sampling/sampler.h"
 #include "worker/step_batch.h"
@@ -46,11 +47,11 @@ struct RankStep {
 
 struct SequenceTableLimits {
   int64_t vocab_size = 0;
-  int max_context = 0;
   int num_blocks = 0;
   int block_size = 16;
-  int max_sequences = 0;     // 0: no limit
-  int max_batch_tokens = 0;  // 0: no limit
+  // Valid (ValidateBatchLimits), max_context resolved: ≥ 1. max_sequences bounds the
+  // sequences held after a plan, max_batch_tokens the tokens it computes.
+  BatchLimits batch = DefaultBatchLimits();
 };
 
 class SequenceTable {

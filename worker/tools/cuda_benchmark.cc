@@ -202,8 +202,8 @@ absl::Status Run(const Flags& f) {
   comm.prefix = "bench/";
   CudaModelOptions options;
   options.dtype = dtype;
-  options.max_batch_tokens = static_cast<int>(std::max<int64_t>(f.prefill, 8192));
-  options.max_sequences = std::max(max_batch, 1);
+  options.limits.set_max_batch_tokens(static_cast<int>(std::max<int64_t>(f.prefill, 8192)));
+  options.limits.set_max_sequences(std::max(max_batch, 1));
   options.max_logit_rows = std::max(max_batch, 1);
   auto load_start = std::chrono::steady_clock::now();
   TPSERVE_ASSIGN_OR_RETURN(CudaRank rank, LoadCudaRank(files, comm, options));
@@ -237,7 +237,7 @@ absl::Status Run(const Flags& f) {
   for (size_t i = 0; i < batches.size(); ++i) {
     const int b = batches[i];
     TPSERVE_RETURN_IF_ERROR(Prefill(*rank.model, tables, 0, b, static_cast<int>(f.context),
-                                    options.max_batch_tokens, config.vocab_size));
+                                    options.limits.max_batch_tokens(), config.vocab_size));
     TPSERVE_ASSIGN_OR_RETURN(const DecodeTime graphed, TimeDecode(*rank.model, tables, b, f, config));
     if (rank.model->num_decode_graphs() == 0) {
       return absl::InternalError(absl::StrCat(
@@ -267,7 +267,7 @@ absl::Status Run(const Flags& f) {
   for (int rep = 0; rep < 4; ++rep) {
     auto start = std::chrono::steady_clock::now();
     TPSERVE_RETURN_IF_ERROR(Prefill(*rank.model, tables, 0, 1, static_cast<int>(f.prefill),
-                                    options.max_batch_tokens, config.vocab_size));
+                                    options.limits.max_batch_tokens(), config.vocab_size));
     if (rep > 0) prefill_s.push_back(Seconds(start));
   }
   const double t = Median(prefill_s), n = double(f.prefill);

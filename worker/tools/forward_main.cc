@@ -65,7 +65,7 @@ absl::Status RunCudaRank(const Flags& f, const std::vector<int32_t>& ids) {
   comm.connect_timeout = absl::Seconds(f.timeout_s);
   CudaModelOptions options;
   options.dtype = *ParseDeviceDType(f.dtype);  // checked in Main
-  options.max_batch_tokens = std::max<int>(static_cast<int>(ids.size()), 1);
+  options.limits.set_max_batch_tokens(std::max<int>(static_cast<int>(ids.size()), 1));
   options.step_timeout = absl::Seconds(f.timeout_s);
   absl::StatusOr<CudaRank> rank = LoadCudaRank(*files, comm, options);
   if (!rank.ok()) return rank.status();

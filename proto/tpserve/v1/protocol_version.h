@@ -6,7 +6,7 @@
 
 namespace tpserve {
 
-inline constexpr int kWorkerProtocolVersion = 1;
+inline constexpr int kWorkerProtocolVersion = 2;  // 2: Assignment.limits (BatchLimits)
 
 }  // namespace tpserve
 

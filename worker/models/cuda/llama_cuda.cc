@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "tpserve/v1/batch_limits.h"
 #include "worker/cuda/cuda_status.h"
 #include "worker/cuda/device_buffer.h"
 #include "worker/cuda/gemm.h"
@@ -29,14 +30,12 @@
 namespace tpserve {
 
 absl::Status CudaModelOptions::Validate() const {
-  if (max_batch_tokens < 1) return absl::InvalidArgumentError("max_batch_tokens must be ≥ 1");
-  if (max_sequences < 1) return absl::InvalidArgumentError("max_sequences must be ≥ 1");
+  TPSERVE_RETURN_IF_ERROR(ValidateBatchLimits(limits, "cuda model options: limits"));
   if (max_logit_rows < 1) return absl::InvalidArgumentError("max_logit_rows must be ≥ 1");
   if (step_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("step_timeout must be positive");
   }
   if (graph_max_context < 1) return absl::InvalidArgumentError("graph_max_context must be ≥ 1");
-  if (max_context < 0) return absl::InvalidArgumentError("max_context must be ≥ 0");
   return absl::OkStatus();
 }
 
@@ -137,14 +136,15 @@ class CudaLlamaModel : public CudaModelRunner {
   static std::vector<int> GraphSizes(const CudaModelOptions& options) {
     if (!options.cuda_graphs) return {};
     return DecodeGraphSizes(
-        std::min({options.max_sequences, options.max_logit_rows, options.max_batch_tokens}));
+        std::min({options.limits.max_sequences(), options.max_logit_rows,
+                  options.limits.max_batch_tokens()}));
   }
-  CudaLlamaModel(const ModelConfig& config, NcclCommGroup* comm, const CudaModelOptions& options)
+  CudaLlamaModel(const ModelConfig& config, NcclCommGroup* comm, const CudaModelOptions& options,
+                 int max_context)
       : config_(config),
         comm_(comm),
         options_(options),
-        max_context_(options.max_context > 0 ? options.max_context
-                                             : config.max_position_embeddings),
+        max_context_(max_context),
         graphs_(GraphSizes(options)) {}
   absl::Status Upload(const LlamaModel& host);
   absl::Status AllocateActivations();
@@ -174,7 +174,7 @@ class CudaLlamaModel : public CudaModelRunner {
   ModelConfig config_;
   NcclCommGroup* comm_;
   CudaModelOptions options_;
-  int max_context_;  // options_.max_context, or the model's max_position_embeddings
+  int max_context_;  // options_.limits.max_context(), or the model's max_position_embeddings
   std::unique_ptr<CudaGemm> gemm_;
   CudaLayerContext ctx_;
   int64_t num_heads_ = 0, num_kv_heads_ = 0, head_dim_ = 0, v_head_dim_ = 0;
@@ -203,7 +203,12 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaLlamaModel<T>::Create(
   TPSERVE_RETURN_IF_ERROR(options.Validate());
   if (comm == nullptr) return absl::InvalidArgumentError("CudaLlamaModel needs a comm group");
   if (host.num_layers() < 1) return absl::InvalidArgumentError("the model has no layers");
-  std::unique_ptr<CudaLlamaModel> model(new CudaLlamaModel(host.config(), comm, options));
+  TPSERVE_ASSIGN_OR_RETURN(const int max_context,
+                           ResolveMaxContext(options.limits,
+                                             host.config().max_position_embeddings,
+                                             "cuda model options: limits"));
+  std::unique_ptr<CudaLlamaModel> model(
+      new CudaLlamaModel(host.config(), comm, options, max_context));
   TPSERVE_ASSIGN_OR_RETURN(model->gemm_, CudaGemm::Create(comm->stream()));
   model->ctx_ = CudaLayerContext{comm, model->gemm_.get()};
   TPSERVE_RETURN_IF_ERROR(model->Upload(host));
@@ -259,7 +264,7 @@ absl::Status CudaLlamaModel<T>::Upload(const LlamaModel& host) {
 
 template <typename T>
 absl::Status CudaLlamaModel<T>::AllocateActivations() {
-  const int64_t t = options_.max_batch_tokens, h = config_.hidden_size;
+  const int64_t t = options_.limits.max_batch_tokens(), h = config_.hidden_size;
   const int64_t rows = options_.max_logit_rows, shard = lm_head_.rows_per_rank();
   const int64_t e = sizeof(T);
   Activations<T>& a = acts_;
@@ -308,7 +313,10 @@ absl::Status CudaLlamaModel<T>::AllocateCache(int num_blocks, int block_size) {
   absl::StatusOr<DeviceBuffer> kv = DeviceBuffer::Create(shape.bytes());
   if (!kv.ok()) return kv.status();
   absl::StatusOr<std::unique_ptr<CudaStepMetadataStager>> stager = CudaStepMetadataStager::Create(
-      options_.max_batch_tokens, options_.max_sequences, max_blocks_per_seq, block_size);
+      options_.limits.max_batch_tokens(),
+      // A step holds at most one sequence per token.
+      std::min(options_.limits.max_sequences(), options_.limits.max_batch_tokens()),
+      max_blocks_per_seq, block_size);
   if (!stager.ok()) return stager.status();  // kv is freed: nothing half-built stays
   kv_ = *std::move(kv);
   stager_ = *std::move(stager);

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "tpserve/v1/batch_limits.h"
 #include "worker/comm/nccl_comm_group.h"
 #include "worker/cuda/device_dtype.h"
 #include "worker/models/llama.h"
@@ -35,16 +36,14 @@ namespace tpserve {
 struct CudaModelOptions {
   DeviceDType dtype = DeviceDType::kBFloat16;
   // Tokens and sequences one step may carry: the activation buffers are sized for them.
-  int max_batch_tokens = 8192;
-  int max_sequences = 256;
+  // max_context, the longest context served (0: the model's max_position_embeddings),
+  // sizes the RoPE table and the block tables a step may carry.
+  BatchLimits limits = DefaultBatchLimits();
   // LM-head rows per pass; steps with more logit rows (all-position logits) loop.
   int max_logit_rows = 256;
-  // The longest context served (0: the model's max_position_embeddings): it sizes the
-  // RoPE table and the block tables a step may carry.
-  int max_context = 0;
   // A step that has not finished by then (a hung peer, a stuck kernel) fails the rank.
   absl::Duration step_timeout = absl::Seconds(60);
-  // Decode steps (one new token per sequence) of up to min(max_sequences,
+  // Decode steps (one new token per sequence) of up to min(limits.max_sequences,
   // max_logit_rows) sequences whose contexts fit graph_max_context replay CUDA graphs,
   // padded to the next captured size. At tp > 1 the graphs hold the step's NCCL
   // collectives too; every rank captures and replays the same sizes at the same steps
