@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/status_macros.h"
 #include "base/subprocess.h"
 #include "grpcpp/grpcpp.h"
 #include "rendezvous/store_server.h"
@@ -36,9 +37,7 @@ constexpr absl::Duration kServerShutdownGrace = absl::Seconds(1);
 }  // namespace
 
 absl::Status WorkerPool::Impl::Begin() {
-  absl::StatusOr<std::unique_ptr<StoreServer>> s = StoreServer::Start(options.store_host, 0);
-  if (!s.ok()) return s.status();
-  store = *std::move(s);
+  TPSERVE_ASSIGN_OR_RETURN(store, StoreServer::Start(options.store_host, 0));
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.control_address, grpc::InsecureServerCredentials(), &port);
@@ -57,9 +56,8 @@ absl::Status WorkerPool::Impl::Begin() {
     }
     const std::string dial = DialAddress(options.control_address, port);
     for (int r = 0; r < options.tp; ++r) {
-      absl::StatusOr<pid_t> pid = Spawn({options.worker_binary, "--frontend", dial});
-      if (!pid.ok()) return pid.status();
-      pids.push_back(*pid);
+      TPSERVE_ASSIGN_OR_RETURN(pid_t pid, Spawn({options.worker_binary, "--frontend", dial}));
+      pids.push_back(pid);
     }
   }
   supervisor = std::thread([this] { Supervise(); });

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "worker/loader/npy.h"
 
@@ -58,9 +59,8 @@ absl::StatusOr<GoldenFixture> LoadFixture(const std::string& dir) {
     f.tp_sizes = j.at("tp_sizes").get<std::vector<int>>();
     f.prompts = j.at("prompts").get<std::vector<std::vector<int32_t>>>();
     for (const auto& file : j.at("logits")) {
-      absl::StatusOr<Tensor> t = ReadNpy(dir + "/" + file.get<std::string>());
-      if (!t.ok()) return t.status();
-      f.logits.push_back(*std::move(t));
+      TPSERVE_ASSIGN_OR_RETURN(Tensor t, ReadNpy(dir + "/" + file.get<std::string>()));
+      f.logits.push_back(std::move(t));
     }
     for (const auto& g : j.value("greedy", nlohmann::json::array())) {
       GreedyCase c;

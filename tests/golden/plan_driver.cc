@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace tpserve {
 
@@ -33,15 +34,13 @@ class Driver {
       AddDrops(plan);
       std::vector<size_t> added, running;  // the batch is new ones, then running ones
       for (size_t i = 0; i < reqs_.size(); ++i) {
-        absl::Status s = Schedule(i, step, plan, added, running);
-        if (!s.ok()) return s;
+        TPSERVE_RETURN_IF_ERROR(Schedule(i, step, plan, added, running));
       }
       std::vector<size_t> scheduled = added;
       scheduled.insert(scheduled.end(), running.begin(), running.end());
       if (scheduled.empty() && plan.drop_seq_ids_size() == 0 && AllDone()) return out_;
-      absl::StatusOr<StepResult> result = step_fn(plan);
-      if (!result.ok()) return result.status();
-      if (absl::Status s = Collect(*result, scheduled); !s.ok()) return s;
+      TPSERVE_ASSIGN_OR_RETURN(StepResult result, step_fn(plan));
+      TPSERVE_RETURN_IF_ERROR(Collect(result, scheduled));
     }
     return absl::DeadlineExceededError("generation did not finish");
   }
@@ -97,7 +96,7 @@ class Driver {
     if (!l.admitted) {
       if (!l.preempted) l.tokens = r.prompt;
       const int n = std::min<int>(r.chunk, l.tokens.size());
-      if (absl::Status s = TakeBlocks(l, n); !s.ok()) return s;
+      TPSERVE_RETURN_IF_ERROR(TakeBlocks(l, n));
       worker::v1::NewSequence* seq = plan.add_new_sequences();
       seq->set_seq_id(i);
       seq->mutable_token_ids()->Add(l.tokens.begin(), l.tokens.end());
@@ -118,7 +117,7 @@ class Driver {
       }
       const int n = std::min<int>(r.chunk, l.tokens.size() - l.computed);
       const size_t old = l.blocks.size();
-      if (absl::Status s = TakeBlocks(l, l.computed + n); !s.ok()) return s;
+      TPSERVE_RETURN_IF_ERROR(TakeBlocks(l, l.computed + n));
       delta->mutable_new_block_ids()->Add(l.blocks.begin() + old, l.blocks.end());
       delta->set_num_new_tokens(n);
       l.computed += n;

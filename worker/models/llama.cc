@@ -29,48 +29,43 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelConfig
   TPSERVE_RETURN_IF_ERROR(config.ValidateTp(comm->size()));
   std::unique_ptr<LlamaModel> model(new LlamaModel(config));
   const ModelConfig& c = model->config_;  // layers keep pointers to the model's copy
-  auto embed = VocabParallelEmbedding::Create(c.vocab_size, c.hidden_size, comm);
-  if (!embed.ok()) return embed.status();
-  model->embed_ = *std::move(embed);
+  TPSERVE_ASSIGN_OR_RETURN(model->embed_,
+                           VocabParallelEmbedding::Create(c.vocab_size, c.hidden_size, comm));
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     DecoderLayer layer;
-    auto attn = LlamaAttention::Create(c, comm, &model->rope_, i);
-    if (!attn.ok()) return attn.status();
-    auto mlp = LlamaMlp::Create(c, comm);
-    if (!mlp.ok()) return mlp.status();
-    layer.attn = *std::move(attn);
-    layer.mlp = *std::move(mlp);
+    TPSERVE_ASSIGN_OR_RETURN(auto attn, LlamaAttention::Create(c, comm, &model->rope_, i));
+    TPSERVE_ASSIGN_OR_RETURN(auto mlp, LlamaMlp::Create(c, comm));
+    layer.attn = std::move(attn);
+    layer.mlp = std::move(mlp);
     layer.input_norm = Tensor({c.hidden_size});
     layer.post_attn_norm = Tensor({c.hidden_size});
     model->layers_.push_back(std::move(layer));
   }
   model->final_norm_ = Tensor({c.hidden_size});
-  auto head = ParallelLMHead::Create(c.hidden_size, c.vocab_size, comm,
-                                     c.tie_word_embeddings ? model->embed_.get() : nullptr);
-  if (!head.ok()) return head.status();
-  model->lm_head_ = *std::move(head);
+  TPSERVE_ASSIGN_OR_RETURN(
+      auto head, ParallelLMHead::Create(c.hidden_size, c.vocab_size, comm,
+                                        c.tie_word_embeddings ? model->embed_.get() : nullptr));
+  model->lm_head_ = std::move(head);
   return model;
 }
 
 absl::Status LlamaModel::LoadWeights(const Checkpoint& ckpt) {
   const int64_t hidden = config_.hidden_size, vocab = config_.vocab_size;
   WeightReader reader(ckpt);
-  absl::Status s = reader.Load("model.embed_tokens.weight", {vocab, hidden}, [&](const Tensor& t) {
-    return embed_->WeightLoader(embed_->weight(), t);
-  });
-  if (!s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(
+      reader.Load("model.embed_tokens.weight", {vocab, hidden},
+                  [&](const Tensor& t) { return embed_->WeightLoader(embed_->weight(), t); }));
   for (size_t i = 0; i < layers_.size(); ++i) {
     const std::string prefix = absl::StrCat("model.layers.", i, ".");
     DecoderLayer& layer = layers_[i];
-    if (!(s = layer.attn->LoadWeights(reader, prefix + "self_attn.")).ok()) return s;
-    if (!(s = layer.mlp->LoadWeights(reader, prefix + "mlp.")).ok()) return s;
-    if (!(s = LoadNorm(reader, prefix + "input_layernorm.weight", hidden, layer.input_norm)).ok()) {
-      return s;
-    }
-    s = LoadNorm(reader, prefix + "post_attention_layernorm.weight", hidden, layer.post_attn_norm);
-    if (!s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(layer.attn->LoadWeights(reader, prefix + "self_attn."));
+    TPSERVE_RETURN_IF_ERROR(layer.mlp->LoadWeights(reader, prefix + "mlp."));
+    TPSERVE_RETURN_IF_ERROR(
+        LoadNorm(reader, prefix + "input_layernorm.weight", hidden, layer.input_norm));
+    TPSERVE_RETURN_IF_ERROR(
+        LoadNorm(reader, prefix + "post_attention_layernorm.weight", hidden, layer.post_attn_norm));
   }
-  if (!(s = LoadNorm(reader, "model.norm.weight", hidden, final_norm_)).ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(LoadNorm(reader, "model.norm.weight", hidden, final_norm_));
   if (config_.tie_word_embeddings) return absl::OkStatus();
   return reader.Load("lm_head.weight", {vocab, hidden}, [&](const Tensor& t) {
     return lm_head_->WeightLoader(lm_head_->weight(), t);
@@ -89,24 +84,19 @@ KvCacheShape LlamaModel::CacheShape(int num_blocks, int block_size) const {
 }
 
 absl::StatusOr<Tensor> LlamaModel::Forward(const StepBatch& batch, KvCache& cache) const {
-  if (absl::Status s = batch.Validate(cache.shape(), config_.max_position_embeddings); !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<Tensor> hidden = embed_->Forward(batch.token_ids);  // [n, H]: the residual
-  if (!hidden.ok()) return hidden.status();
-  const int64_t n = hidden->dim(0), h = config_.hidden_size;
+  TPSERVE_RETURN_IF_ERROR(batch.Validate(cache.shape(), config_.max_position_embeddings));
+  TPSERVE_ASSIGN_OR_RETURN(Tensor hidden,
+                           embed_->Forward(batch.token_ids));  // [n, H]: the residual
+  const int64_t n = hidden.dim(0), h = config_.hidden_size;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   AttentionInputs in{&batch, batch.Positions(), batch.Slots(cache.shape().block_size)};
   Tensor normed({n, h});  // [n, H]
   for (const DecoderLayer& layer : layers_) {
-    RmsNorm(hidden->data(), layer.input_norm.data(), n, h, eps, normed.data());
-    absl::StatusOr<Tensor> attn = layer.attn->Forward(normed, in, cache);  // [n, H]
-    if (!attn.ok()) return attn.status();
-    AddRmsNorm(hidden->data(), attn->data(), layer.post_attn_norm.data(), n, h, eps,
-               normed.data());
-    absl::StatusOr<Tensor> mlp = layer.mlp->Forward(normed);  // [n, H]
-    if (!mlp.ok()) return mlp.status();
-    for (int64_t i = 0; i < n * h; ++i) hidden->data()[i] += mlp->data()[i];
+    RmsNorm(hidden.data(), layer.input_norm.data(), n, h, eps, normed.data());
+    TPSERVE_ASSIGN_OR_RETURN(Tensor attn, layer.attn->Forward(normed, in, cache));  // [n, H]
+    AddRmsNorm(hidden.data(), attn.data(), layer.post_attn_norm.data(), n, h, eps, normed.data());
+    TPSERVE_ASSIGN_OR_RETURN(Tensor mlp, layer.mlp->Forward(normed));  // [n, H]
+    for (int64_t i = 0; i < n * h; ++i) hidden.data()[i] += mlp.data()[i];
   }
   // Only the rows that need logits go through the final norm and the LM head.
   Tensor selected({batch.NumLogitRows(), h});  // [rows, H]
@@ -114,7 +104,7 @@ absl::StatusOr<Tensor> LlamaModel::Forward(const StepBatch& batch, KvCache& cach
   for (const SequenceStep& seq : batch.seqs) {
     const int64_t first = seq.all_logits ? token : token + seq.num_new_tokens - 1;
     for (int64_t t = first; t < token + seq.num_new_tokens; ++t, ++row) {
-      std::memcpy(selected.row(row), hidden->row(t), h * sizeof(float));
+      std::memcpy(selected.row(row), hidden.row(t), h * sizeof(float));
     }
     token += seq.num_new_tokens;
   }

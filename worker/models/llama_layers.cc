@@ -4,6 +4,7 @@
 #include <cstring>
 #include <utility>
 
+#include "base/status_macros.h"
 #include "worker/kernels/cpu/norm_activation.h"
 
 namespace tpserve {
@@ -15,21 +16,22 @@ absl::StatusOr<std::unique_ptr<LlamaAttention>> LlamaAttention::Create(
   const bool mistral = config.family == ModelFamily::kMistral;
   const bool qkv_bias =
       config.family == ModelFamily::kQwen2 || (config.attention_bias && !mistral);
-  auto qkv = QKVParallelLinear::Create(comm, config.hidden_size, config.head_dim,
-                                       config.num_attention_heads, config.num_key_value_heads,
-                                       qkv_bias);
-  if (!qkv.ok()) return qkv.status();
+  TPSERVE_ASSIGN_OR_RETURN(
+      auto qkv,
+      QKVParallelLinear::Create(comm, config.hidden_size, config.head_dim,
+                                config.num_attention_heads, config.num_key_value_heads, qkv_bias));
   // Qwen2's and Mistral's o_proj never have a bias; Llama and Qwen3 follow attention_bias.
   const bool o_bias = config.attention_bias && config.family != ModelFamily::kQwen2 && !mistral;
-  auto o_proj = RowParallelLinear::Create(
-      comm, int64_t{config.num_attention_heads} * config.head_dim, config.hidden_size, o_bias);
-  if (!o_proj.ok()) return o_proj.status();
+  TPSERVE_ASSIGN_OR_RETURN(
+      auto o_proj,
+      RowParallelLinear::Create(comm, int64_t{config.num_attention_heads} * config.head_dim,
+                                config.hidden_size, o_bias));
   std::unique_ptr<LlamaAttention> attn(new LlamaAttention());
   attn->config_ = &config;
   attn->rope_ = rope;
   attn->layer_ = layer;
-  attn->qkv_ = *std::move(qkv);
-  attn->o_proj_ = *std::move(o_proj);
+  attn->qkv_ = std::move(qkv);
+  attn->o_proj_ = std::move(o_proj);
   attn->params_ = {attn->qkv_->num_heads(), attn->qkv_->num_kv_heads(), config.head_dim,
                    config.head_dim, static_cast<float>(1.0 / std::sqrt(double(config.head_dim))),
                    config.sliding_window};
@@ -48,45 +50,42 @@ absl::Status LlamaAttention::LoadWeights(WeightReader& reader, const std::string
   const char* names[] = {"q", "k", "v"};
   for (int i = 0; i < 3; ++i) {
     const std::string proj = prefix + names[i] + "_proj.";
-    absl::Status s = reader.Load(proj + "weight", {rows[i][0], hidden}, [&](const Tensor& t) {
-      return qkv_->WeightLoader(qkv_->weight(), t, std::string(names[i]));
-    });
-    if (!s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(
+        reader.Load(proj + "weight", {rows[i][0], hidden}, [&](const Tensor& t) {
+          return qkv_->WeightLoader(qkv_->weight(), t, std::string(names[i]));
+        }));
     if (qkv_->bias() == nullptr) continue;
-    s = reader.Load(proj + "bias", rows[i], [&](const Tensor& t) {
+    TPSERVE_RETURN_IF_ERROR(reader.Load(proj + "bias", rows[i], [&](const Tensor& t) {
       return qkv_->WeightLoader(*qkv_->bias(), t, std::string(names[i]));
-    });
-    if (!s.ok()) return s;
+    }));
   }
-  absl::Status s = reader.Load(prefix + "o_proj.weight", {hidden, q_rows},
-                              [&](const Tensor& t) { return o_proj_->WeightLoader(o_proj_->weight(), t); });
-  if (!s.ok()) return s;
+  TPSERVE_RETURN_IF_ERROR(
+      reader.Load(prefix + "o_proj.weight", {hidden, q_rows},
+                  [&](const Tensor& t) { return o_proj_->WeightLoader(o_proj_->weight(), t); }));
   if (o_proj_->bias() != nullptr) {
-    s = reader.Load(prefix + "o_proj.bias", {hidden},
-                   [&](const Tensor& t) { return o_proj_->WeightLoader(*o_proj_->bias(), t); });
-    if (!s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(reader.Load(prefix + "o_proj.bias", {hidden}, [&](const Tensor& t) {
+      return o_proj_->WeightLoader(*o_proj_->bias(), t);
+    }));
   }
   if (!config_->qk_norm) return absl::OkStatus();
   for (auto [name, dst] : {std::pair<const char*, Tensor*>{"q_norm.weight", &q_norm_},
                            {"k_norm.weight", &k_norm_}}) {
-    s = reader.Load(prefix + name, {d}, [&](const Tensor& t) {
+    TPSERVE_RETURN_IF_ERROR(reader.Load(prefix + name, {d}, [&](const Tensor& t) {
       *dst = t;
       return absl::OkStatus();
-    });
-    if (!s.ok()) return s;
+    }));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<Tensor> LlamaAttention::Forward(const Tensor& x, const AttentionInputs& in,
                                                KvCache& cache) const {
-  absl::StatusOr<LinearOutput> qkv = qkv_->Forward(x);  // [n, (n_q + n_kv)·d + n_kv·dv]
-  if (!qkv.ok()) return qkv.status();
+  TPSERVE_ASSIGN_OR_RETURN(LinearOutput qkv, qkv_->Forward(x));  // [n, (n_q + n_kv)·d + n_kv·dv]
   const int64_t n = x.dim(0), d = params_.head_dim, nq = params_.num_heads;
-  const int64_t nkv = params_.num_kv_heads, width = qkv->output.dim(1);
+  const int64_t nkv = params_.num_kv_heads, width = qkv.output.dim(1);
   Tensor q({n, nq, d}), k({n, nkv, d}), v({n, nkv, params_.v_head_dim});
   for (int64_t i = 0; i < n; ++i) {
-    const float* row = qkv->output.row(i);
+    const float* row = qkv.output.row(i);
     std::memcpy(q.row(i), row, nq * d * sizeof(float));
     std::memcpy(k.row(i), row + nq * d, nkv * d * sizeof(float));
     std::memcpy(v.row(i), row + (nq + nkv) * d, (width - (nq + nkv) * d) * sizeof(float));
@@ -101,33 +100,30 @@ absl::StatusOr<Tensor> LlamaAttention::Forward(const Tensor& x, const AttentionI
   WriteKv(k.data(), v.data(), in.slots, layer_, cache);
   Tensor attn({n, nq * params_.v_head_dim});  // [n, n_q·dv]
   PagedAttention(q.data(), *in.batch, cache, layer_, params_, attn.data());
-  absl::StatusOr<LinearOutput> out = o_proj_->Forward(attn);  // [n, hidden]
-  if (!out.ok()) return out.status();
-  return std::move(out->output);
+  TPSERVE_ASSIGN_OR_RETURN(LinearOutput out, o_proj_->Forward(attn));  // [n, hidden]
+  return std::move(out.output);
 }
 
 absl::StatusOr<std::unique_ptr<LlamaMlp>> LlamaMlp::Create(const ModelConfig& config,
                                                            CommGroup* comm) {
   const int64_t hidden = config.hidden_size, inter = config.intermediate_size;
-  auto gate_up = MergedColumnParallelLinear::Create(comm, hidden, {inter, inter}, false);
-  if (!gate_up.ok()) return gate_up.status();
-  auto down = RowParallelLinear::Create(comm, inter, hidden, false);
-  if (!down.ok()) return down.status();
+  TPSERVE_ASSIGN_OR_RETURN(auto gate_up,
+                           MergedColumnParallelLinear::Create(comm, hidden, {inter, inter}, false));
+  TPSERVE_ASSIGN_OR_RETURN(auto down, RowParallelLinear::Create(comm, inter, hidden, false));
   std::unique_ptr<LlamaMlp> mlp(new LlamaMlp());
   mlp->hidden_ = hidden;
   mlp->intermediate_ = inter;
-  mlp->gate_up_ = *std::move(gate_up);
-  mlp->down_ = *std::move(down);
+  mlp->gate_up_ = std::move(gate_up);
+  mlp->down_ = std::move(down);
   return mlp;
 }
 
 absl::Status LlamaMlp::LoadWeights(WeightReader& reader, const std::string& prefix) {
   int shard = 0;
   for (const char* name : {"gate_proj.weight", "up_proj.weight"}) {
-    absl::Status s = reader.Load(prefix + name, {intermediate_, hidden_}, [&](const Tensor& t) {
-      return gate_up_->WeightLoader(gate_up_->weight(), t, shard);
-    });
-    if (!s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(reader.Load(
+        prefix + name, {intermediate_, hidden_},
+        [&](const Tensor& t) { return gate_up_->WeightLoader(gate_up_->weight(), t, shard); }));
     ++shard;
   }
   return reader.Load(prefix + "down_proj.weight", {hidden_, intermediate_},
@@ -135,14 +131,12 @@ absl::Status LlamaMlp::LoadWeights(WeightReader& reader, const std::string& pref
 }
 
 absl::StatusOr<Tensor> LlamaMlp::Forward(const Tensor& x) const {
-  absl::StatusOr<LinearOutput> gate_up = gate_up_->Forward(x);  // [n, 2·I/T]
-  if (!gate_up.ok()) return gate_up.status();
-  const int64_t n = x.dim(0), width = gate_up->output.dim(1) / 2;
+  TPSERVE_ASSIGN_OR_RETURN(LinearOutput gate_up, gate_up_->Forward(x));  // [n, 2·I/T]
+  const int64_t n = x.dim(0), width = gate_up.output.dim(1) / 2;
   Tensor act({n, width});  // [n, I/T]
-  SiluMul(gate_up->output.data(), n, width, act.data());
-  absl::StatusOr<LinearOutput> down = down_->Forward(act);  // [n, hidden]
-  if (!down.ok()) return down.status();
-  return std::move(down->output);
+  SiluMul(gate_up.output.data(), n, width, act.data());
+  TPSERVE_ASSIGN_OR_RETURN(LinearOutput down, down_->Forward(act));  // [n, hidden]
+  return std::move(down.output);
 }
 
 }  // namespace tpserve

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/status_macros.h"
 #include "worker/comm/comm_group.h"
 #include "worker/kernels/cpu/paged_attention.h"
 #include "worker/kernels/cpu/rope.h"
@@ -33,7 +34,7 @@ class WeightReader {
   // call); load's error comes back prefixed with the name.
   template <typename LoadFn>
   absl::Status Load(const std::string& name, const Shape& shape, LoadFn load) {
-    if (absl::Status s = ckpt_.GetFloatInto(name, shape, &scratch_); !s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(ckpt_.GetFloatInto(name, shape, &scratch_));
     absl::Status s = load(static_cast<const Tensor&>(scratch_));
     if (!s.ok()) return absl::Status(s.code(), name + ": " + std::string(s.message()));
     return absl::OkStatus();

@@ -3,14 +3,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace tpserve {
 
 absl::StatusOr<std::unique_ptr<StepLogits>> ModelRunner::ForwardForSampling(
     const StepBatch& batch, bool /*sampling*/) {
-  absl::StatusOr<Tensor> logits = Forward(batch);
-  if (!logits.ok()) return logits.status();
-  return std::make_unique<HostStepLogits>(*std::move(logits));
+  TPSERVE_ASSIGN_OR_RETURN(Tensor logits, Forward(batch));
+  return std::make_unique<HostStepLogits>(std::move(logits));
 }
 
 absl::Status CpuModelRunner::AllocateCache(int num_blocks, int block_size) {
@@ -24,9 +24,7 @@ absl::Status CpuModelRunner::AllocateCache(int num_blocks, int block_size) {
         "kv cache: ", num_blocks, " blocks of ", block_size, " tokens need ", shape.bytes(),
         " bytes, more than the host's available memory (", available, " bytes)"));
   }
-  absl::StatusOr<KvCache> cache = KvCache::Create(shape, available);
-  if (!cache.ok()) return cache.status();
-  cache_ = *std::move(cache);
+  TPSERVE_ASSIGN_OR_RETURN(cache_, KvCache::Create(shape, available));
   shape_ = cache_->shape();
   return absl::OkStatus();
 }

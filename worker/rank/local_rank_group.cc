@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "worker/comm/local_comm_group.h"
 #include "worker/models/model_files.h"
 #include "worker/models/model_runner.h"
@@ -14,14 +15,13 @@ namespace tpserve {
 absl::StatusOr<std::unique_ptr<LocalRankGroup>> LocalRankGroup::Create(
     const std::string& model_dir, int tp, const RankExecutorOptions& options) {
   if (tp < 1) return absl::InvalidArgumentError("tp must be ≥ 1");
-  absl::StatusOr<ModelFiles> files = OpenModel(model_dir, tp);
-  if (!files.ok()) return files.status();
+  TPSERVE_ASSIGN_OR_RETURN(ModelFiles files, OpenModel(model_dir, tp));
   std::vector<std::unique_ptr<LocalCommGroup>> comms = LocalCommGroup::Create(tp);
   std::vector<absl::StatusOr<std::unique_ptr<RankExecutor>>> made(tp);
   std::vector<std::thread> threads;
   for (int r = 0; r < tp; ++r) {
     threads.emplace_back([&, r] {
-      absl::StatusOr<std::unique_ptr<LlamaModel>> model = LoadModel(*files, comms[r].get());
+      absl::StatusOr<std::unique_ptr<LlamaModel>> model = LoadModel(files, comms[r].get());
       if (!model.ok()) {
         made[r] = model.status();
         return;

@@ -171,13 +171,12 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> BuildCudaRank(const Assignment& a,
   model.limits = a.limits();  // the buffers are sized for them
   model.step_timeout = nccl.timeout;
   model.cuda_graphs = !a.eager_decode();
-  absl::StatusOr<CudaRank> rank = LoadCudaRank(files, nccl, model);
-  if (!rank.ok()) return rank.status();
+  TPSERVE_ASSIGN_OR_RETURN(CudaRank rank, LoadCudaRank(files, nccl, model));
   std::fprintf(stderr, "tpserve_worker: rank %d: decode steps %s\n", a.rank(),
                model.cuda_graphs ? "replay CUDA graphs" : "run eagerly (--enforce-eager)");
   // Sized after the weights and activations took their share of the device.
   const double fraction = a.kv_cache().memory_fraction() > 0 ? a.kv_cache().memory_fraction() : 0.9;
-  return MakeRank(a, ExecutorOptions(a), std::move(rank->comm), std::move(rank->model),
+  return MakeRank(a, ExecutorOptions(a), std::move(rank.comm), std::move(rank.model),
                   [fraction] { return CudaKvBudgetBytes(fraction); });
 }
 
@@ -200,14 +199,13 @@ absl::StatusOr<Assignment> ForThisDevice(const Assignment& a, const std::string&
 absl::StatusOr<std::unique_ptr<RankExecutor>> BuildRank(const Assignment& a) {
   TPSERVE_RETURN_IF_ERROR(ValidateAssignment(a));
   TPSERVE_RETURN_IF_ERROR(ValidateBatchLimits(a.limits(), "assignment: limits"));
-  absl::StatusOr<ModelFiles> files = OpenModel(a.model_dir(), a.world_size());
-  if (!files.ok()) return files.status();
+  TPSERVE_ASSIGN_OR_RETURN(ModelFiles files, OpenModel(a.model_dir(), a.world_size()));
   // Positions past the model's table would be refused mid-step, after the plan was
   // taken, and cost the whole pool: refuse the assignment instead.
-  TPSERVE_RETURN_IF_ERROR(ResolveMaxContext(a.limits(), files->config.max_position_embeddings,
-                                            "assignment: limits")
-                              .status());
-  return a.device() == "cpu" ? BuildCpuRank(a, *files) : BuildCudaRank(a, *files);
+  TPSERVE_RETURN_IF_ERROR(
+      ResolveMaxContext(a.limits(), files.config.max_position_embeddings, "assignment: limits")
+          .status());
+  return a.device() == "cpu" ? BuildCpuRank(a, files) : BuildCudaRank(a, files);
 }
 
 }  // namespace tpserve

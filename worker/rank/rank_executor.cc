@@ -72,9 +72,8 @@ absl::StatusOr<StepResult> RankExecutor::Execute(const StepPlan& plan) {
         absl::StrCat("step ", plan.step(), " received, expected step ", last_step_ + 1));
   }
   const absl::Time start = absl::Now();
-  absl::StatusOr<StepResult> result = Run(plan);
-  if (!result.ok()) return result.status();
-  result->set_compute_time_us(absl::ToInt64Microseconds(absl::Now() - start));
+  TPSERVE_ASSIGN_OR_RETURN(StepResult result, Run(plan));
+  result.set_compute_time_us(absl::ToInt64Microseconds(absl::Now() - start));
   return result;
 }
 
@@ -111,11 +110,12 @@ absl::Status RankExecutor::FillOutputs(const RankStep& step, StepLogits& logits,
     const SequenceState& state = *seq.state;
     const absl::Span<const int32_t> tokens(state.tokens);
     if (seq.num_prompt_logprobs > 0) {
-      absl::StatusOr<std::vector<SampleResult>> scored = logits.PromptLogprobs(
-          seq.first_row, tokens.subspan(seq.first_position + 1, seq.num_prompt_logprobs),
-          *state.sampling.prompt_logprobs);
-      if (!scored.ok()) return scored.status();
-      for (const SampleResult& r : *scored) ToProto(r, out->add_prompt_logprobs());
+      TPSERVE_ASSIGN_OR_RETURN(
+          std::vector<SampleResult> scored,
+          logits.PromptLogprobs(seq.first_row,
+                                tokens.subspan(seq.first_position + 1, seq.num_prompt_logprobs),
+                                *state.sampling.prompt_logprobs));
+      for (const SampleResult& r : scored) ToProto(r, out->add_prompt_logprobs());
     }
     if (!seq.sample) continue;
     SampleRequest req;
@@ -128,11 +128,10 @@ absl::Status RankExecutor::FillOutputs(const RankStep& step, StepLogits& logits,
     wants_logprobs.push_back(state.wants_logprobs);
   }
   if (requests.empty()) return absl::OkStatus();
-  absl::StatusOr<std::vector<SampleResult>> samples = logits.Sample(requests);
-  if (!samples.ok()) return samples.status();
+  TPSERVE_ASSIGN_OR_RETURN(std::vector<SampleResult> samples, logits.Sample(requests));
   for (size_t i = 0; i < sampled.size(); ++i) {
-    sampled[i]->set_token_id((*samples)[i].token);
-    if (wants_logprobs[i]) ToProto((*samples)[i], sampled[i]->mutable_logprobs());
+    sampled[i]->set_token_id(samples[i].token);
+    if (wants_logprobs[i]) ToProto(samples[i], sampled[i]->mutable_logprobs());
   }
   return absl::OkStatus();
 }

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "tpserve/v1/protocol_version.h"
 #include "worker/rank/frontend_stream.h"
 #include "worker/rank/rank_builder.h"
@@ -94,14 +95,14 @@ class Session {
 }  // namespace
 
 absl::Status RunWorkerLoop(const WorkerLoopOptions& options) {
-  absl::StatusOr<std::unique_ptr<FrontendStream>> stream =
-      FrontendStream::Connect(options.frontend, options.connect_timeout, [] {
-        std::fprintf(stderr, "tpserve_worker: the frontend's stream ended; exiting\n");
-        _exit(kExitFrontendLost);
-      });
-  if (!stream.ok()) return stream.status();
-  absl::Status s = Session(**stream, options.device).Run();
-  (*stream)->Close(s.ok() ? absl::ZeroDuration() : kErrorLinger);
+  TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<FrontendStream> stream,
+                           FrontendStream::Connect(options.frontend, options.connect_timeout, [] {
+                             std::fprintf(stderr,
+                                          "tpserve_worker: the frontend's stream ended; exiting\n");
+                             _exit(kExitFrontendLost);
+                           }));
+  absl::Status s = Session(*stream, options.device).Run();
+  stream->Close(s.ok() ? absl::ZeroDuration() : kErrorLinger);
   return s;
 }
 

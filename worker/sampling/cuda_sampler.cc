@@ -92,9 +92,7 @@ absl::StatusOr<std::unique_ptr<CudaSampler>> CudaSampler::Create(int64_t vocab_s
       {&s->counts_, row_bytes},
   };
   for (auto& [buffer, bytes] : buffers) {
-    absl::StatusOr<DeviceBuffer> b = DeviceBuffer::Create(bytes);
-    if (!b.ok()) return b.status();
-    *buffer = *std::move(b);
+    TPSERVE_ASSIGN_OR_RETURN(*buffer, DeviceBuffer::Create(bytes));
   }
   TPSERVE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->counts_.data(), 0, row_bytes, stream));
   TPSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
@@ -199,10 +197,7 @@ absl::Status CudaSampler::UploadHistory() {
   const size_t bytes = host_history_.size() * sizeof(int32_t);
   if (bytes > history_.bytes()) {
     // The previous call synchronised the stream, so nothing still reads the old buffer.
-    absl::StatusOr<DeviceBuffer> grown =
-        DeviceBuffer::Create(std::max(bytes, 2 * history_.bytes()));
-    if (!grown.ok()) return grown.status();
-    history_ = *std::move(grown);
+    TPSERVE_ASSIGN_OR_RETURN(history_, DeviceBuffer::Create(std::max(bytes, 2 * history_.bytes())));
   }
   return CopyToDevice(host_history_, history_, stream_);
 }

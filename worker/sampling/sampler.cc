@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "worker/sampling/sampling_rules.h"
 
 namespace tpserve {
@@ -258,8 +259,7 @@ int32_t SampleTemperature(absl::Span<const float> logits, const SamplingParams& 
 
 absl::StatusOr<SampleResult> SampleOne(absl::Span<const float> row, const SampleRequest& r,
                                        Scratch& scratch) {
-  const absl::StatusOr<float> log_norm = LogNormaliser(row);
-  if (!log_norm.ok()) return log_norm.status();
+  TPSERVE_ASSIGN_OR_RETURN(const float log_norm, LogNormaliser(row));
   const SamplingParams& p = r.params;
   absl::Span<const float> logits = row;
   if (HasPenalties(p)) {
@@ -273,7 +273,7 @@ absl::StatusOr<SampleResult> SampleOne(absl::Span<const float> row, const Sample
       IsGreedy(p) ? Argmax(logits)
                   : SampleTemperature(logits, p, StepUniform(*p.seed, r.output_tokens.size()),
                                       scratch);
-  return Score(row, *log_norm, token, p.logprobs);
+  return Score(row, log_norm, token, p.logprobs);
 }
 
 absl::StatusOr<int64_t> VocabSize(const Tensor& logits) {
@@ -288,11 +288,10 @@ absl::StatusOr<int64_t> VocabSize(const Tensor& logits) {
 
 absl::StatusOr<std::vector<SampleResult>> SampleBatch(
     const Tensor& logits, absl::Span<const SampleRequest> requests) {
-  const absl::StatusOr<int64_t> vocab = VocabSize(logits);
-  if (!vocab.ok()) return vocab.status();
+  TPSERVE_ASSIGN_OR_RETURN(const int64_t vocab, VocabSize(logits));
   const int64_t rows = logits.dim(0);
   for (size_t i = 0; i < requests.size(); ++i) {
-    if (absl::Status s = CheckSampleRequest(requests[i], rows, *vocab); !s.ok()) {
+    if (absl::Status s = CheckSampleRequest(requests[i], rows, vocab); !s.ok()) {
       return ForRequest(i, s);
     }
   }
@@ -302,7 +301,7 @@ absl::StatusOr<std::vector<SampleResult>> SampleBatch(
   for (size_t i = 0; i < requests.size(); ++i) {
     const SampleRequest& r = requests[i];
     absl::StatusOr<SampleResult> result =
-        SampleOne(absl::MakeConstSpan(logits.row(r.row), *vocab), r, scratch);
+        SampleOne(absl::MakeConstSpan(logits.row(r.row), vocab), r, scratch);
     if (!result.ok()) return ForRequest(i, result.status());
     results.push_back(*std::move(result));
   }
@@ -312,10 +311,8 @@ absl::StatusOr<std::vector<SampleResult>> SampleBatch(
 absl::StatusOr<std::vector<SampleResult>> PromptLogprobs(
     const Tensor& logits, int64_t first_row, absl::Span<const int32_t> next_tokens,
     int top_n) {
-  const absl::StatusOr<int64_t> vocab = VocabSize(logits);
-  if (!vocab.ok()) return vocab.status();
-  if (absl::Status s =
-          CheckPromptLogprobs(logits.dim(0), first_row, next_tokens, top_n, *vocab);
+  TPSERVE_ASSIGN_OR_RETURN(const int64_t vocab, VocabSize(logits));
+  if (absl::Status s = CheckPromptLogprobs(logits.dim(0), first_row, next_tokens, top_n, vocab);
       !s.ok()) {
     return s;
   }
@@ -323,7 +320,7 @@ absl::StatusOr<std::vector<SampleResult>> PromptLogprobs(
   std::vector<SampleResult> results;
   results.reserve(count);
   for (int64_t i = 0; i < count; ++i) {
-    const absl::Span<const float> row(logits.row(first_row + i), *vocab);
+    const absl::Span<const float> row(logits.row(first_row + i), vocab);
     const absl::StatusOr<float> log_norm = LogNormaliser(row);
     if (!log_norm.ok()) return ForRow(first_row + i, log_norm.status());
     results.push_back(Score(row, *log_norm, next_tokens[i], top_n));

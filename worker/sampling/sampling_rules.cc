@@ -57,9 +57,7 @@ absl::Status CheckSampleRequest(const SampleRequest& r, int64_t rows, int64_t vo
     return absl::InvalidArgumentError(
         absl::StrCat("row ", r.row, " is outside [0, ", rows, ")"));
   }
-  if (absl::Status s = CheckTokens(r.prompt_tokens, "prompt_tokens", vocab); !s.ok()) {
-    return s;
-  }
+  TPSERVE_RETURN_IF_ERROR(CheckTokens(r.prompt_tokens, "prompt_tokens", vocab));
   return CheckTokens(r.output_tokens, "output_tokens", vocab);
 }
 

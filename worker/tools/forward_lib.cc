@@ -81,12 +81,11 @@ absl::StatusOr<std::vector<Tensor>> ForwardSequences(
       if (tokens_done == total_tokens) break;
       continue;  // staggered: a later sequence has not joined yet
     }
-    absl::StatusOr<Tensor> out = model.Forward(batch);  // [Σ take, V]
-    if (!out.ok()) return out.status();
+    TPSERVE_ASSIGN_OR_RETURN(Tensor out, model.Forward(batch));  // [Σ take, V]
     int64_t row = 0;
     for (size_t m = 0; m < members.size(); ++m) {
       const size_t i = members[m];
-      logits[i].insert(logits[i].end(), out->row(row), out->row(row) + take[i] * vocab);
+      logits[i].insert(logits[i].end(), out.row(row), out.row(row) + take[i] * vocab);
       row += take[i];
       done[i] += take[i];
       tokens_done += take[i];

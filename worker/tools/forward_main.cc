@@ -53,8 +53,7 @@ ForwardMode Mode(const Flags& f) {
 
 // A CUDA rank: NCCL through the coordinator's store, this rank's shards on GPU `rank`.
 absl::Status RunCudaRank(const Flags& f, const std::vector<int32_t>& ids) {
-  absl::StatusOr<ModelFiles> files = OpenModel(f.model, static_cast<int>(f.tp));
-  if (!files.ok()) return files.status();
+  TPSERVE_ASSIGN_OR_RETURN(ModelFiles files, OpenModel(f.model, static_cast<int>(f.tp)));
   NcclOptions comm;
   comm.rank = static_cast<int>(f.rank);
   comm.size = static_cast<int>(f.tp);
@@ -67,14 +66,13 @@ absl::Status RunCudaRank(const Flags& f, const std::vector<int32_t>& ids) {
   options.dtype = *ParseDeviceDType(f.dtype);  // checked in Main
   options.limits.set_max_batch_tokens(std::max<int>(static_cast<int>(ids.size()), 1));
   options.step_timeout = absl::Seconds(f.timeout_s);
-  absl::StatusOr<CudaRank> rank = LoadCudaRank(*files, comm, options);
-  if (!rank.ok()) return rank.status();
-  absl::StatusOr<std::vector<Tensor>> logits = ForwardSequences(*rank->model, {ids}, Mode(f));
-  if (!logits.ok()) return logits.status();
+  TPSERVE_ASSIGN_OR_RETURN(CudaRank rank, LoadCudaRank(files, comm, options));
+  TPSERVE_ASSIGN_OR_RETURN(std::vector<Tensor> logits,
+                           ForwardSequences(*rank.model, {ids}, Mode(f)));
   if (f.rank != 0) return absl::OkStatus();
   std::fprintf(stderr, "forward: decode steps replayed %d CUDA graph(s)\n",
-               rank->model->num_decode_graphs());
-  return WriteNpy(f.output, (*logits)[0]);
+               rank.model->num_decode_graphs());
+  return WriteNpy(f.output, logits[0]);
 }
 
 // One rank: join the group, load this rank's shards, run, and (rank 0) write the output.
@@ -88,32 +86,39 @@ absl::Status RunRank(const Flags& f, const std::vector<int32_t>& ids) {
   options.prefix = "forward";
   options.timeout = absl::Seconds(f.timeout_s);
   options.connect_timeout = absl::Seconds(f.timeout_s);
-  absl::StatusOr<std::unique_ptr<GlooCommGroup>> comm = GlooCommGroup::Create(options);
-  if (!comm.ok()) return comm.status();
-  absl::StatusOr<ModelFiles> files = OpenModel(f.model, static_cast<int>(f.tp));
-  if (!files.ok()) return files.status();
-  absl::StatusOr<std::unique_ptr<LlamaModel>> model = LoadModel(*files, comm->get());
-  if (!model.ok()) return model.status();
-  absl::StatusOr<std::vector<Tensor>> logits = ForwardSequences(**model, {ids}, Mode(f));
-  if (!logits.ok()) return logits.status();
-  if (f.rank == 0) return WriteNpy(f.output, (*logits)[0]);
+  TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<GlooCommGroup> comm, GlooCommGroup::Create(options));
+  TPSERVE_ASSIGN_OR_RETURN(ModelFiles files, OpenModel(f.model, static_cast<int>(f.tp)));
+  TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LoadModel(files, comm.get()));
+  TPSERVE_ASSIGN_OR_RETURN(std::vector<Tensor> logits, ForwardSequences(*model, {ids}, Mode(f)));
+  if (f.rank == 0) return WriteNpy(f.output, logits[0]);
   return absl::OkStatus();
 }
 
 // The coordinator: validate everything a user can get wrong before starting ranks.
 absl::Status Coordinate(const Flags& f, const std::vector<int32_t>& ids) {
-  absl::StatusOr<ModelFiles> files = OpenModel(f.model, static_cast<int>(f.tp));
-  if (!files.ok()) return files.status();
-  TPSERVE_RETURN_IF_ERROR(Validate(f, ids, files->config.vocab_size));
-  absl::StatusOr<std::string> self = SelfExecutable();
-  if (!self.ok()) return self.status();
+  TPSERVE_ASSIGN_OR_RETURN(ModelFiles files, OpenModel(f.model, static_cast<int>(f.tp)));
+  TPSERVE_RETURN_IF_ERROR(Validate(f, ids, files.config.vocab_size));
+  TPSERVE_ASSIGN_OR_RETURN(std::string self, SelfExecutable());
   return RunLocalRanks(static_cast<int>(f.tp), [&](int rank, int store_port) {
-    std::vector<std::string> args = {*self, "--model", f.model, "--tp", std::to_string(f.tp),
-                                     "--token-ids", f.token_ids, "--output", f.output,
-                                     "--rank", std::to_string(rank), "--store-port",
-                                     std::to_string(store_port), "--timeout-s",
-                                     std::to_string(f.timeout_s), "--device", f.device,
-                                     "--dtype", f.dtype};
+    std::vector<std::string> args = {self,
+                                     "--model",
+                                     f.model,
+                                     "--tp",
+                                     std::to_string(f.tp),
+                                     "--token-ids",
+                                     f.token_ids,
+                                     "--output",
+                                     f.output,
+                                     "--rank",
+                                     std::to_string(rank),
+                                     "--store-port",
+                                     std::to_string(store_port),
+                                     "--timeout-s",
+                                     std::to_string(f.timeout_s),
+                                     "--device",
+                                     f.device,
+                                     "--dtype",
+                                     f.dtype};
     if (f.incremental) args.push_back("--incremental");
     return args;
   });

@@ -118,18 +118,16 @@ absl::Status Run(const Flags& f, const std::string& dir) {
   if (!std::filesystem::exists(std::filesystem::path(dir) / "config.json")) {
     TPSERVE_RETURN_IF_ERROR(WriteSyntheticLlama(dir, spec));
   }
-  absl::StatusOr<std::pair<int64_t, double>> read = ReadFiles(dir);  // warms the page cache
-  if (!read.ok()) return read.status();
+  TPSERVE_ASSIGN_OR_RETURN(auto read, ReadFiles(dir));  // warms the page cache
   std::vector<double> read_s, load_s, faults;
   for (int rep = 0; rep < f.reps; ++rep) {
-    if (!(read = ReadFiles(dir)).ok()) return read.status();
-    read_s.push_back(read->second);
-    absl::StatusOr<LoadResult> load = LoadInChild(dir);
-    if (!load.ok()) return load.status();
-    load_s.push_back(load->seconds);
-    faults.push_back(static_cast<double>(load->minor_faults));
+    TPSERVE_ASSIGN_OR_RETURN(read, ReadFiles(dir));
+    read_s.push_back(read.second);
+    TPSERVE_ASSIGN_OR_RETURN(LoadResult load, LoadInChild(dir));
+    load_s.push_back(load.seconds);
+    faults.push_back(static_cast<double>(load.minor_faults));
   }
-  const double gb = read->first / 1e9, load = Median(load_s), floor = Median(read_s);
+  const double gb = read.first / 1e9, load = Median(load_s), floor = Median(read_s);
   std::printf("checkpoint: %.2fB parameters, bf16, %.2f GB (hidden %d, %d layers, vocab %d)\n",
               spec.NumParameters() / 1e9, gb, spec.hidden_size, spec.num_layers,
               spec.vocab_size);

@@ -51,34 +51,30 @@ absl::Status RunRank(const Flags& f) {
   options.prefix = "bench";
   options.connect_timeout = absl::Seconds(300);
   options.shared_memory = !f.tcp_only;
-  auto comm = GlooCommGroup::Create(options);
-  if (!comm.ok()) return comm.status();
-  auto files = OpenModel(f.dir, static_cast<int>(f.tp_size));
-  if (!files.ok()) return files.status();
-  auto model = LoadModel(*files, comm->get());
-  if (!model.ok()) return model.status();
+  TPSERVE_ASSIGN_OR_RETURN(auto comm, GlooCommGroup::Create(options));
+  TPSERVE_ASSIGN_OR_RETURN(auto files, OpenModel(f.dir, static_cast<int>(f.tp_size)));
+  TPSERVE_ASSIGN_OR_RETURN(auto model, LoadModel(files, comm.get()));
   const int block = 16;
   const int total = static_cast<int>(f.prompt_len + f.decode_steps);
-  auto cache = KvCache::Create((*model)->CacheShape((total + block - 1) / block, block), 1LL << 36);
-  if (!cache.ok()) return cache.status();
+  TPSERVE_ASSIGN_OR_RETURN(
+      auto cache,
+      KvCache::Create(model->CacheShape((total + block - 1) / block, block), 1LL << 36));
   std::vector<int32_t> table;
   for (int b = 0; b < (total + block - 1) / block; ++b) table.push_back(b);
   StepBatch prefill;
   for (int i = 0; i < f.prompt_len; ++i) prefill.token_ids.push_back((i * 7919) % f.vocab);
   prefill.seqs.push_back({static_cast<int32_t>(f.prompt_len), static_cast<int32_t>(f.prompt_len), table, false});
-  TPSERVE_RETURN_IF_ERROR((*comm)->Barrier());
+  TPSERVE_RETURN_IF_ERROR(comm->Barrier());
   auto start = std::chrono::steady_clock::now();
-  auto logits = (*model)->Forward(prefill, *cache);
-  if (!logits.ok()) return logits.status();
+  TPSERVE_ASSIGN_OR_RETURN(auto logits, model->Forward(prefill, cache));
   const double prefill_s = Seconds(start);
-  TPSERVE_RETURN_IF_ERROR((*comm)->Barrier());
+  TPSERVE_RETURN_IF_ERROR(comm->Barrier());
   start = std::chrono::steady_clock::now();
   for (int step = 0; step < f.decode_steps; ++step) {
     StepBatch decode;
     decode.token_ids = {static_cast<int32_t>((step * 31) % f.vocab)};
     decode.seqs.push_back({1, static_cast<int32_t>(f.prompt_len + step + 1), table, false});
-    auto out = (*model)->Forward(decode, *cache);
-    if (!out.ok()) return out.status();
+    TPSERVE_ASSIGN_OR_RETURN(auto out, model->Forward(decode, cache));
   }
   const double decode_s = Seconds(start);
   if (f.rank == 0) {
@@ -90,10 +86,9 @@ absl::Status RunRank(const Flags& f) {
 }
 
 absl::Status RunPool(const Flags& f, int tp) {
-  absl::StatusOr<std::string> self = SelfExecutable();
-  if (!self.ok()) return self.status();
+  TPSERVE_ASSIGN_OR_RETURN(std::string self, SelfExecutable());
   return RunLocalRanks(tp, [&](int rank, int store_port) {
-    std::vector<std::string> argv = {*self,
+    std::vector<std::string> argv = {self,
                                      "--dir",
                                      f.dir,
                                      "--rank",

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "worker/cuda/cuda_status.h"
 #include "worker/dtype.h"
 #include "worker/kernels/cuda/elementwise.h"
@@ -17,9 +18,8 @@ namespace tpserve {
 
 template <typename T>
 absl::StatusOr<DeviceBuffer> UploadAs(const Tensor& host, DeviceUploader& uploader) {
-  absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Create(host.numel() * sizeof(T));
-  if (!buf.ok()) return buf.status();
-  if (absl::Status s = uploader.Upload(host.data(), host.numel(), DeviceDTypeOf<T>(), buf->data());
+  TPSERVE_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::Create(host.numel() * sizeof(T)));
+  if (absl::Status s = uploader.Upload(host.data(), host.numel(), DeviceDTypeOf<T>(), buf.data());
       !s.ok()) {
     return s;
   }
@@ -45,13 +45,9 @@ absl::StatusOr<CudaColumnParallelLinear<T>> CudaColumnParallelLinear<T>::FromHos
   layer.ctx_ = ctx;
   layer.in_ = host.input_size();
   layer.out_ = host.output_size_per_partition();
-  absl::StatusOr<DeviceBuffer> w = UploadAs<T>(host.weight(), uploader);
-  if (!w.ok()) return w.status();
-  layer.weight_ = *std::move(w);
+  TPSERVE_ASSIGN_OR_RETURN(layer.weight_, UploadAs<T>(host.weight(), uploader));
   if (host.bias() != nullptr) {
-    absl::StatusOr<DeviceBuffer> b = UploadAs<T>(*host.bias(), uploader);
-    if (!b.ok()) return b.status();
-    layer.bias_ = *std::move(b);
+    TPSERVE_ASSIGN_OR_RETURN(layer.bias_, UploadAs<T>(*host.bias(), uploader));
   }
   return layer;
 }
@@ -76,23 +72,17 @@ absl::StatusOr<CudaRowParallelLinear<T>> CudaRowParallelLinear<T>::FromHost(
   layer.ctx_ = ctx;
   layer.out_ = host.weight().dim(0);
   layer.in_ = host.weight().dim(1);
-  absl::StatusOr<DeviceBuffer> w = UploadAs<T>(host.weight(), uploader);
-  if (!w.ok()) return w.status();
-  layer.weight_ = *std::move(w);
+  TPSERVE_ASSIGN_OR_RETURN(layer.weight_, UploadAs<T>(host.weight(), uploader));
   // The bias joins the partial sum of rank 0 only, so the all-reduce adds it once.
   if (host.bias() != nullptr && ctx.comm->rank() == 0) {
-    absl::StatusOr<DeviceBuffer> b = UploadAs<T>(*host.bias(), uploader);
-    if (!b.ok()) return b.status();
-    layer.bias_ = *std::move(b);
+    TPSERVE_ASSIGN_OR_RETURN(layer.bias_, UploadAs<T>(*host.bias(), uploader));
   }
   return layer;
 }
 
 template <typename T>
 absl::Status CudaRowParallelLinear<T>::Forward(const T* x, int64_t n, T* y) const {
-  if (absl::Status s = ctx_.gemm->MatMulTransB(x, weight_.as<T>(), n, in_, out_, y); !s.ok()) {
-    return s;
-  }
+  TPSERVE_RETURN_IF_ERROR(ctx_.gemm->MatMulTransB(x, weight_.as<T>(), n, in_, out_, y));
   if (bias_.data() != nullptr) {
     if (absl::Status s = Launched(LaunchAddBias(y, bias_.as<T>(), n, out_, ctx_.stream()),
                                   "row bias");
@@ -113,9 +103,7 @@ absl::StatusOr<CudaVocabEmbedding<T>> CudaVocabEmbedding<T>::FromHost(
   layer.ctx_ = ctx;
   layer.rows_ = host.weight().dim(0);
   layer.hidden_ = host.weight().dim(1);
-  absl::StatusOr<DeviceBuffer> w = UploadAs<T>(host.weight(), uploader);
-  if (!w.ok()) return w.status();
-  layer.weight_ = *std::move(w);
+  TPSERVE_ASSIGN_OR_RETURN(layer.weight_, UploadAs<T>(host.weight(), uploader));
   return layer;
 }
 
@@ -148,9 +136,7 @@ absl::StatusOr<CudaLMHead<T>> CudaLMHead<T>::FromHost(const ParallelLMHead& host
     head.weight_ = tied->weight().template as<T>();
     return head;
   }
-  absl::StatusOr<DeviceBuffer> w = UploadAs<T>(host.shard(), uploader);
-  if (!w.ok()) return w.status();
-  head.own_ = *std::move(w);
+  TPSERVE_ASSIGN_OR_RETURN(head.own_, UploadAs<T>(host.shard(), uploader));
   head.weight_ = head.own_.template as<T>();
   return head;
 }
@@ -165,8 +151,8 @@ absl::Status CudaLMHead<T>::Forward(const T* x, int64_t n, T* shard_out, T* gath
   const int tp = ctx_.comm->size();
   const T* all = shard_out;  // [tp, n, Vp/T]
   if (tp > 1) {
-    absl::Status s = ctx_.comm->AllGatherDevice(shard_out, gathered, n * rows_, DeviceDTypeOf<T>());
-    if (!s.ok()) return s;
+    TPSERVE_RETURN_IF_ERROR(
+        ctx_.comm->AllGatherDevice(shard_out, gathered, n * rows_, DeviceDTypeOf<T>()));
     all = gathered;
   }
   return Launched(LaunchUngatherVocab(all, tp, n, rows_, vocab_, logits, ctx_.stream()),

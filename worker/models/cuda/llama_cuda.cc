@@ -310,15 +310,14 @@ absl::Status CudaLlamaModel<T>::AllocateCache(int num_blocks, int block_size) {
   }
   const KvCacheShape shape = CacheShape(num_blocks, block_size);
   const int max_blocks_per_seq = (max_context_ + block_size - 1) / block_size;
-  absl::StatusOr<DeviceBuffer> kv = DeviceBuffer::Create(shape.bytes());
-  if (!kv.ok()) return kv.status();
+  TPSERVE_ASSIGN_OR_RETURN(DeviceBuffer kv, DeviceBuffer::Create(shape.bytes()));
   absl::StatusOr<std::unique_ptr<CudaStepMetadataStager>> stager = CudaStepMetadataStager::Create(
       options_.limits.max_batch_tokens(),
       // A step holds at most one sequence per token.
       std::min(options_.limits.max_sequences(), options_.limits.max_batch_tokens()),
       max_blocks_per_seq, block_size);
   if (!stager.ok()) return stager.status();  // kv is freed: nothing half-built stays
-  kv_ = *std::move(kv);
+  kv_ = std::move(kv);
   stager_ = *std::move(stager);
   shape_ = shape;
   graph_context_ = std::min(options_.graph_max_context, max_context_);
