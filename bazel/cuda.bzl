@@ -42,13 +42,15 @@ def _genrule_per_source(name, srcs, out_pattern, cmd_pattern, extra_srcs = []):
         outs.append(out)
     return outs
 
-def cuda_library(name, srcs, hdrs = [], deps = [], textual_hdrs = [], emulated = False, **kwargs):
+def cuda_library(name, srcs, hdrs = [], deps = [], textual_hdrs = [], emulated = False, dep_hdrs = [], **kwargs):
+    """dep_hdrs: headers of other packages the .cu files include (nvcc runs in a genrule,
+    which sees only the files it is given; the cc deps carry them for the C++ side)."""
     objs = _genrule_per_source(
         name,
         srcs,
         "_nvcc_%s_%s.pic.o",
         "%s %s -c $(location {src}) -o $@" % (_NVCC, _NVCC_FLAGS),
-        hdrs + textual_hdrs,
+        hdrs + textual_hdrs + dep_hdrs,
     )
     native.cc_library(
         name = name,
@@ -152,12 +154,13 @@ def cuda_test(name, srcs, cuda_deps, deps = [], emu_args = [], **kwargs):
 
 _KERNEL_TEXTUAL_HDRS = ["launch.cuh", "vec.cuh"]
 
-def cuda_kernel(name, srcs = None, textual_hdrs = _KERNEL_TEXTUAL_HDRS, test_deps = [], test_size = "medium"):
+def cuda_kernel(name, srcs = None, textual_hdrs = _KERNEL_TEXTUAL_HDRS, deps = [], dep_hdrs = [], test_deps = [], test_size = "medium"):
     """A kernel and its test: cuda_library NAME and cuda_test NAME_test (and their _emu twins).
 
     srcs: the .cu files (default NAME.cu); the header is NAME.h. textual_hdrs: the .cuh
     files it includes (default launch.cuh and vec.cuh). test_deps: what NAME_test.cc needs
-    besides the kernel and gtest_main (its CPU reference, for one).
+    besides the kernel and gtest_main (its CPU reference, for one). deps/dep_hdrs: header
+    libraries of other packages the kernel includes, and those headers (see cuda_library).
     """
     cuda_library(
         name = name,
@@ -165,7 +168,8 @@ def cuda_kernel(name, srcs = None, textual_hdrs = _KERNEL_TEXTUAL_HDRS, test_dep
         hdrs = [name + ".h"],
         emulated = True,
         textual_hdrs = textual_hdrs,
-        deps = ["@cuda//:headers"],
+        deps = ["@cuda//:headers"] + deps,
+        dep_hdrs = dep_hdrs,
     )
     cuda_test(
         name = name + "_test",

@@ -64,5 +64,21 @@ MK=("$PY" "$HERE/make_fixture.py" --out-root "$OUT")
   --sliding-window 8 --prompt-lens 5,8,12,21 \
   --description "Mistral, sliding_window 8 (each query sees itself and the 7 previous tokens); prompts of 12 and 21 tokens exceed it, and greedy decoding crosses it"
 
+# 8. Llama with mlp_bias (gate/up/down biases, random) and the GELU (erf) activation.
+"${MK[@]}" --name llama_mlp_bias_gelu --arch llama --seed 808 \
+  --hidden 64 --heads 4 --kv-heads 2 --intermediate 96 --vocab 256 --layers 2 \
+  --mlp-bias --hidden-act gelu \
+  --description "Llama, mlp_bias=true (gate/up/down biases; down_proj's added once at tp > 1), hidden_act gelu (erf form)"
+
+# 9. Qwen2 with the tanh GELU (gelu_pytorch_tanh), Mistral with relu.
+"${MK[@]}" --name qwen2_gelu_tanh --arch qwen2 --seed 809 \
+  --hidden 48 --heads 4 --kv-heads 2 --intermediate 72 --vocab 240 --layers 2 \
+  --hidden-act gelu_pytorch_tanh \
+  --description "Qwen2, hidden_act gelu_pytorch_tanh (tanh approximation)"
+"${MK[@]}" --name mistral_relu --arch mistral --seed 810 \
+  --hidden 48 --heads 4 --kv-heads 4 --intermediate 64 --vocab 224 --layers 1 \
+  --hidden-act relu \
+  --description "Mistral, hidden_act relu, no sliding window"
+
 echo "all fixtures written to $OUT"
 du -sh "$OUT"

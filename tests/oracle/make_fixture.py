@@ -75,6 +75,10 @@ def parse_args(argv=None):
     p.add_argument("--tie", action="store_true", help="tie_word_embeddings=True")
     p.add_argument("--attention-bias", action="store_true",
                    help="llama/mistral-style attention_bias=True (q,k,v and o biases)")
+    p.add_argument("--mlp-bias", action="store_true",
+                   help="llama: mlp_bias=True (gate/up/down biases, random like every bias)")
+    p.add_argument("--hidden-act", default="silu",
+                   help="config.json hidden_act: silu, gelu, gelu_pytorch_tanh, gelu_new, relu")
     p.add_argument("--rms-eps", type=float, default=1e-6)
     p.add_argument("--rope-theta", type=float, default=10000.0)
     p.add_argument("--rope-scaling", default=None,
@@ -153,6 +157,10 @@ def randomize_shapes(args):
     if args.sliding_window and max(lens) <= args.sliding_window:
         lens.append(args.sliding_window + 5)
     args.prompt_lens = ",".join(str(x) for x in lens)
+    # Drawn last, so that the draws above stay what they were for a given seed.
+    args.hidden_act = str(r.choice(["silu", "silu", "gelu", "gelu_pytorch_tanh", "gelu_new",
+                                    "relu"]))
+    args.mlp_bias = bool(args.arch == "llama" and r.random() < 0.4)
     if args.name is None:
         args.name = "unseen_%d" % args.random_shapes
     args.description = "random shapes, seed %d" % args.random_shapes
@@ -178,7 +186,7 @@ def build_config(args):
         num_attention_heads=args.heads,
         num_key_value_heads=kv,
         head_dim=head_dim,
-        hidden_act="silu",
+        hidden_act=args.hidden_act,
         max_position_embeddings=args.max_position,
         rms_norm_eps=args.rms_eps,
         tie_word_embeddings=bool(args.tie),
@@ -190,6 +198,10 @@ def build_config(args):
         if args.arch == "mistral":
             raise SystemExit("MistralConfig has no attention_bias")
         kw["attention_bias"] = True
+    if args.mlp_bias:
+        if args.arch != "llama":
+            raise SystemExit("only LlamaConfig has mlp_bias")
+        kw["mlp_bias"] = True
     if args.arch == "mistral":
         kw["sliding_window"] = args.sliding_window
     if args.arch in ("qwen2", "qwen3"):

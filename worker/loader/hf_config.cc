@@ -169,6 +169,35 @@ absl::Status ParseAttention(const JsonField& root, ModelConfig* c) {
   return absl::OkStatus();
 }
 
+// hidden_act (absent: silu, every supported family's default) and mlp_bias.
+absl::Status ParseMlp(const JsonField& root, ModelConfig* c) {
+  const JsonField act = root["hidden_act"];
+  TPSERVE_ASSIGN_OR_RETURN(std::string name, act.StringOr("silu"));
+  static constexpr std::pair<const char*, Activation> kActivations[] = {
+      {"silu", Activation::kSilu},
+      {"swish", Activation::kSilu},
+      {"gelu", Activation::kGelu},
+      {"gelu_pytorch_tanh", Activation::kGeluTanh},
+      {"gelu_new", Activation::kGeluTanh},
+      {"relu", Activation::kRelu},
+  };
+  bool known = false;
+  for (const auto& [n, a] : kActivations) {
+    if (name == n) c->hidden_act = a, known = true;
+  }
+  if (!known) {
+    return act.Error(absl::StrCat("activation \"", name,
+                                  "\" is not supported (supported: silu, swish, gelu, "
+                                  "gelu_pytorch_tanh, gelu_new, relu)"),
+                     absl::StatusCode::kUnimplemented);
+  }
+  // MistralMLP and the Qwen MLPs have no biases in transformers; LlamaMLP follows mlp_bias.
+  if (c->family == ModelFamily::kLlama) {
+    TPSERVE_ASSIGN_OR_RETURN(c->mlp_bias, root["mlp_bias"].BoolOr(false));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseFields(const JsonField& root, ModelConfig* c) {
   TPSERVE_RETURN_IF_ERROR(ParseArchitecture(root, c));
   TPSERVE_ASSIGN_OR_RETURN(c->hidden_size, root["hidden_size"].Int32());
@@ -184,6 +213,7 @@ absl::Status ParseFields(const JsonField& root, ModelConfig* c) {
   TPSERVE_ASSIGN_OR_RETURN(c->tie_word_embeddings,
                            root["tie_word_embeddings"].BoolOr(c->tie_word_embeddings));
   TPSERVE_RETURN_IF_ERROR(ParseAttention(root, c));
+  TPSERVE_RETURN_IF_ERROR(ParseMlp(root, c));
   TPSERVE_RETURN_IF_ERROR(ParseRope(root, c));
   TPSERVE_RETURN_IF_ERROR(ParseDType(root, c));
   return ParseTokenIds(root, c);

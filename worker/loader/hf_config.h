@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/dtype.h"
+#include "worker/kernels/activation.h"
 
 namespace tpserve {
 
@@ -41,6 +42,8 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v biases (Qwen2 always has them)
+  bool mlp_bias = false;        // gate/up/down biases (Llama's mlp_bias)
+  Activation hidden_act = Activation::kSilu;
   bool qk_norm = false;         // per-head RMSNorm on q and k (Qwen3)
   int max_position_embeddings = 0;
   int sliding_window = 0;  // 0: full attention

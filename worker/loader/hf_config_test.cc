@@ -92,6 +92,35 @@ TEST(HfConfigTest, ParsesOptionalFields) {
   EXPECT_EQ(c->torch_dtype, DType::kF16);
 }
 
+TEST(HfConfigTest, HiddenActAndMlpBias) {
+  auto c = Parse(BaseConfig("LlamaForCausalLM"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->hidden_act, Activation::kSilu);
+  EXPECT_FALSE(c->mlp_bias);
+  const std::pair<const char*, Activation> names[] = {
+      {"silu", Activation::kSilu},          {"swish", Activation::kSilu},
+      {"gelu", Activation::kGelu},          {"gelu_pytorch_tanh", Activation::kGeluTanh},
+      {"gelu_new", Activation::kGeluTanh}, {"relu", Activation::kRelu}};
+  for (const auto& [name, act] : names) {
+    json j = BaseConfig("Qwen2ForCausalLM");
+    j["hidden_act"] = name;
+    auto parsed = Parse(j);
+    ASSERT_TRUE(parsed.ok()) << name << ": " << parsed.status();
+    EXPECT_EQ(parsed->hidden_act, act) << name;
+  }
+  json j = BaseConfig("LlamaForCausalLM");
+  j["mlp_bias"] = true;
+  EXPECT_TRUE(Parse(j)->mlp_bias);
+  // An activation transformers has but tpserve does not compute is refused, not SiLU.
+  j["hidden_act"] = "quick_gelu";
+  auto refused = Parse(j);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(refused.status().message()),
+              AllOf(HasSubstr("config.json"), HasSubstr("hidden_act"), HasSubstr("quick_gelu")));
+  j["hidden_act"] = 3;
+  EXPECT_THAT(ErrorOf(j), HasSubstr("hidden_act"));
+}
+
 TEST(HfConfigTest, MistralSlidingWindow) {
   json j = BaseConfig("MistralForCausalLM");
   j["sliding_window"] = 256;

@@ -107,12 +107,17 @@ absl::StatusOr<Tensor> LlamaAttention::Forward(const Tensor& x, const AttentionI
 absl::StatusOr<std::unique_ptr<LlamaMlp>> LlamaMlp::Create(const ModelConfig& config,
                                                            CommGroup* comm) {
   const int64_t hidden = config.hidden_size, inter = config.intermediate_size;
-  TPSERVE_ASSIGN_OR_RETURN(auto gate_up,
-                           MergedColumnParallelLinear::Create(comm, hidden, {inter, inter}, false));
-  TPSERVE_ASSIGN_OR_RETURN(auto down, RowParallelLinear::Create(comm, inter, hidden, false));
+  // mlp_bias: gate/up biases split with their rows; down_proj's is added once, after the
+  // all-reduce of the row-parallel partial sums.
+  TPSERVE_ASSIGN_OR_RETURN(
+      auto gate_up,
+      MergedColumnParallelLinear::Create(comm, hidden, {inter, inter}, config.mlp_bias));
+  TPSERVE_ASSIGN_OR_RETURN(auto down,
+                           RowParallelLinear::Create(comm, inter, hidden, config.mlp_bias));
   std::unique_ptr<LlamaMlp> mlp(new LlamaMlp());
   mlp->hidden_ = hidden;
   mlp->intermediate_ = inter;
+  mlp->act_ = config.hidden_act;
   mlp->gate_up_ = std::move(gate_up);
   mlp->down_ = std::move(down);
   return mlp;
@@ -120,21 +125,30 @@ absl::StatusOr<std::unique_ptr<LlamaMlp>> LlamaMlp::Create(const ModelConfig& co
 
 absl::Status LlamaMlp::LoadWeights(WeightReader& reader, const std::string& prefix) {
   int shard = 0;
-  for (const char* name : {"gate_proj.weight", "up_proj.weight"}) {
+  for (const char* name : {"gate_proj.", "up_proj."}) {
     TPSERVE_RETURN_IF_ERROR(reader.Load(
-        prefix + name, {intermediate_, hidden_},
+        prefix + name + "weight", {intermediate_, hidden_},
         [&](const Tensor& t) { return gate_up_->WeightLoader(gate_up_->weight(), t, shard); }));
+    if (gate_up_->bias() != nullptr) {
+      TPSERVE_RETURN_IF_ERROR(reader.Load(
+          prefix + name + "bias", {intermediate_},
+          [&](const Tensor& t) { return gate_up_->WeightLoader(*gate_up_->bias(), t, shard); }));
+    }
     ++shard;
   }
-  return reader.Load(prefix + "down_proj.weight", {hidden_, intermediate_},
-                    [&](const Tensor& t) { return down_->WeightLoader(down_->weight(), t); });
+  TPSERVE_RETURN_IF_ERROR(
+      reader.Load(prefix + "down_proj.weight", {hidden_, intermediate_},
+                  [&](const Tensor& t) { return down_->WeightLoader(down_->weight(), t); }));
+  if (down_->bias() == nullptr) return absl::OkStatus();
+  return reader.Load(prefix + "down_proj.bias", {hidden_},
+                     [&](const Tensor& t) { return down_->WeightLoader(*down_->bias(), t); });
 }
 
 absl::StatusOr<Tensor> LlamaMlp::Forward(const Tensor& x) const {
   TPSERVE_ASSIGN_OR_RETURN(LinearOutput gate_up, gate_up_->Forward(x));  // [n, 2·I/T]
   const int64_t n = x.dim(0), width = gate_up.output.dim(1) / 2;
   Tensor act({n, width});  // [n, I/T]
-  SiluMul(gate_up.output.data(), n, width, act.data());
+  ActMul(act_, gate_up.output.data(), n, width, act.data());
   TPSERVE_ASSIGN_OR_RETURN(LinearOutput down, down_->Forward(act));  // [n, hidden]
   return std::move(down.output);
 }

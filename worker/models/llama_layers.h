@@ -96,6 +96,7 @@ class LlamaMlp {
  private:
   LlamaMlp() = default;
   int64_t hidden_ = 0, intermediate_ = 0;
+  Activation act_ = Activation::kSilu;  // config.json's hidden_act
   std::unique_ptr<MergedColumnParallelLinear> gate_up_;  // [n, 2·I/T]
   std::unique_ptr<RowParallelLinear> down_;
 };

@@ -38,16 +38,39 @@ TEST(NormActivationTest, RmsNormAndFusedResidual) {
   EXPECT_EQ(fused, want);
 }
 
-TEST(NormActivationTest, SiluMul) {
-  auto gu = Random(2 * 8, 4);
-  std::vector<float> out(2 * 4);
-  SiluMul(gu.data(), 2, 4, out.data());
-  for (int i = 0; i < 2; ++i) {
-    for (int j = 0; j < 4; ++j) {
-      const double g = gu[i * 8 + j], u = gu[i * 8 + 4 + j];
-      EXPECT_NEAR(out[i * 4 + j], g / (1 + std::exp(-g)) * u, 1e-5);
+// Each activation against its definition in transformers' ACT2FN, evaluated in double.
+TEST(NormActivationTest, ActMulMatchesEachActivationsDefinition) {
+  const struct {
+    Activation act;
+    double (*reference)(double);
+  } cases[] = {
+      {Activation::kSilu, [](double g) { return g / (1 + std::exp(-g)); }},
+      {Activation::kGelu, [](double g) { return 0.5 * g * (1 + std::erf(g / std::sqrt(2.0))); }},
+      {Activation::kGeluTanh,
+       [](double g) {
+         return 0.5 * g * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) *
+                                         (g + 0.044715 * g * g * g)));
+       }},
+      {Activation::kRelu, [](double g) { return g > 0 ? g : 0.0; }},
+  };
+  auto gu = Random(3 * 16, 4);
+  for (float& v : gu) v *= 4;  // well into both tails
+  for (const auto& c : cases) {
+    std::vector<float> out(3 * 8);
+    ActMul(c.act, gu.data(), 3, 8, out.data());
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 8; ++j) {
+        const double g = gu[i * 16 + j], u = gu[i * 16 + 8 + j];
+        EXPECT_NEAR(out[i * 8 + j], c.reference(g) * u, 1e-5 * (1 + std::abs(g * u)))
+            << static_cast<int>(c.act) << " g=" << g;
+      }
     }
   }
+  // The tanh form is not erf's: at g = 1 they differ by ~1.6e-4, more than float error.
+  std::vector<float> one = {1.0f, 1.0f}, erf_out(1), tanh_out(1);
+  ActMul(Activation::kGelu, one.data(), 1, 1, erf_out.data());
+  ActMul(Activation::kGeluTanh, one.data(), 1, 1, tanh_out.data());
+  EXPECT_GT(std::abs(erf_out[0] - tanh_out[0]), 1e-4);
 }
 
 TEST(RopeTest, RotatesHalvesByPositionTimesFrequency) {

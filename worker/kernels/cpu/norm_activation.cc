@@ -21,15 +21,33 @@ void AddRmsNorm(float* residual, const float* x, const float* weight, int64_t n,
   RmsNorm(residual, weight, n, dim, eps, out);
 }
 
-void SiluMul(const float* gate_up, int64_t n, int64_t width, float* out) {
+namespace {
+
+template <Activation kAct>
+void ActMulRows(const float* gate_up, int64_t n, int64_t width, float* out) {
   for (int64_t i = 0; i < n; ++i) {
     const float* gate = gate_up + i * 2 * width;
     const float* up = gate + width;
     float* dst = out + i * width;
     for (int64_t j = 0; j < width; ++j) {
       const float g = gate[j];
-      dst[j] = g / (1.0f + std::exp(-g)) * up[j];
+      dst[j] = Activate(kAct, g) * up[j];
     }
+  }
+}
+
+}  // namespace
+
+void ActMul(Activation act, const float* gate_up, int64_t n, int64_t width, float* out) {
+  switch (act) {  // one loop per activation: the switch stays out of it
+    case Activation::kSilu:
+      return ActMulRows<Activation::kSilu>(gate_up, n, width, out);
+    case Activation::kGelu:
+      return ActMulRows<Activation::kGelu>(gate_up, n, width, out);
+    case Activation::kGeluTanh:
+      return ActMulRows<Activation::kGeluTanh>(gate_up, n, width, out);
+    case Activation::kRelu:
+      return ActMulRows<Activation::kRelu>(gate_up, n, width, out);
   }
 }
 

@@ -21,7 +21,7 @@
 #include "worker/kernels/cuda/paged_attention.h"
 #include "worker/kernels/cuda/rms_norm.h"
 #include "worker/kernels/cuda/rope.h"
-#include "worker/kernels/cuda/silu_mul.h"
+#include "worker/kernels/cuda/act_mul.h"
 #include "worker/models/cuda/cuda_graphs.h"
 #include "worker/models/cuda/cuda_layers.h"
 #include "worker/models/cuda/cuda_step_metadata.h"
@@ -398,10 +398,10 @@ absl::Status CudaLlamaModel<T>::RunLayers(const CudaStepMetadata& meta) {
                          normed, stream()),
         "post-attention norm"));
     TPSERVE_RETURN_IF_ERROR(l.gate_up.Forward(normed, n, acts_.gate_up.template as<T>()));
-    TPSERVE_RETURN_IF_ERROR(Launched(LaunchSiluMul(acts_.gate_up.template as<T>(), n,
-                                                   inter_per_rank_, acts_.act.template as<T>(),
-                                                   stream()),
-                                     "silu_mul"));
+    TPSERVE_RETURN_IF_ERROR(Launched(
+        LaunchActMul(config_.hidden_act, acts_.gate_up.template as<T>(), n, inter_per_rank_,
+                     acts_.act.template as<T>(), stream()),
+        "act_mul"));
     TPSERVE_RETURN_IF_ERROR(l.down.Forward(acts_.act.template as<T>(), n, block_out));
   }
   return absl::OkStatus();
