@@ -168,7 +168,8 @@ absl::StatusOr<ServingSetup> PrepareServing(const ServerConfig& config) {
   // count too (vLLM takes both), each once.
   TPSERVE_ASSIGN_OR_RETURN(
       const std::vector<int> generation_eos,
-      LoadGenerationEosTokenIds((fs::path(config.model_dir) / "generation_config.json").string()));
+      LoadGenerationEosTokenIds((fs::path(config.model_dir) / "generation_config.json").string(),
+                                model.vocab_size));
   for (const std::vector<int>* ids : {&model.eos_token_ids, &generation_eos}) {
     for (int id : *ids) {
       if (std::find(engine.eos_token_ids.begin(), engine.eos_token_ids.end(), id) ==

@@ -1,9 +1,11 @@
 #include "worker/loader/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -133,7 +135,123 @@ absl::Status ParseEosTokenIds(const JsonField& eos, std::vector<int>* ids) {
 
 absl::Status ParseTokenIds(const JsonField& root, ModelConfig* c) {
   TPSERVE_ASSIGN_OR_RETURN(c->bos_token_id, root["bos_token_id"].Int32Or(c->bos_token_id));
+  TPSERVE_ASSIGN_OR_RETURN(c->pad_token_id, root["pad_token_id"].Int32Or(c->pad_token_id));
   return ParseEosTokenIds(root["eos_token_id"], &c->eos_token_ids);
+}
+
+// Every key of config.json is one of these, or the file is refused naming it: a key
+// tpserve does not know may change the computation (docs/config_keys.md gives the reason
+// for each entry).
+constexpr const char* kReadKeys[] = {
+    "architectures", "hidden_size", "intermediate_size", "vocab_size", "num_hidden_layers",
+    "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings",
+    "rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor",
+    "tie_word_embeddings", "attention_bias", "mlp_bias", "hidden_act", "sliding_window",
+    "use_sliding_window", "max_window_layers", "layer_types", "dtype", "torch_dtype",
+    "bos_token_id", "eos_token_id", "pad_token_id", "quantization_config",
+};
+constexpr const char* kIgnoredKeys[] = {
+    // Metadata and bookkeeping of transformers' PretrainedConfig.
+    "_name_or_path", "name_or_path", "model_type", "transformers_version", "_commit_hash",
+    "auto_map", "tokenizer_class", "finetuning_task", "task_specific_params", "problem_type",
+    "id2label", "label2id", "num_labels", "prefix", "_attn_implementation",
+    "attn_implementation", "_attn_implementation_autoset", "experts_implementation",
+    "torchscript", "use_bfloat16", "tf_legacy_loss", "pruned_heads", "chunk_size_feed_forward",
+    "is_encoder_decoder", "is_decoder", "add_cross_attention", "cross_attention_hidden_size",
+    "tie_encoder_decoder", "return_dict", "output_attentions", "output_hidden_states",
+    "output_scores", "return_dict_in_generate", "unsloth_version",
+    // Training only: no effect on a forward pass in inference.
+    "initializer_range", "attention_dropout", "hidden_dropout", "use_cache",
+    "pretraining_tp",
+    // Generation defaults of old configs (transformers moved them to generation_config.json);
+    // tpserve's requests carry their own sampling.
+    "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups",
+    "diversity_penalty", "temperature", "top_k", "top_p", "typical_p", "repetition_penalty",
+    "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
+    "num_return_sequences", "forced_bos_token_id", "forced_eos_token_id",
+    "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens",
+    "begin_suppress_tokens", "decoder_start_token_id", "sep_token_id",
+};
+
+bool Listed(absl::Span<const char* const> keys, const std::string& key) {
+  return std::any_of(keys.begin(), keys.end(), [&](const char* k) { return key == k; });
+}
+
+// Quantized checkpoints first (their tensors would fail later, less clearly), then any
+// key outside the two lists, then the read keys whose only supported value is the
+// default.
+absl::Status CheckKeys(const JsonField& root) {
+  const JsonField quant = root["quantization_config"];
+  if (!quant.is_null()) {
+    std::string method = "unknown";
+    if (quant.value().is_object() && quant.value().contains("quant_method") &&
+        quant.value()["quant_method"].is_string()) {
+      method = quant.value()["quant_method"].get<std::string>();
+    }
+    return quant.Error(absl::StrCat("quantized checkpoints (quant_method \"", method,
+                                    "\") are not supported; serve the unquantized weights"),
+                       absl::StatusCode::kUnimplemented);
+  }
+  for (const auto& [key, value] : root.value().items()) {
+    if (Listed(kReadKeys, key) || Listed(kIgnoredKeys, key)) continue;
+    return root[key].Error(
+        "is not a key tpserve knows for this architecture; it may change the computation, "
+        "so the model is refused rather than served without it (docs/config_keys.md)",
+        absl::StatusCode::kUnimplemented);
+  }
+  TPSERVE_ASSIGN_OR_RETURN(double partial, root["partial_rotary_factor"].DoubleOr(1.0));
+  if (partial != 1.0) {
+    return root["partial_rotary_factor"].Error(
+        absl::StrCat("is ", partial, "; only 1.0 (rotate every dimension) is supported"),
+        absl::StatusCode::kUnimplemented);
+  }
+  return absl::OkStatus();
+}
+
+// Qwen2/Qwen3 as transformers 5 reads them: layer i attends within sliding_window when
+// layer_types[i] is "sliding_attention" and the window is on (use_sliding_window and a
+// non-null sliding_window); absent layer_types, layers i >= max_window_layers slide. The
+// attention kernels take one window for every layer, so a mix is refused.
+absl::Status ParseQwenLayerTypes(const JsonField& root, ModelConfig* c) {
+  TPSERVE_ASSIGN_OR_RETURN(bool use_sliding_window, root["use_sliding_window"].BoolOr(false));
+  int window = 0;
+  if (use_sliding_window) {
+    TPSERVE_ASSIGN_OR_RETURN(window, root["sliding_window"].Int32Or(0));
+    if (!root.Has("sliding_window")) window = 4096;  // Qwen2Config's default
+  }
+  TPSERVE_ASSIGN_OR_RETURN(int max_window_layers, root["max_window_layers"].Int32Or(28));
+  std::vector<bool> sliding(c->num_hidden_layers > 0 ? c->num_hidden_layers : 0);
+  const JsonField types = root["layer_types"];
+  if (types.is_null()) {
+    for (size_t i = 0; i < sliding.size(); ++i) {
+      sliding[i] = window > 0 && static_cast<int>(i) >= max_window_layers;
+    }
+  } else {
+    TPSERVE_RETURN_IF_ERROR(types.ExpectArray());
+    if (types.value().size() != sliding.size()) {
+      return types.Error(absl::StrCat("has ", types.value().size(),
+                                      " entries, num_hidden_layers is ", sliding.size()));
+    }
+    for (size_t i = 0; i < sliding.size(); ++i) {
+      const json& t = types.value()[i];
+      if (!t.is_string() || (t != "full_attention" && t != "sliding_attention")) {
+        return types.Error(absl::StrCat("entry ", i, " is ", t.dump(),
+                                        ", expected \"full_attention\" or \"sliding_attention\""));
+      }
+      sliding[i] = window > 0 && t == "sliding_attention";
+    }
+  }
+  const size_t num_sliding = std::count(sliding.begin(), sliding.end(), true);
+  if (num_sliding != 0 && num_sliding != sliding.size()) {
+    return (types.is_null() ? root["max_window_layers"] : types)
+        .Error(absl::StrCat("gives ", num_sliding, " of ", sliding.size(),
+                            " layers a sliding window of ", window,
+                            " and the others full attention; tpserve runs one kind for all "
+                            "layers"),
+               absl::StatusCode::kUnimplemented);
+  }
+  c->sliding_window = num_sliding > 0 ? window : 0;
+  return absl::OkStatus();
 }
 
 // Family-specific attention layout: head_dim, biases, qk-norm and the sliding window.
@@ -161,10 +279,7 @@ absl::Status ParseAttention(const JsonField& root, ModelConfig* c) {
     TPSERVE_ASSIGN_OR_RETURN(c->sliding_window,
                              root["sliding_window"].Int32Or(c->sliding_window));
   } else if (c->family == ModelFamily::kQwen2 || c->family == ModelFamily::kQwen3) {
-    TPSERVE_ASSIGN_OR_RETURN(bool use_sliding_window, root["use_sliding_window"].BoolOr(false));
-    if (use_sliding_window) {
-      TPSERVE_ASSIGN_OR_RETURN(c->sliding_window, root["sliding_window"].Int32Or(4096));
-    }
+    return ParseQwenLayerTypes(root, c);
   }
   return absl::OkStatus();
 }
@@ -199,6 +314,7 @@ absl::Status ParseMlp(const JsonField& root, ModelConfig* c) {
 }
 
 absl::Status ParseFields(const JsonField& root, ModelConfig* c) {
+  TPSERVE_RETURN_IF_ERROR(CheckKeys(root));
   TPSERVE_RETURN_IF_ERROR(ParseArchitecture(root, c));
   TPSERVE_ASSIGN_OR_RETURN(c->hidden_size, root["hidden_size"].Int32());
   TPSERVE_ASSIGN_OR_RETURN(c->intermediate_size, root["intermediate_size"].Int32());
@@ -240,6 +356,17 @@ absl::Status ModelConfig::Validate() const {
       {"rope_theta", rope_theta},
   };
   for (const auto& [key, value] : positives) TPSERVE_RETURN_IF_ERROR(Positive(key, value));
+  // Ids outside the vocabulary could never match (eos) or be embedded (bos, pad).
+  std::vector<std::pair<std::string, int>> ids = {{"bos_token_id", bos_token_id},
+                                                  {"pad_token_id", pad_token_id}};
+  for (int id : eos_token_ids) ids.push_back({"eos_token_id", id});
+  for (const auto& [key, id] : ids) {
+    if (id == -1 && key != "eos_token_id") continue;  // absent
+    if (id < 0 || id >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          key, "=", id, " is outside the vocabulary [0, vocab_size=", vocab_size, ")"));
+    }
+  }
   if (num_attention_heads % num_key_value_heads != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_key_value_heads=", num_key_value_heads,
@@ -308,19 +435,28 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
 }
 
 absl::StatusOr<std::vector<int>> ParseGenerationEosTokenIds(const std::string& json_text,
-                                                            const std::string& source) {
+                                                            const std::string& source,
+                                                            int vocab_size) {
   TPSERVE_ASSIGN_OR_RETURN(json root,
                            ParseJsonObject(json_text, source, /*reject_duplicate_keys=*/false));
   std::vector<int> ids;
-  TPSERVE_RETURN_IF_ERROR(ParseEosTokenIds(JsonField(root, source)["eos_token_id"], &ids));
+  const JsonField eos = JsonField(root, source)["eos_token_id"];
+  TPSERVE_RETURN_IF_ERROR(ParseEosTokenIds(eos, &ids));
+  for (int id : ids) {
+    if (id >= vocab_size) {
+      return eos.Error(absl::StrCat(id, " is outside the model's vocabulary [0, ", vocab_size,
+                                    ") (vocab_size of config.json)"));
+    }
+  }
   return ids;
 }
 
-absl::StatusOr<std::vector<int>> LoadGenerationEosTokenIds(const std::string& path) {
+absl::StatusOr<std::vector<int>> LoadGenerationEosTokenIds(const std::string& path,
+                                                           int vocab_size) {
   std::error_code error;
   if (!std::filesystem::exists(path, error)) return std::vector<int>{};
   TPSERVE_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
-  return ParseGenerationEosTokenIds(text, path);
+  return ParseGenerationEosTokenIds(text, path, vocab_size);
 }
 
 }  // namespace tpserve

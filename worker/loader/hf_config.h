@@ -49,6 +49,7 @@ struct ModelConfig {
   int sliding_window = 0;  // 0: full attention
   DType torch_dtype = DType::kF32;
   int bos_token_id = -1;  // -1 when absent
+  int pad_token_id = -1;  // -1 when absent
   std::vector<int> eos_token_ids;
 
   // Internal consistency (positive sizes, heads divide, kv heads divide heads, ...).
@@ -67,11 +68,13 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
 // The "eos_token_id" (an integer or a list) of `path`, a generation_config.json, where
 // Hugging Face's generate takes its end-of-sequence ids from (Llama 3 Instruct lists
 // <|eot_id|> only there); empty when the file or the key is absent. Errors name the file
-// and the key.
-absl::StatusOr<std::vector<int>> LoadGenerationEosTokenIds(const std::string& path);
+// and the key; an id at or past `vocab_size` (config.json's) is refused.
+absl::StatusOr<std::vector<int>> LoadGenerationEosTokenIds(const std::string& path,
+                                                           int vocab_size);
 // Same, from text; `source` names it in errors.
 absl::StatusOr<std::vector<int>> ParseGenerationEosTokenIds(const std::string& json_text,
-                                                            const std::string& source);
+                                                            const std::string& source,
+                                                            int vocab_size);
 
 }  // namespace tpserve
 

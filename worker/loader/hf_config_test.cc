@@ -144,7 +144,10 @@ TEST(HfConfigTest, Qwen2HasQkvBiasAndOptionalSlidingWindow) {
   EXPECT_TRUE(c->attention_bias);
   EXPECT_FALSE(c->qk_norm);
   EXPECT_EQ(c->sliding_window, 0);
+  // transformers slides only layers at or past max_window_layers (default 28): none of 2.
   j["use_sliding_window"] = true;
+  EXPECT_EQ(Parse(j)->sliding_window, 0);
+  j["max_window_layers"] = 0;
   EXPECT_EQ(Parse(j)->sliding_window, 256);
 }
 
@@ -294,7 +297,7 @@ TEST(HfConfigTest, LoadsFromFile) {
 
 TEST(HfConfigTest, GenerationConfigEosTokenIds) {
   auto ids = [](const std::string& text) {
-    return ParseGenerationEosTokenIds(text, "generation_config.json");
+    return ParseGenerationEosTokenIds(text, "generation_config.json", /*vocab_size=*/200000);
   };
   EXPECT_EQ(*ids(R"({"eos_token_id": 7})"), std::vector<int>({7}));
   EXPECT_EQ(*ids(R"({"eos_token_id": [128001, 128008, 128009]})"),
@@ -313,9 +316,89 @@ TEST(HfConfigTest, GenerationConfigEosTokenIds) {
   EXPECT_FALSE(ids("[1]").ok());
   // No file: no ids (the model's config.json has the only ones).
   const absl::StatusOr<std::vector<int>> missing =
-      LoadGenerationEosTokenIds("/nonexistent/generation_config.json");
+      LoadGenerationEosTokenIds("/nonexistent/generation_config.json", 1000);
   ASSERT_TRUE(missing.ok()) << missing.status();
   EXPECT_TRUE(missing->empty());
+  // An eos id the model cannot produce could never end a generation.
+  const auto outside = ParseGenerationEosTokenIds(R"({"eos_token_id": [5, 1000]})",
+                                                  "generation_config.json", 1000);
+  EXPECT_THAT(std::string(outside.status().message()),
+              AllOf(HasSubstr("generation_config.json"), HasSubstr("eos_token_id"),
+                    HasSubstr("1000 is outside the model's vocabulary [0, 1000)")));
+}
+
+TEST(HfConfigTest, TokenIdsMustBeInsideTheVocabulary) {
+  for (const char* key : {"bos_token_id", "pad_token_id", "eos_token_id"}) {
+    json j = BaseConfig("LlamaForCausalLM");
+    j[key] = 1000;  // vocab_size 1000
+    EXPECT_THAT(ErrorOf(j), AllOf(HasSubstr("config.json"), HasSubstr(key),
+                                  HasSubstr("outside the vocabulary [0, vocab_size=1000)")))
+        << key;
+    j[key] = 999;
+    EXPECT_TRUE(Parse(j).ok()) << key;
+  }
+  json j = BaseConfig("LlamaForCausalLM");
+  j["eos_token_id"] = {2, 4000};
+  EXPECT_THAT(ErrorOf(j), HasSubstr("eos_token_id=4000"));
+}
+
+// A key tpserve does not know could change the computation: refused by name, not ignored.
+TEST(HfConfigTest, UnknownKeysAndQuantizedCheckpointsAreRefused) {
+  json j = BaseConfig("LlamaForCausalLM");
+  j["logits_scaling"] = 8.0;  // Granite's, which Llama does not have
+  auto refused = Parse(j);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(refused.status().message()),
+              AllOf(HasSubstr("config.json"), HasSubstr("logits_scaling"),
+                    HasSubstr("docs/config_keys.md")));
+  j = BaseConfig("Qwen2ForCausalLM");
+  j["quantization_config"] = {{"quant_method", "awq"}, {"bits", 4}};
+  refused = Parse(j);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(refused.status().message()),
+              AllOf(HasSubstr("quantization_config"), HasSubstr("awq")));
+  j = BaseConfig("LlamaForCausalLM");
+  j["partial_rotary_factor"] = 0.5;
+  EXPECT_THAT(ErrorOf(j), HasSubstr("partial_rotary_factor"));
+  j["partial_rotary_factor"] = 1.0;
+  EXPECT_TRUE(Parse(j).ok());
+  // What save_pretrained writes besides the read keys is known and harmless.
+  j = BaseConfig("LlamaForCausalLM");
+  for (const char* key : {"attention_dropout", "initializer_range", "model_type",
+                          "pretraining_tp", "transformers_version", "use_cache"}) {
+    j[key] = 0;
+  }
+  EXPECT_TRUE(Parse(j).ok()) << Parse(j).status();
+}
+
+// Qwen2/Qwen3 as transformers 5: sliding per layer from layer_types, or from
+// max_window_layers; one kind for every layer, or refused.
+TEST(HfConfigTest, QwenLayerTypes) {
+  json j = BaseConfig("Qwen2ForCausalLM");  // 2 layers
+  j["use_sliding_window"] = true;
+  j["sliding_window"] = 16;
+  j["max_window_layers"] = 0;
+  EXPECT_EQ(Parse(j)->sliding_window, 16);
+  j["max_window_layers"] = 2;  // no layer at or past 2: all full
+  EXPECT_EQ(Parse(j)->sliding_window, 0);
+  j["max_window_layers"] = 1;  // layer 0 full, layer 1 sliding
+  auto mixed = Parse(j);
+  EXPECT_EQ(mixed.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(mixed.status().message()),
+              AllOf(HasSubstr("max_window_layers"), HasSubstr("1 of 2 layers")));
+  j["layer_types"] = {"sliding_attention", "sliding_attention"};  // overrides it
+  EXPECT_EQ(Parse(j)->sliding_window, 16);
+  j["layer_types"] = {"full_attention", "sliding_attention"};
+  EXPECT_EQ(Parse(j).status().code(), absl::StatusCode::kUnimplemented);
+  j["layer_types"] = {"full_attention"};
+  EXPECT_THAT(ErrorOf(j), HasSubstr("num_hidden_layers is 2"));
+  j["layer_types"] = {"full_attention", "chunked_attention"};
+  EXPECT_THAT(ErrorOf(j), HasSubstr("chunked_attention"));
+  // Without use_sliding_window, "sliding_attention" layers attend in full (the window
+  // is null), as transformers does.
+  j["use_sliding_window"] = false;
+  j["layer_types"] = {"sliding_attention", "full_attention"};
+  EXPECT_EQ(Parse(j)->sliding_window, 0);
 }
 
 }  // namespace
