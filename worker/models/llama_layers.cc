@@ -6,22 +6,18 @@
 
 #include "base/status_macros.h"
 #include "worker/kernels/cpu/norm_activation.h"
+#include "worker/models/llama_tensors.h"
 
 namespace tpserve {
 
 absl::StatusOr<std::unique_ptr<LlamaAttention>> LlamaAttention::Create(
     const ModelConfig& config, CommGroup* comm, const RotaryEmbedding* rope, int layer) {
-  // As transformers: Qwen2 always has q/k/v biases, Mistral never, Llama and Qwen3
-  // follow attention_bias.
-  const bool mistral = config.family == ModelFamily::kMistral;
-  const bool qkv_bias =
-      config.family == ModelFamily::kQwen2 || (config.attention_bias && !mistral);
+  const bool qkv_bias = HasQkvBias(config);  // the rules of llama_tensors.h
   TPSERVE_ASSIGN_OR_RETURN(
       auto qkv,
       QKVParallelLinear::Create(comm, config.hidden_size, config.head_dim,
                                 config.num_attention_heads, config.num_key_value_heads, qkv_bias));
-  // Qwen2's and Mistral's o_proj never have a bias; Llama and Qwen3 follow attention_bias.
-  const bool o_bias = config.attention_bias && config.family != ModelFamily::kQwen2 && !mistral;
+  const bool o_bias = HasOProjBias(config);
   TPSERVE_ASSIGN_OR_RETURN(
       auto o_proj,
       RowParallelLinear::Create(comm, int64_t{config.num_attention_heads} * config.head_dim,

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "worker/models/llama_tensors.h"
 
 namespace tpserve {
 
@@ -15,6 +16,8 @@ absl::StatusOr<ModelFiles> OpenModel(const std::string& dir, int tp) {
   }
   files.config = std::move(config);
   TPSERVE_ASSIGN_OR_RETURN(files.checkpoint, Checkpoint::Open(dir));
+  // Headers only: nothing is allocated for a checkpoint that does not match its config.
+  TPSERVE_RETURN_IF_ERROR(CheckCheckpointTensors(files.config, *files.checkpoint, dir));
   return files;
 }
 
