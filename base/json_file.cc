@@ -1,15 +1,12 @@
 #include "base/json_file.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "base/json_fields.h"
+#include "base/regular_file.h"
 
 namespace tpserve {
 
@@ -50,17 +47,8 @@ absl::StatusOr<json> ParseJsonObject(absl::string_view text, const std::string& 
   return value;
 }
 
-absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    std::string message = absl::StrCat(path, ": cannot open: ", std::strerror(err));
-    return err == ENOENT ? absl::NotFoundError(message) : absl::InternalError(message);
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::InternalError(absl::StrCat(path, ": read failed"));
-  return text.str();
+absl::StatusOr<std::string> ReadTextFile(const std::string& path, uint64_t max_bytes) {
+  return ReadRegularFile(path, max_bytes);
 }
 
 }  // namespace tpserve

@@ -8,8 +8,10 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -20,6 +22,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/http/http_server.h"
+#include "server/model_path.h"
 #include "server/pool_supervisor.h"
 #include "server/server_config.h"
 #include "server/service.h"
@@ -191,5 +194,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tpserve: %s", std::string(config.status().message()).c_str());
     return 2;
   }
+  // --model: a directory, or a hub id in the local Hugging Face cache; the workers are
+  // sent the directory.
+  absl::StatusOr<tpserve::ModelPath> model =
+      tpserve::ResolveModelPath(config->model_dir, [](const std::string& name) {
+        const char* value = std::getenv(name.c_str());
+        return value == nullptr ? std::nullopt : std::optional<std::string>(value);
+      });
+  if (!model.ok()) {
+    std::fprintf(stderr, "tpserve: %s\n", model.status().ToString().c_str());
+    return 1;
+  }
+  config->model_dir = model->dir;
+  if (config->model_name.empty()) config->model_name = model->hub_id;
   return tpserve::Serve(*config, signals);
 }

@@ -25,8 +25,11 @@ struct IntFlags {
 };
 
 void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
-  args.AddString("model", &c.model_dir, "Hugging Face model directory (required)");
-  args.AddString("model-name", &c.model_name, "name reported by GetModelInfo");
+  args.AddString("model", &c.model_dir,
+                 "Hugging Face model directory, or a hub id (org/name[@revision]) already in "
+                 "the local hub cache (required)");
+  args.AddString("model-name", &c.model_name,
+                 "name reported by GetModelInfo (default: the hub id, or the directory's name)");
   args.AddInt("tp", &i.tp, "tensor-parallel size: worker ranks");
   args.AddString("device", &c.device, "cpu or cuda");
   args.AddString("dtype", &c.dtype, "compute dtype: float32 (cpu, cuda) or bfloat16 (cuda, its default)");

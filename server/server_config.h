@@ -13,7 +13,9 @@
 namespace tpserve {
 
 struct ServerConfig {
-  std::string model_dir;              // Hugging Face directory (config.json, weights)
+  // --model: a Hugging Face directory (config.json, weights), or a hub id that main
+  // turns into its cache snapshot's directory (server/model_path.h) before serving.
+  std::string model_dir;
   std::string model_name;             // empty: the directory's base name
   int tp = 1;
   std::string device = "cpu";         // "cpu" or "cuda"

@@ -36,7 +36,7 @@ bool IsSafeShardName(const std::string& name) {
 
 // weight_map from the index: tensor name -> shard file name.
 absl::StatusOr<std::map<std::string, std::string>> ParseIndex(const std::string& index_path) {
-  TPSERVE_ASSIGN_OR_RETURN(std::string text, ReadTextFile(index_path));
+  TPSERVE_ASSIGN_OR_RETURN(std::string text, ReadTextFile(index_path, kMaxJsonFileBytes));
   // A duplicated weight_map key would name one tensor in two shards; nlohmann would
   // silently keep one, so duplicates are rejected at parse time.
   TPSERVE_ASSIGN_OR_RETURN(nlohmann::json root,

@@ -1,11 +1,14 @@
 #include "worker/loader/checkpoint.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/fifo_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/loader/safetensors_writer.h"
@@ -197,6 +200,56 @@ TEST(CheckpointTest, IndexRejectsMalformedJson) {
     EXPECT_THAT(OpenError(dir), AllOf(HasSubstr("model.safetensors.index.json"), HasSubstr(rule)))
         << text;
   }
+}
+
+TEST(CheckpointTest, OpensAHubCacheSnapshotOfSymlinks) {
+  // huggingface_hub's layout: snapshots/<commit>/<file> -> ../../blobs/<sha256>.
+  const std::string repo = MakeDir("hub_repo");
+  const std::string blobs = MakeDir("hub_repo/blobs");
+  const std::string shards = WriteShards("hub_repo/blobs_src");
+  ASSERT_TRUE(WriteSafetensorsIndex(shards + "/model.safetensors.index.json", kWeightMap).ok());
+  MakeDir("hub_repo/snapshots");
+  const std::string snapshot = MakeDir("hub_repo/snapshots/0123abcd");
+  int blob = 0;
+  for (const char* name : {"model.safetensors.index.json", "model-00001-of-00002.safetensors",
+                           "model-00002-of-00002.safetensors"}) {
+    const std::string sha = absl::StrCat("sha", blob++);
+    ASSERT_EQ(::rename((shards + "/" + name).c_str(), (blobs + "/" + sha).c_str()), 0);
+    ASSERT_EQ(::symlink(("../../blobs/" + sha).c_str(), (snapshot + "/" + name).c_str()), 0);
+  }
+  auto c = Checkpoint::Open(snapshot);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT((*c)->TensorNames(), ElementsAre("embed", "lm_head", "norm"));
+}
+
+TEST(CheckpointTest, RefusesAFifoIndexWithoutBlocking) {
+  const std::string dir = WriteShards("fifo_index");
+  const std::string index = dir + "/model.safetensors.index.json";
+  ASSERT_TRUE(MakeFifo(index));
+  std::string error;
+  EXPECT_TRUE(ReturnsWithin(absl::Seconds(5), index, [&] { error = OpenError(dir); }));
+  EXPECT_EQ(error, index + " is a FIFO, not a regular file");
+}
+
+TEST(CheckpointTest, RefusesAFifoShardWithoutBlocking) {
+  const std::string dir = WriteShards("fifo_shard");
+  ASSERT_TRUE(WriteSafetensorsIndex(dir + "/model.safetensors.index.json", kWeightMap).ok());
+  const std::string shard = dir + "/model-00002-of-00002.safetensors";
+  ASSERT_TRUE(MakeFifo(shard));
+  std::string error;
+  EXPECT_TRUE(ReturnsWithin(absl::Seconds(5), shard, [&] { error = OpenError(dir); }));
+  EXPECT_EQ(error, shard + " is a FIFO, not a regular file");
+}
+
+TEST(CheckpointTest, RefusesAnIndexOver64MiB) {
+  const std::string dir = WriteShards("huge_index");
+  const std::string index = dir + "/model.safetensors.index.json";
+  // Sparse: fstat reports the size, nothing is written.
+  const int fd = ::open(index.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, (64 << 20) + 1), 0);
+  ::close(fd);
+  EXPECT_EQ(OpenError(dir), index + " is 67108865 bytes, over the cap of 67108864 bytes");
 }
 
 }  // namespace

@@ -1,9 +1,6 @@
 #include "worker/loader/safetensors.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +15,7 @@
 #include "base/json_fields.h"
 #include "base/json_file.h"
 #include "base/parallel_for.h"
+#include "base/regular_file.h"
 #include "base/status_macros.h"
 
 namespace tpserve {
@@ -293,29 +291,18 @@ absl::Status TensorViewToFloatInto(const TensorView& view, const Shape& expected
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
   auto file = std::unique_ptr<SafetensorsFile>(new SafetensorsFile);
   file->path_ = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    std::string message = absl::StrCat(path, ": cannot open: ", std::strerror(err));
-    return err == ENOENT ? absl::NotFoundError(message) : absl::InternalError(message);
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
+  // A FIFO or device in place of a shard is refused here, before anything blocks on it.
+  TPSERVE_ASSIGN_OR_RETURN(RegularFile opened, RegularFile::Open(path));
+  const size_t size = static_cast<size_t>(opened.size());
   if (size > 0) {  // mmap rejects an empty range; the parser reports the short file
-    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, opened.fd(), 0);
     if (p == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      return absl::InternalError(absl::StrCat(path, ": mmap failed: ", std::strerror(err)));
+      return absl::InternalError(absl::StrCat(path, ": mmap failed: ", std::strerror(errno)));
     }
     file->mapping_ = p;
     file->mapping_size_ = size;
   }
-  ::close(fd);  // the mapping keeps the file open
+  // `opened` closes at return; the mapping keeps the file open.
 
   const auto* base = static_cast<const uint8_t*>(file->mapping_);
   TPSERVE_ASSIGN_OR_RETURN(SafetensorsHeader header,

@@ -1,10 +1,13 @@
 #include "worker/loader/safetensors.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <random>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/fifo_testing.h"
 #include "base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -246,6 +249,35 @@ TEST(SafetensorsTest, RejectsMissingFileAndDirectory) {
   EXPECT_THAT(missing.status().message(), HasSubstr("nope.safetensors"));
   auto dir = SafetensorsFile::Open(TempPath(""));
   EXPECT_THAT(dir.status().message(), HasSubstr("not a regular file"));
+}
+
+TEST(SafetensorsTest, OpensAFileBehindASymlink) {
+  // The Hugging Face hub cache: snapshots/<hash>/model.safetensors -> ../../blobs/<sha>.
+  const std::string blob = TempPath("blob_linked");
+  ASSERT_TRUE(WriteBinaryFile(blob, FrameSafetensors("{}", "")).ok());
+  const std::string link = TempPath("linked.safetensors");
+  ::unlink(link.c_str());
+  ASSERT_EQ(::symlink(blob.c_str(), link.c_str()), 0);
+  auto file = SafetensorsFile::Open(link);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_TRUE((*file)->tensors().empty());
+}
+
+TEST(SafetensorsTest, RefusesAFifoWithoutBlocking) {
+  const std::string fifo = TempPath("fifo.safetensors");
+  ASSERT_TRUE(MakeFifo(fifo));
+  absl::Status status;
+  EXPECT_TRUE(ReturnsWithin(absl::Seconds(5), fifo,
+                            [&] { status = SafetensorsFile::Open(fifo).status(); }));
+  EXPECT_EQ(status.message(), fifo + " is a FIFO, not a regular file");
+}
+
+TEST(SafetensorsTest, RefusesADeviceBehindASymlink) {
+  const std::string link = TempPath("zero.safetensors");
+  ::unlink(link.c_str());
+  ASSERT_EQ(::symlink("/dev/zero", link.c_str()), 0);
+  EXPECT_EQ(SafetensorsFile::Open(link).status().message(),
+            link + " (-> /dev/zero) is a character device, not a regular file");
 }
 
 // Random bytes and random corruptions of a valid file must give a Status, never a crash.
