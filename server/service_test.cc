@@ -363,7 +363,7 @@ TEST_F(ServiceTest, TokenizeAndDetokenize) {
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
       Tokenizer::FromPath("tests/tokenizer/data/gpt2");
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  vocab_size_ = (*tokenizer)->vocab_size();
+  vocab_size_ = (*tokenizer)->id_bound();
   Start({}, tokenizer->get());
   grpc::ClientContext c1;
   v1::TokenizeRequest tokenize;

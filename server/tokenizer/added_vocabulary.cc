@@ -51,6 +51,30 @@ size_t LeadingSpaceLength(std::string_view text) {
   return pos;
 }
 
+// An entry of the merged added vocabulary, with what HF remembers of the entries
+// its content replaced.
+struct MergedToken {
+  AddedToken token;
+  bool ever_special = false;
+  bool ever_normalized = false;
+};
+
+// One entry per content, in first-seen order; the last entry's flags win.
+std::vector<MergedToken> MergeByContent(std::vector<AddedToken> tokens) {
+  std::vector<MergedToken> merged;
+  StringMap<size_t> index;
+  for (AddedToken& token : tokens) {
+    if (token.content.empty()) continue;
+    auto [it, inserted] = index.try_emplace(token.content, merged.size());
+    if (inserted) merged.emplace_back();
+    MergedToken& entry = merged[it->second];
+    entry.ever_special = entry.ever_special || token.special;
+    entry.ever_normalized = entry.ever_normalized || token.normalized;
+    entry.token = std::move(token);
+  }
+  return merged;
+}
+
 }  // namespace
 
 TokenTrie::TokenTrie(const std::vector<std::string>& patterns) {
@@ -99,55 +123,32 @@ void TokenTrie::FindAll(std::string_view text, std::vector<Match>* matches) cons
   }
 }
 
-AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens,
-                                 std::vector<std::string> raw_patterns,
-                                 std::vector<int32_t> raw_ids,
-                                 std::vector<std::string> norm_patterns,
-                                 std::vector<int32_t> norm_ids)
-    : tokens_(std::move(tokens)),
-      raw_trie_(raw_patterns),
-      raw_ids_(std::move(raw_ids)),
-      normalized_trie_(norm_patterns),
-      normalized_ids_(std::move(norm_ids)) {
-  for (size_t i = 0; i < tokens_.size(); ++i) {
-    by_id_[tokens_[i].id] = i;
-    if (tokens_[i].special) special_.insert(tokens_[i].content);
-  }
-}
-
 absl::StatusOr<std::unique_ptr<AddedVocabulary>> AddedVocabulary::Create(
     std::vector<AddedToken> tokens, const Normalizer* normalizer) {
-  // One entry per content; a later entry's flags replace an earlier one's, as in HF.
-  std::vector<AddedToken> unique;
-  StringMap<size_t> index;
-  for (AddedToken& token : tokens) {
-    if (token.content.empty()) continue;
-    auto [it, inserted] = index.try_emplace(token.content, unique.size());
-    if (inserted) {
-      unique.push_back(std::move(token));
-    } else {
-      unique[it->second] = std::move(token);
-    }
-  }
+  std::unique_ptr<AddedVocabulary> vocab(new AddedVocabulary());
   std::vector<std::string> raw_patterns, norm_patterns;
-  std::vector<int32_t> raw_ids, norm_ids;
-  for (size_t i = 0; i < unique.size(); ++i) {
-    const AddedToken& token = unique[i];
-    if (!token.normalized) {
+  for (MergedToken& merged : MergeByContent(std::move(tokens))) {
+    const AddedToken& token = merged.token;
+    const int32_t index = static_cast<int32_t>(vocab->tokens_.size());
+    std::string form = token.content;
+    if (merged.ever_normalized && normalizer != nullptr) {
+      TPSERVE_ASSIGN_OR_RETURN(form, normalizer->Normalize(form));
+    }
+    if (token.normalized) {
+      norm_patterns.push_back(form);
+      vocab->normalized_ids_.push_back(index);
+    } else {
       raw_patterns.push_back(token.content);
-      raw_ids.push_back(static_cast<int32_t>(i));
-      continue;
+      vocab->raw_ids_.push_back(index);
     }
-    std::string pattern = token.content;
-    if (normalizer != nullptr) {
-      TPSERVE_ASSIGN_OR_RETURN(pattern, normalizer->Normalize(pattern));
-    }
-    norm_patterns.push_back(std::move(pattern));
-    norm_ids.push_back(static_cast<int32_t>(i));
+    if (merged.ever_special) vocab->special_.insert(token.content);
+    vocab->by_id_[token.id] = index;
+    vocab->decode_forms_.push_back(std::move(form));
+    vocab->tokens_.push_back(std::move(merged.token));
   }
-  return std::unique_ptr<AddedVocabulary>(
-      new AddedVocabulary(std::move(unique), std::move(raw_patterns), std::move(raw_ids),
-                          std::move(norm_patterns), std::move(norm_ids)));
+  vocab->raw_trie_ = TokenTrie(raw_patterns);
+  vocab->normalized_trie_ = TokenTrie(norm_patterns);
+  return vocab;
 }
 
 void AddedVocabulary::Split(std::string_view text, bool normalized_tokens,
@@ -174,9 +175,9 @@ void AddedVocabulary::Split(std::string_view text, bool normalized_tokens,
   if (start_offset < text.size()) out->push_back({start_offset, text.size(), -1});
 }
 
-const AddedToken* AddedVocabulary::FindById(int32_t id) const {
+const std::string* AddedVocabulary::DecodeForm(int32_t id) const {
   auto it = by_id_.find(id);
-  return it == by_id_.end() ? nullptr : &tokens_[it->second];
+  return it == by_id_.end() ? nullptr : &decode_forms_[it->second];
 }
 
 }  // namespace tpserve

@@ -2,8 +2,8 @@
 // like <|im_start|>, user tokens), matched in the text before the model runs, as
 // Hugging Face does: leftmost-longest over all contents, then each match honours
 // single_word, lstrip and rstrip. Tokens with normalized=true are matched in the
-// normalized text, the others in the raw text. Immutable after Create; safe from
-// many threads.
+// normalized text, the others in the raw text, and decode from the form they are
+// matched in. Immutable after Create; safe from many threads.
 #ifndef TPSERVE_SERVER_TOKENIZER_ADDED_VOCABULARY_H_
 #define TPSERVE_SERVER_TOKENIZER_ADDED_VOCABULARY_H_
 
@@ -43,7 +43,7 @@ struct AddedSplit {
 class TokenTrie {
  public:
   // Patterns keep their index; empty patterns and repeats never match.
-  explicit TokenTrie(const std::vector<std::string>& patterns);
+  explicit TokenTrie(const std::vector<std::string>& patterns = {});
   // Non-overlapping matches as (begin, end, pattern index), left to right.
   struct Match {
     size_t begin;
@@ -63,22 +63,29 @@ class AddedVocabulary {
  public:
   // `tokens` have their ids resolved. `normalizer` (may be null) turns the
   // contents of normalized tokens into the patterns matched in normalized text.
+  // Repeated contents merge as in HF: a later entry's flags replace an earlier
+  // one's, but a content once special stays special and one once normalized keeps
+  // its normalized decode form.
   static absl::StatusOr<std::unique_ptr<AddedVocabulary>> Create(std::vector<AddedToken> tokens,
                                                                  const Normalizer* normalizer);
 
   // Splits `text` on the raw-text tokens (normalized=false) or on the normalized ones.
   void Split(std::string_view text, bool normalized_tokens, std::vector<AddedSplit>* out) const;
 
-  const AddedToken* FindById(int32_t id) const;
-  bool IsSpecial(std::string_view content) const { return special_.contains(content); }
+  // The string decode hands the decoder for `id` (HF's simple_id_to_token): the
+  // content after the normalizer for a normalized token, else the content; nullptr
+  // when no added token has this id.
+  const std::string* DecodeForm(int32_t id) const;
+  // True when `token` is the content of a special token. Decode asks this of decode
+  // forms, so, as in HF, a special token that the normalizer changes is never skipped.
+  bool IsSpecial(std::string_view token) const { return special_.contains(token); }
   const std::vector<AddedToken>& tokens() const { return tokens_; }
 
  private:
-  AddedVocabulary(std::vector<AddedToken> tokens, std::vector<std::string> raw_patterns,
-                  std::vector<int32_t> raw_ids, std::vector<std::string> norm_patterns,
-                  std::vector<int32_t> norm_ids);
+  AddedVocabulary() = default;
 
   std::vector<AddedToken> tokens_;
+  std::vector<std::string> decode_forms_;       // index in tokens_ -> DecodeForm
   absl::flat_hash_map<int32_t, size_t> by_id_;  // id -> index in tokens_
   StringSet special_;
   TokenTrie raw_trie_;

@@ -40,19 +40,20 @@ bool AppendByteLevelBytes(std::string_view token, std::string* out) {
   size_t pos = 0;
   while (pos < token.size()) {
     const unsigned char lead = static_cast<unsigned char>(token[pos]);
+    std::optional<unsigned char> b;
     if (lead < 0x80) {  // ASCII: printable ones map to themselves
-      if (kTables.to_byte[lead] < 0) break;
-      out->push_back(static_cast<char>(lead));
+      if (kTables.to_byte[lead] >= 0) b = lead;
       ++pos;
-      continue;
+    } else {
+      b = UnicodeToByte(NextCodePoint(token, &pos));
     }
-    const std::optional<unsigned char> b = UnicodeToByte(NextCodePoint(token, &pos));
-    if (!b.has_value()) break;
+    if (!b.has_value()) {
+      out->resize(old_size);
+      return false;
+    }
     out->push_back(static_cast<char>(*b));
   }
-  if (pos >= token.size()) return true;
-  out->resize(old_size);
-  return false;
+  return true;
 }
 
 std::optional<std::string> ByteLevelToBytes(std::string_view token) {

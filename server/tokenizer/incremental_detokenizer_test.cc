@@ -91,8 +91,8 @@ TEST_P(IncrementalDetokenizerTest, UnknownIdsAddNoTextNegativeOnesAreRefused) {
   ASSERT_TRUE(ids.ok() && ids->size() >= 2);
   std::string out;
   out += *detok.Step((*ids)[0]);
-  EXPECT_EQ(*detok.Step((*tokenizer)->vocab_size()), "");
-  EXPECT_EQ(*detok.Step((*tokenizer)->vocab_size() + 1000), "");
+  EXPECT_EQ(*detok.Step((*tokenizer)->id_bound()), "");
+  EXPECT_EQ(*detok.Step((*tokenizer)->id_bound() + 1000), "");
   for (size_t i = 1; i < ids->size(); ++i) out += *detok.Step((*ids)[i]);
   EXPECT_EQ(out + *detok.Flush(), *(*tokenizer)->Decode(*ids, false));
 }

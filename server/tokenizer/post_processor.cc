@@ -1,5 +1,6 @@
 #include "server/tokenizer/post_processor.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace tpserve {
@@ -16,6 +17,14 @@ std::vector<int32_t> PostProcessor::Process(std::vector<int32_t> sequence) const
     }
   }
   return out;
+}
+
+int32_t PostProcessor::MaxId() const {
+  int32_t max_id = -1;
+  for (const Piece& piece : single_) {
+    for (const int32_t id : piece.ids) max_id = std::max(max_id, id);
+  }
+  return max_id;
 }
 
 }  // namespace tpserve

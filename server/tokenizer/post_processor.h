@@ -23,6 +23,8 @@ class PostProcessor {
   explicit PostProcessor(std::vector<Piece> single) : single_(std::move(single)) {}
 
   std::vector<int32_t> Process(std::vector<int32_t> sequence) const;
+  // The largest id the template adds; -1 when it adds none.
+  int32_t MaxId() const;
 
  private:
   std::vector<Piece> single_;

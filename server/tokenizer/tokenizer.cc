@@ -11,9 +11,12 @@
 namespace tpserve {
 
 Tokenizer::Tokenizer(TokenizerParts parts) : parts_(std::move(parts)) {
-  vocab_size_ = parts_.model->size();
+  id_bound_ = parts_.model->size();
   for (const AddedToken& token : parts_.added->tokens()) {
-    vocab_size_ = std::max(vocab_size_, token.id + 1);
+    id_bound_ = std::max(id_bound_, token.id + 1);
+  }
+  if (parts_.post_processor != nullptr) {
+    id_bound_ = std::max(id_bound_, parts_.post_processor->MaxId() + 1);
   }
 }
 
@@ -72,7 +75,7 @@ absl::Status Tokenizer::EncodeSegment(std::string_view segment, bool at_origin,
 }
 
 const std::string* Tokenizer::IdToToken(int32_t id) const {
-  if (const AddedToken* added = parts_.added->FindById(id)) return &added->content;
+  if (const std::string* added = parts_.added->DecodeForm(id)) return added;
   return parts_.model->IdToToken(id);
 }
 
@@ -84,7 +87,7 @@ absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int32_t> ids,
     if (id < 0) return absl::InvalidArgumentError(absl::StrCat("token id ", id, " is negative"));
     // An id the tokenizer has no token for (a model's padded vocabulary rows, a hole in
     // the ids) decodes to nothing, as in Hugging Face tokenizers.
-    const std::string* token = id < vocab_size_ ? IdToToken(id) : nullptr;
+    const std::string* token = id < id_bound_ ? IdToToken(id) : nullptr;
     if (token == nullptr) continue;
     if (skip_special_tokens && parts_.added->IsSpecial(*token)) continue;
     tokens.push_back(*token);

@@ -55,6 +55,11 @@ class Tokenizer {
  public:
   // `path` is a tokenizer.json or a directory holding one (and optionally
   // tokenizer_config.json).
+  //
+  // tokenizer.json's `truncation` and `padding` are accepted and ignored: they tell
+  // HF's encode how to cut and pad batches (for training), while serving encodes each
+  // prompt whole and unpadded, as vLLM and TGI do, and checks its length against the
+  // model's context itself. Their shape is still checked, so a garbled file fails.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromPath(const std::string& path);
   // `json` is the content of a tokenizer.json; `config_json` of a
   // tokenizer_config.json, or empty.
@@ -65,27 +70,31 @@ class Tokenizer {
 
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
                                               bool add_special_tokens) const;
-  // Ids the vocabulary lacks (past vocab_size(), or holes) are skipped, as Hugging
+  // Ids the vocabulary lacks (past id_bound(), or holes) are skipped, as Hugging
   // Face's decode does; a negative id is INVALID_ARGUMENT.
   absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids,
                                      bool skip_special_tokens) const;
 
-  // One past the largest id, added tokens included.
-  int32_t vocab_size() const { return vocab_size_; }
+  // One past the largest id the tokenizer has a token for or Encode can give: over
+  // the model vocabulary, the added tokens and the ids the post-processor adds. A
+  // model with fewer embedding rows cannot take every id this tokenizer produces.
+  int32_t id_bound() const { return id_bound_; }
   std::optional<int32_t> TokenToId(std::string_view token) const;
   const TokenizerConfig& config() const { return parts_.config; }
   // True for a <0xNN> token that the decoder joins with the tokens after it.
   bool IsByteFallbackToken(int32_t id) const;
-  // True for an added token marked special (dropped by skip_special_tokens).
+  // True for an id that skip_special_tokens drops: one whose decode form is the content
+  // of a special token (HF's test, so a special token its normalizer changes is kept).
   bool IsSpecialToken(int32_t id) const;
 
  private:
   absl::Status EncodeSegment(std::string_view segment, bool at_origin,
                              std::vector<int32_t>* ids) const;
+  // The string Decode hands the decoder for `id`; nullptr for an id with no token.
   const std::string* IdToToken(int32_t id) const;
 
   TokenizerParts parts_;
-  int32_t vocab_size_;
+  int32_t id_bound_;
 };
 
 }  // namespace tpserve

@@ -1,5 +1,6 @@
 // Bad input: malformed tokenizer.json files fail at load naming the field;
-// invalid UTF-8 and unknown ids fail with InvalidArgument, never a crash.
+// invalid UTF-8 and unknown ids fail with InvalidArgument, never a crash. Also what
+// the loader lets through: truncation and padding (ignored), and the id bound.
 #include <string>
 
 #include <gtest/gtest.h>
@@ -92,7 +93,17 @@ TEST(TokenizerErrorsTest, ErrorsNameTheField) {
        "added_tokens[0].id: '<s>' is listed with id 9 but Hugging Face tokenizers gives it id 4"},
       {[](nlohmann::json& j) { j["added_tokens"][0]["content"] = 5; },
        "added_tokens[0].content: expected a string"},
-      {[](nlohmann::json& j) { j["truncation"] = {{"max_length", 5}}; }, "truncation: must be null"},
+      {[](nlohmann::json& j) { j["truncation"] = 512; }, "truncation: expected an object"},
+      {[](nlohmann::json& j) { j["truncation"] = {{"max_length", -1}}; },
+       "truncation.max_length: expected a non-negative integer"},
+      {[](nlohmann::json& j) { j["truncation"] = {{"direction", "Up"}}; },
+       "truncation.direction: 'Up' is not one of Left, Right"},
+      {[](nlohmann::json& j) { j["padding"] = {{"strategy", "Fixed"}}; },
+       "padding.strategy: 'Fixed' is not one of BatchLongest"},
+      {[](nlohmann::json& j) { j["padding"] = {{"strategy", {{"Fixed", "512"}}}}; },
+       "padding.strategy.Fixed: expected an integer"},
+      {[](nlohmann::json& j) { j["padding"] = {{"pad_token", 0}}; },
+       "padding.pad_token: expected a string"},
   };
   for (const auto& [mutate, expected] : cases) {
     nlohmann::json json = TinyTokenizer();
@@ -100,6 +111,26 @@ TEST(TokenizerErrorsTest, ErrorsNameTheField) {
     const std::string message = LoadError(json);
     EXPECT_NE(message.find(expected), std::string::npos)
         << "got: " << message << "\nwant: " << expected;
+  }
+}
+
+// Shapes as hub files write them (Hugging Face tokenizers 0.23.3's Tokenizer.from_str
+// loads a full file holding each); serving ignores them, so encode and decode are unchanged.
+TEST(TokenizerErrorsTest, TruncationAndPaddingAreAcceptedAndIgnored) {
+  const nlohmann::json truncation = {
+      {"direction", "Right"}, {"max_length", 512}, {"strategy", "LongestFirst"}, {"stride", 0}};
+  nlohmann::json padding = {{"direction", "Right"}, {"pad_to_multiple_of", nullptr},
+                            {"pad_id", 0}, {"pad_type_id", 0}, {"pad_token", "[PAD]"}};
+  for (const nlohmann::json& strategy :
+       {nlohmann::json{{"Fixed", 512}}, nlohmann::json("BatchLongest")}) {
+    padding["strategy"] = strategy;
+    nlohmann::json json = TinyTokenizer();
+    json["truncation"] = truncation;
+    json["padding"] = padding;
+    auto tokenizer = Tokenizer::FromJson(json.dump());
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+    EXPECT_EQ(*(*tokenizer)->Encode("ab<s>a", true), (std::vector<int32_t>{2, 4, 0}));
+    EXPECT_EQ(*(*tokenizer)->Decode({2, 4, 0}, false), "ab<s>a");
   }
 }
 
@@ -117,7 +148,7 @@ TEST(TokenizerErrorsTest, InvalidUtf8IsInvalidArgument) {
 TEST(TokenizerErrorsTest, UnknownIdsDecodeToNothingNegativeOnesAreInvalid) {
   auto tokenizer = Tokenizer::FromJson(TinyTokenizer().dump());
   ASSERT_TRUE(tokenizer.ok());
-  EXPECT_EQ((*tokenizer)->vocab_size(), 5);
+  EXPECT_EQ((*tokenizer)->id_bound(), 5);
   const std::string alone = *(*tokenizer)->Decode({0, 1}, false);
   for (const int32_t id : {5, 6, 1 << 30}) {
     const absl::StatusOr<std::string> text = (*tokenizer)->Decode({0, id, 1}, false);
@@ -126,6 +157,29 @@ TEST(TokenizerErrorsTest, UnknownIdsDecodeToNothingNegativeOnesAreInvalid) {
   }
   EXPECT_EQ((*tokenizer)->Decode({0, -1}, false).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// id_bound() is one past the largest id over the model vocabulary (holes included), the
+// added tokens and the post-processor's ids, whichever is largest.
+TEST(TokenizerErrorsTest, IdBoundCoversEveryIdTheTokenizerKnows) {
+  auto bound = [](const nlohmann::json& json) {
+    auto tokenizer = Tokenizer::FromJson(json.dump());
+    EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+    return tokenizer.ok() ? (*tokenizer)->id_bound() : -1;
+  };
+  nlohmann::json json = TinyTokenizer();
+  EXPECT_EQ(bound(json), 5);  // <s> = 4 after the model's 0-3
+  json["added_tokens"].push_back(
+      {{"id", 5}, {"content", "<e>"}, {"special", true}, {"normalized", false}});
+  EXPECT_EQ(bound(json), 6);
+  json["model"]["vocab"]["Ġ"] = 9;  // a hole at 3, the model's largest id is 9
+  json["added_tokens"] = {{{"id", 4}, {"content", "<s>"}, {"special", true}}};
+  EXPECT_EQ(bound(json), 10);
+  json["post_processor"] = {
+      {"type", "TemplateProcessing"},
+      {"single", {{{"SpecialToken", {{"id", "<bos>"}}}}, {{"Sequence", {{"id", "A"}}}}}},
+      {"special_tokens", {{"<bos>", {{"id", "<bos>"}, {"ids", {41}}}}}}};
+  EXPECT_EQ(bound(json), 42);
 }
 
 TEST(TokenizerErrorsTest, MissingFileIsNotFound) {

@@ -1,14 +1,18 @@
 // Tokenizer::FromPath / FromJson: tokenizer.json (+ tokenizer_config.json) to a
 // Tokenizer. Every error names the file and field.
-#include <fstream>
-#include <sstream>
 #include <sys/stat.h>
+
+#include <cstdint>
+#include <initializer_list>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/json_fields.h"
+#include "base/json_file.h"
 #include "base/status_macros.h"
 #include "server/tokenizer/component_loader.h"
 #include "server/tokenizer/string_map.h"
@@ -28,12 +32,14 @@ absl::StatusOr<nlohmann::json> ParseJson(std::string_view text, std::string_view
   return json;
 }
 
+// A regular file only (a FIFO would block start-up; /dev/zero would fill memory), capped.
+// tokenizer.json holds the whole vocabulary and merges: real ones reach 20-35 MB (Gemma 3's
+// 262k-token one is ~33 MB), so 256 MiB leaves room for larger vocabularies and still
+// bounds memory. tokenizer_config.json is config-style JSON and gets that cap.
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+  constexpr uint64_t kMaxTokenizerJsonBytes = uint64_t{256} << 20;
+  const bool config = absl::EndsWith(path, "tokenizer_config.json");
+  return ReadTextFile(path, config ? kMaxJsonFileBytes : kMaxTokenizerJsonBytes);
 }
 
 bool IsDirectory(const std::string& path) {
@@ -81,13 +87,54 @@ absl::StatusOr<TokenizerConfig> LoadConfig(const nlohmann::json& json, const Tok
   return config;
 }
 
+// Null, or a non-negative integer.
+absl::Status ExpectOptionalCount(const JsonField& field) {
+  if (field.is_null()) return absl::OkStatus();
+  TPSERVE_ASSIGN_OR_RETURN(int64_t count, field.Int());
+  return count >= 0 ? absl::OkStatus() : field.Error("expected a non-negative integer");
+}
+
+// Null, or one of `names`.
+absl::Status ExpectOptionalName(const JsonField& field, std::initializer_list<const char*> names) {
+  if (field.is_null()) return absl::OkStatus();
+  TPSERVE_ASSIGN_OR_RETURN(std::string name, field.String());
+  for (const char* allowed : names) {
+    if (name == allowed) return absl::OkStatus();
+  }
+  return field.Error(absl::StrCat("'", name, "' is not one of ", absl::StrJoin(names, ", ")));
+}
+
+// truncation and padding are ignored (see Tokenizer::FromPath); these check only
+// that the fields present have HF's types, so real files pass and garbled ones fail.
+absl::Status CheckTruncation(const JsonField& field) {
+  TPSERVE_RETURN_IF_ERROR(field.ExpectObject());
+  TPSERVE_RETURN_IF_ERROR(ExpectOptionalName(field["direction"], {"Left", "Right"}));
+  TPSERVE_RETURN_IF_ERROR(
+      ExpectOptionalName(field["strategy"], {"LongestFirst", "OnlyFirst", "OnlySecond"}));
+  TPSERVE_RETURN_IF_ERROR(ExpectOptionalCount(field["max_length"]));
+  return ExpectOptionalCount(field["stride"]);
+}
+
+absl::Status CheckPadding(const JsonField& field) {
+  TPSERVE_RETURN_IF_ERROR(field.ExpectObject());
+  const JsonField strategy = field["strategy"];
+  if (strategy.value().is_object()) {  // {"Fixed": length}
+    TPSERVE_ASSIGN_OR_RETURN(int64_t length, strategy["Fixed"].Int());
+    if (length < 0) return strategy["Fixed"].Error("expected a non-negative integer");
+  } else {
+    TPSERVE_RETURN_IF_ERROR(ExpectOptionalName(strategy, {"BatchLongest"}));
+  }
+  TPSERVE_RETURN_IF_ERROR(ExpectOptionalName(field["direction"], {"Left", "Right"}));
+  for (const char* key : {"pad_to_multiple_of", "pad_id", "pad_type_id"}) {
+    TPSERVE_RETURN_IF_ERROR(ExpectOptionalCount(field[key]));
+  }
+  return field["pad_token"].StringOr("").status();
+}
+
 absl::StatusOr<TokenizerParts> LoadParts(const nlohmann::json& json) {
   const JsonField root(json);
-  for (const char* unsupported : {"truncation", "padding"}) {
-    if (!root[unsupported].is_null()) {
-      return root[unsupported].Error("must be null: tpserve truncates and pads itself");
-    }
-  }
+  if (!root["truncation"].is_null()) TPSERVE_RETURN_IF_ERROR(CheckTruncation(root["truncation"]));
+  if (!root["padding"].is_null()) TPSERVE_RETURN_IF_ERROR(CheckPadding(root["padding"]));
   TokenizerParts parts;
   bool byte_level = false;
   if (!root["normalizer"].is_null()) {
@@ -137,7 +184,10 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromPath(const std::string
   const size_t slash = json_path.rfind('/');
   const std::string folder = slash == std::string::npos ? "." : json_path.substr(0, slash);
   TPSERVE_ASSIGN_OR_RETURN(std::string json, ReadFile(json_path));
+  // Only a missing tokenizer_config.json is "none": a FIFO, device or oversized one is an
+  // error naming it, not silently skipped.
   absl::StatusOr<std::string> config = ReadFile(absl::StrCat(folder, "/tokenizer_config.json"));
+  if (!config.ok() && !absl::IsNotFound(config.status())) return config.status();
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
       FromJson(json, config.ok() ? std::string_view(*config) : std::string_view());
   if (!tokenizer.ok()) {

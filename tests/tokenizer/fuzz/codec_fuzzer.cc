@@ -49,7 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   std::vector<int32_t> raw;
   for (size_t i = 1; i + 1 < size; i += 2) {
-    raw.push_back(static_cast<int32_t>(data[i] | (data[i + 1] << 8)) % (tok.vocab_size() + 8));
+    raw.push_back(static_cast<int32_t>(data[i] | (data[i + 1] << 8)) % (tok.id_bound() + 8));
   }
   for (bool skip : {false, true}) {
     auto whole = tok.Decode(raw, skip);

@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)detok.Flush();
   }
   std::vector<int32_t> ids;
-  for (int32_t id = -1; id <= (*tokenizer)->vocab_size() && id < 64; ++id) ids.push_back(id);
+  for (int32_t id = -1; id <= (*tokenizer)->id_bound() && id < 64; ++id) ids.push_back(id);
   (void)(*tokenizer)->Decode(ids, false);
   return 0;
 }
