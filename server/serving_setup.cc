@@ -48,7 +48,8 @@ class SupervisedWorkerPool final : public SupervisedPool {
   std::unique_ptr<WorkerPool> pool_;
 };
 
-absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir) {
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir,
+                                                       int vocab_size) {
   if (!fs::exists(fs::path(model_dir) / "tokenizer.json")) {
     std::fprintf(stderr,
                  "tpserve: %s has no tokenizer.json; serving token ids only (text prompts "
@@ -56,7 +57,16 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
                  model_dir.c_str());
     return std::unique_ptr<Tokenizer>();
   }
-  return Tokenizer::FromPath(model_dir);
+  TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, Tokenizer::FromPath(model_dir));
+  // An id past the embedding rows would be tokenized, then refused by every request (or,
+  // as an eos id, never produced).
+  if (tokenizer->id_bound() > vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        model_dir, "/tokenizer.json has token ids up to ", tokenizer->id_bound() - 1,
+        " (vocabulary and added tokens), past vocab_size ", vocab_size, " of ", model_dir,
+        "/config.json"));
+  }
+  return tokenizer;
 }
 
 std::string ModelName(const ServerConfig& config) {
@@ -156,7 +166,7 @@ absl::StatusOr<ServingSetup> PrepareServing(const ServerConfig& config) {
                                              absl::StrCat(config.model_dir, "/config.json")));
   limits.set_max_context(max_context);
   ServingSetup setup;
-  TPSERVE_ASSIGN_OR_RETURN(setup.tokenizer, LoadTokenizer(config.model_dir));
+  TPSERVE_ASSIGN_OR_RETURN(setup.tokenizer, LoadTokenizer(config.model_dir, model.vocab_size));
   setup.model = Describe(config, model, limits);
   TPSERVE_ASSIGN_OR_RETURN(setup.pool, PoolOptions(config, limits));
   EngineOptions& engine = setup.supervisor.engine;

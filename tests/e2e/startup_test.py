@@ -2,7 +2,10 @@
 NOT_SERVING and generation is UNAVAILABLE; a pool that never becomes ready (here: no
 external worker attaches within --start-timeout-s) makes tpserve exit non-zero. Bad
 flags exit 2 with the flag named. generation_config.json's eos ids end generations (as in
-Hugging Face's generate); a broken one stops the start, naming the file and the key."""
+Hugging Face's generate); a broken one stops the start, naming the file and the key. A
+checkpoint that would be served wrong does not start: an unknown config.json key, a
+tokenizer with ids past the model's vocabulary, tensors config.json does not account for,
+a non-finite weight; each names the file and the rule."""
 import json
 import os
 import shutil
@@ -87,6 +90,46 @@ def check_generation_config_eos(pb, pb_grpc):
     assert "generation_config.json" in out.stderr and "eos_token_id" in out.stderr, out.stderr
 
 
+def copy_model(name, source):
+    path = os.path.join(os.environ["TEST_TMPDIR"], name)
+    shutil.rmtree(path, ignore_errors=True)
+    shutil.copytree(source, path)
+    return path
+
+
+def edit_config(path, edit):
+    with open(os.path.join(path, "config.json")) as f:
+        config = json.load(f)
+    edit(config)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(config, f)
+
+
+def start_fails(model, *messages, tp=1):
+    out = subprocess.run([SERVER, "--model", model, "--port", "0", "--tp", str(tp),
+                          "--start-timeout-s", "60"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode != 0, (model, out)
+    for message in messages:
+        assert message in out.stderr, (model, message, out.stderr)
+
+
+def check_bad_checkpoints():
+    unknown = copy_model("unknown_key", MODEL)
+    edit_config(unknown, lambda c: c.update(logits_scaling=8.0))
+    start_fails(unknown, "config.json", "logits_scaling")
+
+    big_tokenizer = copy_model("big_tokenizer", MODEL)  # vocab_size 320
+    shutil.copy("models/demo/tokenizer.json", big_tokenizer)  # ids up to 1023
+    start_fails(big_tokenizer, "tokenizer.json has token ids up to 1023",
+                "past vocab_size 320", "config.json")
+
+    # Its mlp biases would be served as zeros without the key.
+    no_key = copy_model("lost_mlp_bias", "tests/data/models/llama_mlp_bias_gelu")
+    edit_config(no_key, lambda c: c.pop("mlp_bias"))
+    start_fails(no_key, "does not account for", "mlp.down_proj.bias", tp=2)
+
+
 def main():
     pb, pb_grpc = stubs()
     check_not_serving_until_ready(pb, pb_grpc)
@@ -96,6 +139,8 @@ def main():
     check_generation_config_eos(pb, pb_grpc)
     print("PASS generation_config.json's eos ids end generations; a broken one names itself",
           flush=True)
+    check_bad_checkpoints()
+    print("PASS checkpoints that would be served wrong do not start, and say why", flush=True)
 
 
 if __name__ == "__main__":
