@@ -51,8 +51,10 @@ inline uint16_t FloatToBf16(float f) {
 // dst[i] = FloatToBf16(src[i]) for i < count, in one loop the compiler vectorises.
 void FloatsToBf16(const float* src, size_t count, uint16_t* dst);
 
-// Converts `count` elements of `dtype` at `src` (unaligned is fine) into `dst`.
-// InvalidArgument unless IsFloatWeightType(dtype).
+// Converts `count` elements of `dtype` at `src` (unaligned is fine) into `dst`, checking
+// in the same pass that every value is finite: a weight that is NaN or ±Inf would make
+// every logit non-finite. InvalidArgument unless IsFloatWeightType(dtype), or naming the
+// index (from `src`) and value of the first non-finite element.
 absl::Status ConvertToFloat(DType dtype, const void* src, size_t count, float* dst);
 
 }  // namespace tpserve

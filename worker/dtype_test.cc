@@ -57,5 +57,24 @@ TEST(DTypeTest, ConvertRejectsNonFloatTypes) {
   EXPECT_FALSE(ConvertToFloat(DType::kI32, bf16.data(), 1, out.data()).ok());
 }
 
+// NaN and ±Inf in any weight dtype are refused by the conversion, naming the element;
+// the largest finite values pass.
+TEST(DTypeTest, ConvertRefusesNonFiniteValues) {
+  std::vector<float> out(4);
+  const std::vector<uint16_t> bf16 = {0x3f80, 0x7f7f, 0x7fc0, 0x3f80};  // 1, max, NaN, 1
+  absl::Status s = ConvertToFloat(DType::kBF16, bf16.data(), 4, out.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("non-finite value nan at element 2"), std::string::npos) << s;
+  EXPECT_TRUE(ConvertToFloat(DType::kBF16, bf16.data(), 2, out.data()).ok());
+  const std::vector<uint16_t> f16 = {0x7bff, 0xfc00};  // 65504, -inf
+  s = ConvertToFloat(DType::kF16, f16.data(), 2, out.data());
+  EXPECT_NE(s.message().find("-inf at element 1"), std::string::npos) << s;
+  EXPECT_TRUE(ConvertToFloat(DType::kF16, f16.data(), 1, out.data()).ok());
+  const std::vector<float> f32 = {3.4e38f, 1.0f, INFINITY};
+  s = ConvertToFloat(DType::kF32, f32.data(), 3, out.data());
+  EXPECT_NE(s.message().find("inf at element 2"), std::string::npos) << s;
+  EXPECT_TRUE(ConvertToFloat(DType::kF32, f32.data(), 2, out.data()).ok());
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -9,6 +9,7 @@ a non-finite weight; each names the file and the rule."""
 import json
 import os
 import shutil
+import struct
 import subprocess
 
 import grpc
@@ -114,6 +115,17 @@ def start_fails(model, *messages, tp=1):
         assert message in out.stderr, (model, message, out.stderr)
 
 
+def poison(model, tensor):
+    """Writes a NaN into the first element of `tensor` (F32) in model.safetensors."""
+    path = os.path.join(model, "model.safetensors")
+    with open(path, "r+b") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        entry = json.loads(f.read(n))[tensor]
+        assert entry["dtype"] == "F32", entry
+        f.seek(8 + n + entry["data_offsets"][0])
+        f.write(struct.pack("<f", float("nan")))
+
+
 def check_bad_checkpoints():
     unknown = copy_model("unknown_key", MODEL)
     edit_config(unknown, lambda c: c.update(logits_scaling=8.0))
@@ -128,6 +140,11 @@ def check_bad_checkpoints():
     no_key = copy_model("lost_mlp_bias", "tests/data/models/llama_mlp_bias_gelu")
     edit_config(no_key, lambda c: c.pop("mlp_bias"))
     start_fails(no_key, "does not account for", "mlp.down_proj.bias", tp=2)
+
+    # Served, every request would fail on non-finite logits and take the pool down.
+    nan = copy_model("nan_weight", MODEL)
+    poison(nan, "model.norm.weight")
+    start_fails(nan, "model.norm.weight", "non-finite value (nan) at [0]")
 
 
 def main():

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <tuple>
@@ -285,7 +286,21 @@ absl::Status TensorViewToFloatInto(const TensorView& view, const Shape& expected
                        static_cast<size_t>(end - begin), out->data() + begin);
     if (!s.ok() && !failed.exchange(true)) first_error = s;
   });
-  return failed ? first_error : absl::OkStatus();
+  if (!failed) return absl::OkStatus();
+  // Only a non-finite value fails a float dtype here: name the tensor and where it is.
+  for (int64_t i = 0; i < out->numel(); ++i) {
+    if (std::isfinite(out->data()[i])) continue;
+    std::vector<int64_t> index(view.shape.size());
+    for (int64_t rest = i, d = static_cast<int64_t>(index.size()) - 1; d >= 0; --d) {
+      index[d] = rest % view.shape[d];
+      rest /= view.shape[d];
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", view.name, " in ", view.file, " holds a non-finite value (",
+                     out->data()[i], ") at ", ShapeToString(index),
+                     "; a NaN or Inf weight would make every logit non-finite"));
+  }
+  return first_error;
 }
 
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {

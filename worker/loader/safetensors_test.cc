@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -104,6 +105,23 @@ TEST(SafetensorsTest, ConversionChecksShapeAndDtype) {
               AllOf(HasSubstr("w"), HasSubstr(path), HasSubstr("[2]"), HasSubstr("[1, 2]")));
   auto bad_dtype = TensorViewToFloat(*(*file)->Find("i"), {1});
   EXPECT_THAT(bad_dtype.status().message(), AllOf(HasSubstr("i"), HasSubstr("I32")));
+}
+
+// A NaN deep in a large tensor (converted on several threads) is found and placed.
+TEST(SafetensorsTest, ConversionRefusesNonFiniteWeightsNamingTensorAndIndex) {
+  const std::string path = TempPath("nan.safetensors");
+  std::vector<float> values(64 * 1024, 0.25f);
+  values[37 * 1024 + 5] = NAN;
+  ASSERT_TRUE(WriteSafetensors(path, {{"model.norm.weight", DType::kBF16, {64, 1024},
+                                       Bf16Bytes(values)}})
+                  .ok());
+  auto file = SafetensorsFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  auto converted = TensorViewToFloat(*(*file)->Find("model.norm.weight"), {64, 1024});
+  EXPECT_EQ(converted.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(converted.status().message(),
+              AllOf(HasSubstr("model.norm.weight"), HasSubstr(path), HasSubstr("non-finite"),
+                    HasSubstr("[37, 5]")));
 }
 
 TEST(SafetensorsTest, RejectsFilesTooShortForTheLength) {
