@@ -15,6 +15,7 @@
 #include "tpserve/v1/batch_limits.h"
 #include "worker/comm/gloo_comm_group.h"
 #include "worker/kv_cache.h"
+#include "worker/models/llama_tensors.h"
 
 namespace tpserve {
 
@@ -130,6 +131,21 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> MakeRank(
   return RankExecutor::Create(std::move(comm), std::move(model), options);
 }
 
+// Whether the fp32 host copy of this rank's shards fits, before any of it is allocated:
+// the ranks of a host (world_size of them, as CpuFractionBudget assumes) share its
+// memory. On CUDA this copy is the staging of the upload, and the device check follows
+// in CreateCudaLlamaModel.
+absl::Status CheckHostWeightsFit(const ModelConfig& config, int world_size) {
+  const int64_t per_rank = RankWeightBytes(config, world_size, sizeof(float));
+  const int64_t need = per_rank * world_size;
+  const int64_t available = AvailableHostBytes();
+  if (need <= available) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the weights take ", per_rank, " bytes per rank in fp32 (", need, " bytes for the ",
+      world_size, " rank(s) of this host), more than the host's available memory (", available,
+      " bytes, MemAvailable)"));
+}
+
 absl::Duration CommTimeout(const Assignment& a) {
   return a.comm_timeout_ms() > 0 ? absl::Milliseconds(a.comm_timeout_ms()) : absl::Seconds(60);
 }
@@ -146,6 +162,7 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> BuildCpuRank(const Assignment& a,
   // Peers attach and open their files at different times; the frontend's start timeout
   // bounds the whole start anyway.
   gloo.connect_timeout = std::max(gloo.timeout, absl::Minutes(5));
+  TPSERVE_RETURN_IF_ERROR(CheckHostWeightsFit(files.config, a.world_size()));
   TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<GlooCommGroup> comm, GlooCommGroup::Create(gloo));
   TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LoadModel(files, comm.get()));
   auto runner = std::make_unique<CpuModelRunner>(std::move(model));
@@ -171,6 +188,7 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> BuildCudaRank(const Assignment& a,
   model.limits = a.limits();  // the buffers are sized for them
   model.step_timeout = nccl.timeout;
   model.cuda_graphs = !a.eager_decode();
+  TPSERVE_RETURN_IF_ERROR(CheckHostWeightsFit(files.config, a.world_size()));
   TPSERVE_ASSIGN_OR_RETURN(CudaRank rank, LoadCudaRank(files, nccl, model));
   std::fprintf(stderr, "tpserve_worker: rank %d: decode steps %s\n", a.rank(),
                model.cuda_graphs ? "replay CUDA graphs" : "run eagerly (--enforce-eager)");

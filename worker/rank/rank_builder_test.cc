@@ -4,10 +4,16 @@
 #include "worker/rank/rank_builder.h"
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
 #include "worker/cuda/cuda_status.h"
+#include "worker/loader/safetensors_writer.h"
+#include "worker/models/llama_tensors.h"
 
 namespace tpserve {
 namespace {
@@ -70,6 +76,41 @@ worker::v1::Assignment CpuAssignment() {
   a.set_comm_backend("gloo");
   a.mutable_kv_cache()->set_memory_fraction(0);
   return a;
+}
+
+// A checkpoint whose fp32 shards cannot fit in the host's memory is refused before any
+// is allocated, naming the numbers. The checkpoint is a sparse file (256 GiB of bf16
+// zeros that take no disk), valid in every header, so only the memory check can stop it.
+TEST(BuildRankTest, WeightsThatCannotFitAreRefusedBeforeLoading) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/huge_model";
+  std::filesystem::create_directories(dir);
+  const nlohmann::json config = {
+      {"architectures", {"LlamaForCausalLM"}}, {"hidden_size", 16384},
+      {"intermediate_size", 16},               {"vocab_size", 1 << 23},
+      {"num_hidden_layers", 1},                {"num_attention_heads", 128},
+      {"num_key_value_heads", 128},            {"max_position_embeddings", 64},
+      {"tie_word_embeddings", true},           {"dtype", "bfloat16"}};
+  std::ofstream(dir + "/config.json") << config.dump();
+  nlohmann::json header = nlohmann::json::object();
+  int64_t offset = 0;
+  for (const ExpectedTensor& t :
+       LlamaCheckpointTensors(*ParseModelConfig(config.dump(), "config.json"))) {
+    const int64_t bytes = NumElements(t.shape) * 2;
+    header[t.name] = {{"dtype", "BF16"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const std::string path = dir + "/model.safetensors";
+  ASSERT_TRUE(WriteBinaryFile(path, FrameSafetensors(text, "")).ok());
+  std::filesystem::resize_file(path, 8 + text.size() + offset);  // sparse: zeros, no blocks
+
+  worker::v1::Assignment a = CpuAssignment();
+  a.set_model_dir(dir);
+  a.mutable_kv_cache()->set_num_blocks(1);
+  ExpectError(a, absl::StatusCode::kResourceExhausted,
+              "bytes per rank in fp32 (554054123520 bytes for the 1 rank(s) of this host), more "
+              "than the host's available memory");
 }
 
 // The one KV budget rule: blocks as assigned, else as many as the bytes hold, else the

@@ -17,14 +17,15 @@
 #include "worker/cuda/device_buffer.h"
 #include "worker/cuda/gemm.h"
 #include "worker/cuda/pinned_buffer.h"
+#include "worker/kernels/cuda/act_mul.h"
 #include "worker/kernels/cuda/elementwise.h"
 #include "worker/kernels/cuda/paged_attention.h"
 #include "worker/kernels/cuda/rms_norm.h"
 #include "worker/kernels/cuda/rope.h"
-#include "worker/kernels/cuda/act_mul.h"
 #include "worker/models/cuda/cuda_graphs.h"
 #include "worker/models/cuda/cuda_layers.h"
 #include "worker/models/cuda/cuda_step_metadata.h"
+#include "worker/models/llama_tensors.h"
 #include "worker/sampling/cuda_sampler.h"
 
 namespace tpserve {
@@ -203,6 +204,17 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaLlamaModel<T>::Create(
   TPSERVE_RETURN_IF_ERROR(options.Validate());
   if (comm == nullptr) return absl::InvalidArgumentError("CudaLlamaModel needs a comm group");
   if (host.num_layers() < 1) return absl::InvalidArgumentError("the model has no layers");
+  // The shards must fit on the device before the first upload (activations and the KV
+  // cache are sized after them).
+  size_t free_bytes = 0, total_bytes = 0;
+  TPSERVE_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const int64_t weights = RankWeightBytes(host.config(), comm->size(), sizeof(T));
+  if (weights > static_cast<int64_t>(free_bytes)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the weights take ", weights, " bytes per rank on the device (", comm->size(),
+        " rank(s), ", sizeof(T) == 2 ? "bf16" : "fp32", "), more than its free memory (",
+        free_bytes, " of ", total_bytes, " bytes)"));
+  }
   TPSERVE_ASSIGN_OR_RETURN(const int max_context,
                            ResolveMaxContext(options.limits,
                                              host.config().max_position_embeddings,
