@@ -80,5 +80,22 @@ MK=("$PY" "$HERE/make_fixture.py" --out-root "$OUT")
   --hidden-act relu \
   --description "Mistral, hidden_act relu, no sliding window"
 
+# 10. YaRN: rope_parameters form (Llama), the legacy rope_scaling form with beta_fast/slow
+#     (Qwen2.5 long-context style), and the mscale pair with truncate false (Qwen3).
+"${MK[@]}" --name llama_yarn --arch llama --seed 811 \
+  --hidden 64 --heads 4 --kv-heads 2 --head-dim 32 --intermediate 128 --vocab 256 --layers 2 \
+  --rope-scaling '{"rope_type":"yarn","factor":8.0,"original_max_position_embeddings":64}' \
+  --description "Llama, rope yarn factor 8 over an original 64 positions (beta 32/1, attention factor 0.1 ln 8 + 1), rope_parameters form"
+"${MK[@]}" --name qwen2_yarn_legacy --arch qwen2 --seed 812 \
+  --hidden 48 --heads 4 --kv-heads 2 --head-dim 24 --intermediate 96 --vocab 240 --layers 2 \
+  --rope-theta 1000000 --legacy-rope-config \
+  --rope-scaling '{"type":"yarn","factor":4.0,"original_max_position_embeddings":128,"beta_fast":16,"beta_slow":2}' \
+  --description "Qwen2, rope_scaling yarn in the legacy type form (Qwen2.5 long-context style), factor 4, original 128, beta_fast 16, beta_slow 2"
+"${MK[@]}" --name qwen3_yarn_mscale --arch qwen3 --seed 813 \
+  --hidden 48 --heads 4 --kv-heads 2 --head-dim 16 --intermediate 96 --vocab 224 --layers 2 \
+  --rope-theta 1000000 \
+  --rope-scaling '{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32,"mscale":0.707,"mscale_all_dim":1.0,"truncate":false}' \
+  --description "Qwen3, rope yarn with mscale/mscale_all_dim (DeepSeek-style attention factor) and truncate false"
+
 echo "all fixtures written to $OUT"
 du -sh "$OUT"

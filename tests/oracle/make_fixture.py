@@ -127,6 +127,10 @@ def randomize_shapes(args):
             args.head_dim = head_dim
             args.hidden = heads * head_dim
         args.head_dim = None if r.random() < 0.5 else head_dim
+    if args.arch != "qwen3" and args.hidden % heads != 0:
+        # transformers 5 validates hidden % heads for these (Qwen3 decouples head_dim).
+        args.hidden = heads * head_dim
+        args.head_dim = head_dim
     args.intermediate = int(r.choice([24, 48, 72, 96, 120, 144]))
     args.vocab = int(r.integers(64, 600))
     args.layers = int(r.choice([1, 2]))
@@ -161,6 +165,11 @@ def randomize_shapes(args):
     args.hidden_act = str(r.choice(["silu", "silu", "gelu", "gelu_pytorch_tanh", "gelu_new",
                                     "relu"]))
     args.mlp_bias = bool(args.arch == "llama" and r.random() < 0.4)
+    if args.rope_scaling is None and r.random() < 0.3:
+        args.rope_scaling = json.dumps(
+            {"rope_type": "yarn", "factor": float(r.choice([2.0, 4.0, 8.0])),
+             "original_max_position_embeddings": int(r.choice([16, 32, 64, 128])),
+             "beta_fast": float(r.choice([32.0, 16.0])), "beta_slow": float(r.choice([1.0, 2.0]))})
     if args.name is None:
         args.name = "unseen_%d" % args.random_shapes
     args.description = "random shapes, seed %d" % args.random_shapes

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -51,14 +52,61 @@ absl::Status ParseArchitecture(const JsonField& root, ModelConfig* c) {
       "\" (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)"));
 }
 
+// transformers' get_mscale: 0.1·mscale·ln(scale) + 1, or 1 for scale ≤ 1.
+double YarnMscale(double scale, double mscale) {
+  return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+// yarn as transformers 5 reads it: factor (null: max_position_embeddings /
+// original_max_position_embeddings), attention_factor or the mscale pair, beta_fast and
+// beta_slow (null or 0: 32 and 1), truncate. original_max_position_embeddings was
+// already set (the rope parameters', config.json's top-level key, or
+// max_position_embeddings).
+absl::Status ParseYarn(const JsonField& field, int max_position_embeddings, RopeScaling* rope) {
+  rope->type = RopeScaling::Type::kYarn;
+  if (field["factor"].is_null()) {
+    rope->factor = static_cast<double>(max_position_embeddings) /
+                   rope->original_max_position_embeddings;
+  } else {
+    TPSERVE_ASSIGN_OR_RETURN(rope->factor, field["factor"].Double());
+  }
+  TPSERVE_ASSIGN_OR_RETURN(const double mscale, field["mscale"].DoubleOr(0));
+  TPSERVE_ASSIGN_OR_RETURN(const double mscale_all_dim, field["mscale_all_dim"].DoubleOr(0));
+  if (!field["attention_factor"].is_null()) {
+    TPSERVE_ASSIGN_OR_RETURN(rope->attention_factor, field["attention_factor"].Double());
+  } else if (mscale != 0 && mscale_all_dim != 0) {
+    rope->attention_factor =
+        YarnMscale(rope->factor, mscale) / YarnMscale(rope->factor, mscale_all_dim);
+  } else {
+    rope->attention_factor = YarnMscale(rope->factor, 1.0);
+  }
+  TPSERVE_ASSIGN_OR_RETURN(rope->beta_fast, field["beta_fast"].DoubleOr(0));
+  TPSERVE_ASSIGN_OR_RETURN(rope->beta_slow, field["beta_slow"].DoubleOr(0));
+  if (rope->beta_fast == 0) rope->beta_fast = 32;  // Python's `or 32`
+  if (rope->beta_slow == 0) rope->beta_slow = 1;
+  TPSERVE_ASSIGN_OR_RETURN(rope->truncate, field["truncate"].BoolOr(true));
+  return absl::OkStatus();
+}
+
 // `field` is "rope_scaling" (or transformers 5's "rope_parameters"), not null.
-absl::Status ParseRopeScaling(const JsonField& field, RopeScaling* rope) {
+// `original_max_position_embeddings`: config.json's top-level key of that name (Phi-3
+// style, which transformers prefers), else max_position_embeddings; the rope
+// parameters' own key, when present, wins over the second only.
+absl::Status ParseRopeScaling(const JsonField& field, int max_position_embeddings,
+                              std::optional<int> top_level_original, RopeScaling* rope) {
   if (!field.value().is_object()) {
     return field.Error(
         absl::StrCat("expected an object or null, got ", JsonTypeName(field.value())));
   }
   TPSERVE_ASSIGN_OR_RETURN(std::string type, field["type"].StringOr("default"));
   TPSERVE_ASSIGN_OR_RETURN(type, field["rope_type"].StringOr(type));
+  if (top_level_original.has_value()) {
+    rope->original_max_position_embeddings = *top_level_original;
+  } else if (type == "yarn") {
+    TPSERVE_ASSIGN_OR_RETURN(rope->original_max_position_embeddings,
+                             field["original_max_position_embeddings"].Int32Or(
+                                 max_position_embeddings));
+  }
   if (type == "default") {
     *rope = RopeScaling();
   } else if (type == "linear") {
@@ -69,12 +117,16 @@ absl::Status ParseRopeScaling(const JsonField& field, RopeScaling* rope) {
     TPSERVE_ASSIGN_OR_RETURN(rope->factor, field["factor"].Double());
     TPSERVE_ASSIGN_OR_RETURN(rope->low_freq_factor, field["low_freq_factor"].Double());
     TPSERVE_ASSIGN_OR_RETURN(rope->high_freq_factor, field["high_freq_factor"].Double());
-    TPSERVE_ASSIGN_OR_RETURN(rope->original_max_position_embeddings,
-                             field["original_max_position_embeddings"].Int32());
+    if (!top_level_original.has_value()) {
+      TPSERVE_ASSIGN_OR_RETURN(rope->original_max_position_embeddings,
+                               field["original_max_position_embeddings"].Int32());
+    }
+  } else if (type == "yarn") {
+    TPSERVE_RETURN_IF_ERROR(ParseYarn(field, max_position_embeddings, rope));
   } else {
     return field["rope_type"].Error(
         absl::StrCat("rope scaling \"", type,
-                     "\" is not supported (supported: default, linear, llama3)"),
+                     "\" is not supported (supported: default, linear, llama3, yarn)"),
         absl::StatusCode::kUnimplemented);
   }
   return absl::OkStatus();
@@ -82,13 +134,18 @@ absl::Status ParseRopeScaling(const JsonField& field, RopeScaling* rope) {
 
 absl::Status ParseRope(const JsonField& root, ModelConfig* c) {
   TPSERVE_ASSIGN_OR_RETURN(c->rope_theta, root["rope_theta"].DoubleOr(c->rope_theta));
+  std::optional<int> original;
+  if (!root["original_max_position_embeddings"].is_null()) {
+    TPSERVE_ASSIGN_OR_RETURN(original, root["original_max_position_embeddings"].Int32());
+  }
   if (!root["rope_scaling"].is_null()) {
-    return ParseRopeScaling(root["rope_scaling"], &c->rope_scaling);
+    return ParseRopeScaling(root["rope_scaling"], c->max_position_embeddings, original,
+                            &c->rope_scaling);
   }
   const JsonField params = root["rope_parameters"];
   if (!params.is_null()) {  // transformers 5 folds rope_theta in here
     TPSERVE_ASSIGN_OR_RETURN(c->rope_theta, params["rope_theta"].DoubleOr(c->rope_theta));
-    return ParseRopeScaling(params, &c->rope_scaling);
+    return ParseRopeScaling(params, c->max_position_embeddings, original, &c->rope_scaling);
   }
   return absl::OkStatus();
 }
@@ -146,6 +203,7 @@ constexpr const char* kReadKeys[] = {
     "architectures", "hidden_size", "intermediate_size", "vocab_size", "num_hidden_layers",
     "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings",
     "rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor",
+    "original_max_position_embeddings",
     "tie_word_embeddings", "attention_bias", "mlp_bias", "hidden_act", "sliding_window",
     "use_sliding_window", "max_window_layers", "layer_types", "dtype", "torch_dtype",
     "bos_token_id", "eos_token_id", "pad_token_id", "quantization_config",
@@ -382,6 +440,14 @@ absl::Status ModelConfig::Validate() const {
   }
   if (rope_scaling.type != RopeScaling::Type::kNone) {
     TPSERVE_RETURN_IF_ERROR(Positive("rope_scaling.factor", rope_scaling.factor));
+  }
+  if (rope_scaling.type == RopeScaling::Type::kYarn) {
+    TPSERVE_RETURN_IF_ERROR(Positive("rope_scaling.original_max_position_embeddings",
+                                     rope_scaling.original_max_position_embeddings));
+    TPSERVE_RETURN_IF_ERROR(
+        Positive("rope_scaling.attention_factor", rope_scaling.attention_factor));
+    TPSERVE_RETURN_IF_ERROR(Positive("rope_scaling.beta_fast", rope_scaling.beta_fast));
+    TPSERVE_RETURN_IF_ERROR(Positive("rope_scaling.beta_slow", rope_scaling.beta_slow));
   }
   if (rope_scaling.type == RopeScaling::Type::kLlama3) {
     TPSERVE_RETURN_IF_ERROR(Positive("rope_scaling.low_freq_factor", rope_scaling.low_freq_factor));

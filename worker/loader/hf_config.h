@@ -16,13 +16,21 @@
 namespace tpserve {
 
 struct RopeScaling {
-  enum class Type { kNone, kLinear, kLlama3 };
+  enum class Type { kNone, kLinear, kLlama3, kYarn };
   Type type = Type::kNone;
   double factor = 1.0;
   // llama3 only:
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
+  // llama3 and yarn:
   int original_max_position_embeddings = 8192;
+  // yarn only (transformers' _compute_yarn_parameters): the ramp between extrapolated
+  // and interpolated frequencies, and the factor cos and sin are scaled by (resolved
+  // from attention_factor, or mscale/mscale_all_dim, or factor when the file leaves it out).
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  bool truncate = true;
+  double attention_factor = 1.0;
 };
 
 enum class ModelFamily { kLlama, kMistral, kQwen2, kQwen3 };

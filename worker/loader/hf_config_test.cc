@@ -1,5 +1,6 @@
 #include "worker/loader/hf_config.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -190,17 +191,55 @@ TEST(HfConfigTest, RopeScaling) {
   j["rope_scaling"] = nullptr;
   EXPECT_EQ(Parse(j)->rope_scaling.type, RopeScaling::Type::kNone);
 
-  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
-  auto yarn = Parse(j);
-  EXPECT_TRUE(absl::IsUnimplemented(yarn.status()));
-  EXPECT_THAT(yarn.status().message(),
-              AllOf(HasSubstr("config.json"), HasSubstr("rope_scaling"), HasSubstr("\"yarn\""),
-                    HasSubstr("not supported")));
+  // dynamic and longrope recompute frequencies from each forward pass's length.
+  for (const char* type : {"dynamic", "longrope"}) {
+    j["rope_scaling"] = {{"rope_type", type}, {"factor", 4.0}};
+    auto refused = Parse(j);
+    EXPECT_TRUE(absl::IsUnimplemented(refused.status())) << type;
+    EXPECT_THAT(refused.status().message(),
+                AllOf(HasSubstr("config.json"), HasSubstr("rope_scaling"), HasSubstr(type),
+                      HasSubstr("not supported")));
+  }
 
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
   EXPECT_THAT(ErrorOf(j), HasSubstr("missing required key \"rope_scaling.low_freq_factor\""));
   j["rope_scaling"] = {{"type", "linear"}};
   EXPECT_THAT(ErrorOf(j), HasSubstr("missing required key \"rope_scaling.factor\""));
+}
+
+// yarn as transformers 5 resolves it (the golden fixtures llama_yarn, qwen2_yarn_legacy
+// and qwen3_yarn_mscale check the frequencies themselves).
+TEST(HfConfigTest, YarnResolvesItsDefaultsAsTransformers) {
+  json j = BaseConfig("Qwen2ForCausalLM");  // max_position_embeddings 512
+  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 128}};
+  auto c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const RopeScaling& r = c->rope_scaling;
+  EXPECT_EQ(r.type, RopeScaling::Type::kYarn);
+  EXPECT_EQ(r.original_max_position_embeddings, 128);
+  EXPECT_DOUBLE_EQ(r.attention_factor, 0.1 * std::log(4.0) + 1);
+  EXPECT_EQ(r.beta_fast, 32);
+  EXPECT_EQ(r.beta_slow, 1);
+  EXPECT_TRUE(r.truncate);
+  // mscale over mscale_all_dim; an explicit attention_factor wins over both.
+  j["rope_scaling"]["mscale"] = 0.707;
+  j["rope_scaling"]["mscale_all_dim"] = 1.0;
+  EXPECT_DOUBLE_EQ(Parse(j)->rope_scaling.attention_factor,
+                   (0.1 * 0.707 * std::log(4.0) + 1) / (0.1 * std::log(4.0) + 1));
+  j["rope_scaling"]["attention_factor"] = 1.5;
+  EXPECT_EQ(Parse(j)->rope_scaling.attention_factor, 1.5);
+  // No factor: max_position_embeddings / original; no original: max_position_embeddings;
+  // a top-level original_max_position_embeddings (Phi-3 style) wins.
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", nullptr},
+                       {"original_max_position_embeddings", 64}};
+  EXPECT_EQ(Parse(j)->rope_scaling.factor, 8.0);
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 2.0}};
+  EXPECT_EQ(Parse(j)->rope_scaling.original_max_position_embeddings, 512);
+  j["original_max_position_embeddings"] = 256;
+  j["rope_scaling"]["original_max_position_embeddings"] = 64;
+  EXPECT_EQ(Parse(j)->rope_scaling.original_max_position_embeddings, 256);
+  j["rope_scaling"]["beta_fast"] = -1;
+  EXPECT_THAT(ErrorOf(j), HasSubstr("beta_fast"));
 }
 
 TEST(HfConfigTest, RopeParametersFromNewerTransformers) {

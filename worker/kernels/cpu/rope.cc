@@ -1,5 +1,6 @@
 #include "worker/kernels/cpu/rope.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace tpserve {
@@ -19,10 +20,49 @@ double Llama3Scale(double inv_freq, const RopeScaling& s) {
   return (1.0 - smooth) * inv_freq / s.factor + smooth * inv_freq;
 }
 
+// YaRN as transformers' _compute_yarn_parameters (fp32 where torch computes in fp32):
+// frequency i blends its interpolated (÷ factor) and extrapolated (as is) values by a
+// linear ramp over the dimensions between the correction range of beta_fast and
+// beta_slow rotations within the original context.
+std::vector<double> YarnInvFreq(int dim, double base, const RopeScaling& s) {
+  auto correction_dim = [&](double rotations) {
+    return dim * std::log(s.original_max_position_embeddings / (rotations * 2 * M_PI)) /
+           (2 * std::log(base));
+  };
+  double low = correction_dim(s.beta_fast), high = correction_dim(s.beta_slow);
+  if (s.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, static_cast<double>(dim - 1));
+  if (low == high) high += 0.001;  // as transformers: no division by zero
+  std::vector<double> out(dim / 2);
+  for (int i = 0; i < dim / 2; ++i) {
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim);
+    const float pos_freq = static_cast<float>(std::pow(base, static_cast<double>(exponent)));
+    const float extrapolation = 1.0f / pos_freq;
+    const float interpolation = 1.0f / (static_cast<float>(s.factor) * pos_freq);
+    const float ramp = std::clamp(
+        static_cast<float>((static_cast<float>(i) - low) / (high - low)), 0.0f, 1.0f);
+    const float extrapolation_factor = 1.0f - ramp;
+    out[i] = interpolation * (1.0f - extrapolation_factor) +
+             extrapolation * extrapolation_factor;
+  }
+  return out;
+}
+
 }  // namespace
 
 RotaryEmbedding::RotaryEmbedding(int rotary_dim, double theta, const RopeScaling& scaling)
-    : rotary_dim_(rotary_dim), inv_freq_(rotary_dim / 2) {
+    : rotary_dim_(rotary_dim),
+      inv_freq_(rotary_dim / 2),
+      attention_factor_(scaling.type == RopeScaling::Type::kYarn ? scaling.attention_factor
+                                                                 : 1.0) {
+  if (scaling.type == RopeScaling::Type::kYarn) {
+    inv_freq_ = YarnInvFreq(rotary_dim, theta, scaling);
+    return;
+  }
   for (int i = 0; i < rotary_dim / 2; ++i) {
     // HF computes the exponent in fp32; so does this, to land on the same frequencies.
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(rotary_dim);
@@ -36,6 +76,8 @@ RotaryEmbedding::RotaryEmbedding(int rotary_dim, double theta, const RopeScaling
       case RopeScaling::Type::kLlama3:
         f = Llama3Scale(f, scaling);
         break;
+      case RopeScaling::Type::kYarn:  // handled above
+        break;
     }
     inv_freq_[i] = f;
   }
@@ -44,8 +86,9 @@ RotaryEmbedding::RotaryEmbedding(int rotary_dim, double theta, const RopeScaling
 void RotaryEmbedding::CosSin(int32_t position, float* cos_out, float* sin_out) const {
   for (int i = 0; i < rotary_dim_ / 2; ++i) {
     const double angle = static_cast<double>(position) * inv_freq_[i];
-    cos_out[i] = static_cast<float>(std::cos(angle));
-    sin_out[i] = static_cast<float>(std::sin(angle));
+    // transformers scales cos and sin (yarn's attention factor; 1 otherwise) in fp32.
+    cos_out[i] = static_cast<float>(std::cos(angle)) * attention_factor_;
+    sin_out[i] = static_cast<float>(std::sin(angle)) * attention_factor_;
   }
 }
 

@@ -1,5 +1,6 @@
 // Rotary position embedding (HF "rotate_half" layout: element i pairs with i + d/2),
-// with the none, linear and llama3 frequency scalings.
+// with the none, linear, llama3 and yarn frequency scalings (yarn also scales cos and sin
+// by its attention factor).
 //
 // A RotaryEmbedding is built once per model and is read-only afterwards, so ranks and
 // threads may share it.
@@ -35,6 +36,7 @@ class RotaryEmbedding {
 
   int rotary_dim_;
   std::vector<double> inv_freq_;
+  float attention_factor_;
 };
 
 }  // namespace tpserve

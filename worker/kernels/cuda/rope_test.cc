@@ -48,6 +48,8 @@ const Scaled kScalings[] = {
     {1000000.0, {RopeScaling::Type::kLinear, 4.0}},
     // A short original context puts frequencies of small heads in all three bands.
     {500000.0, {RopeScaling::Type::kLlama3, 8.0, 1.0, 4.0, 256}},
+    // yarn: blended frequencies, and cos/sin scaled by the attention factor.
+    {1000000.0, {RopeScaling::Type::kYarn, 4.0, 1.0, 4.0, 128, 32.0, 1.0, true, 1.1386}},
 };
 
 // Columns [first, first + width) of n rows of `stride`, taken out as [n, width] or put back.
