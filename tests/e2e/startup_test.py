@@ -147,6 +147,49 @@ def check_bad_checkpoints():
     start_fails(nan, "model.norm.weight", "non-finite value (nan) at [0]")
 
 
+def check_hub_cache_id(pb, pb_grpc):
+    """--model org/name is found offline in a Hugging Face hub cache (refs/main ->
+    snapshots/<commit>/, whose files link into blobs/), served, and reported by its id."""
+    cache = os.path.join(os.environ["TEST_TMPDIR"], "hub")
+    repo = os.path.join(cache, "models--tiny-org--llama-gqa")
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    snapshot = os.path.join(repo, "snapshots", commit)
+    shutil.rmtree(repo, ignore_errors=True)
+    os.makedirs(os.path.join(repo, "blobs"))
+    os.makedirs(os.path.join(repo, "refs"))
+    os.makedirs(snapshot)
+    for name in os.listdir(MODEL):
+        blob = os.path.join(repo, "blobs", "blob-" + name)
+        shutil.copy(os.path.join(MODEL, name), blob)
+        os.symlink(os.path.relpath(blob, snapshot), os.path.join(snapshot, name))
+    with open(os.path.join(repo, "refs", "main"), "w") as f:
+        f.write(commit)
+    os.environ["HF_HUB_CACHE"] = cache
+    try:
+        server = Server("tiny-org/llama-gqa", tp=2)
+        try:
+            stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
+            info = stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10)
+            assert info.model_name == "tiny-org/llama-gqa", info
+            assert commit in info.model_path, info
+            golden = json.load(open(os.path.join(MODEL, "golden.json")))
+            case = golden["greedy"][0]
+            out = stub.GenerateUnary(pb.GenerateRequest(
+                token_ids=pb.TokenIds(ids=golden["prompts"][case["prompt_index"]]),
+                sampling=pb.SamplingParams(max_tokens=len(case["output_ids"]), temperature=0,
+                                           ignore_eos=True)), timeout=60)
+            assert list(out.token_ids) == case["output_ids"], (out.token_ids, case)
+        finally:
+            assert server.stop() == 0
+        missing = subprocess.run([SERVER, "--model", "tiny-org/absent", "--port", "0"],
+                                 capture_output=True, text=True, timeout=60)
+        assert missing.returncode != 0, missing
+        assert "models--tiny-org--absent" in missing.stderr and "HF_HUB_CACHE" in missing.stderr, \
+            missing.stderr
+    finally:
+        del os.environ["HF_HUB_CACHE"]
+
+
 def main():
     pb, pb_grpc = stubs()
     check_not_serving_until_ready(pb, pb_grpc)
@@ -158,6 +201,9 @@ def main():
           flush=True)
     check_bad_checkpoints()
     print("PASS checkpoints that would be served wrong do not start, and say why", flush=True)
+    check_hub_cache_id(pb, pb_grpc)
+    print("PASS a hub cache id is served offline from its snapshot; a missing one says where "
+          "it looked", flush=True)
 
 
 if __name__ == "__main__":
