@@ -126,6 +126,17 @@ TEST(EngineLifecycleTest, MalformedResultsFailTheStepNotTheProcess) {
       {"the output of a sequence owed prompt logprobs left out", [](StepResult* r) {
          r->mutable_sequences()->DeleteSubrange(0, 1);
        }},
+      {"an error with status OK", [](StepResult* r) {
+         for (auto& s : *r->mutable_sequences()) {
+           s.clear_token_id();
+           s.clear_logprobs();
+           s.clear_prompt_logprobs();
+           s.mutable_error()->set_code(0);
+         }
+       }},
+      {"an error beside a token", [](StepResult* r) {
+         for (auto& s : *r->mutable_sequences()) s.mutable_error()->set_code(13);
+       }},
   };
   for (const auto& [name, fault] : faults) {
     FakeExecutorConfig fake_config{/*num_blocks=*/64, /*block_size=*/4, kTestVocab};
@@ -145,6 +156,43 @@ TEST(EngineLifecycleTest, MalformedResultsFailTheStepNotTheProcess) {
     }
     EXPECT_FALSE(t.engine->healthy()) << name;
   }
+}
+
+// A rank's report that one sequence alone failed (its penalties overflowed its logits)
+// ends that request with the rank's status and frees its blocks; the other sequences of
+// the same steps get exactly the tokens they get alone, and the engine stays healthy.
+TEST(EngineLifecycleTest, ASequencesOwnFailureEndsItAlone) {
+  FakeExecutorConfig fake_config{/*num_blocks=*/64, /*block_size=*/4, kTestVocab};
+  int tokens_of_second = 0;
+  fake_config.corrupt = [&tokens_of_second](worker::v1::StepResult* r) {
+    for (auto& s : *r->mutable_sequences()) {
+      if (s.seq_id() != 2 || !s.has_token_id() || ++tokens_of_second < 3) continue;
+      s.clear_token_id();
+      s.clear_logprobs();
+      s.mutable_error()->set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
+      s.mutable_error()->set_message("sampling.repetition_penalty overflowed the logits");
+    }
+  };
+  EngineOptions options = Options(64, 8);
+  options.vocab_size = kTestVocab;
+  TestEngine t(fake_config, options);
+  const std::vector<EngineRequest> requests = {Request(4, 6, 1), Request(5, 6, 2),
+                                               Request(6, 6, 3)};
+  auto results = t.RunAll(requests);
+  EXPECT_EQ(results[1]->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(results[1]->status().message().find("repetition_penalty"), std::string::npos)
+      << results[1]->status();
+  EXPECT_EQ(results[1]->Tokens().size(), 2u);  // the two before the failure
+  for (int i : {0, 2}) {
+    EXPECT_TRUE(results[i]->status().ok()) << results[i]->status();
+    EXPECT_EQ(results[i]->Tokens(), FakeStepExecutor::HashContinuation(requests[i].prompt_ids,
+                                                                        6, kTestVocab));
+  }
+  EXPECT_TRUE(t.engine->healthy());
+  EXPECT_EQ(t.engine->stats().kv_blocks_in_use, 0);
+  // A later request runs as ever.
+  auto after = t.RunAll({Request(3, 4, 9)});
+  EXPECT_TRUE(after[0]->status().ok()) << after[0]->status();
 }
 
 TEST(EngineLifecycleTest, FullQueueIsResourceExhaustedAndStopEndsTheRest) {

@@ -138,6 +138,12 @@ absl::Status Engine::Impl::ApplyOutputs(const ScheduledStep& step,
   for (const ScheduledSequence& s : step.batch) scheduled[s.seq->id()] = &s;
   for (const worker::v1::SequenceOutput& output : result.sequences()) {
     const ScheduledSequence& s = *scheduled[output.seq_id()];
+    if (output.has_error()) {  // its own failure: it ends alone, its KV freed
+      End(s.seq->id(), absl::Status(static_cast<absl::StatusCode>(output.error().code()),
+                                    absl::StrCat("sequence ", s.seq->id(), ": ",
+                                                 output.error().message())));
+      continue;
+    }
     s.seq->AddPromptLogprobs(s.first_position, output.prompt_logprobs());
     if (output.has_token_id()) AppendToken(s.seq, output);
   }

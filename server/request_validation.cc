@@ -25,9 +25,9 @@ absl::Status CheckFloats(const v1::SamplingParams& p) {
   if (!(p.min_p() >= 0 && p.min_p() <= 1)) {
     return Invalid("sampling.min_p", "in [0, 1]", p.min_p());
   }
-  if (p.has_repetition_penalty() &&
-      !(std::isfinite(p.repetition_penalty()) && p.repetition_penalty() > 0)) {
-    return Invalid("sampling.repetition_penalty", "finite and > 0", p.repetition_penalty());
+  if (p.has_repetition_penalty() && !(p.repetition_penalty() >= kMinRepetitionPenalty &&
+                                       p.repetition_penalty() <= kMaxRepetitionPenalty)) {
+    return Invalid("sampling.repetition_penalty", "in [0.01, 100]", p.repetition_penalty());
   }
   if (!(std::fabs(p.presence_penalty()) <= kMaxAbsPenalty)) {
     return Invalid("sampling.presence_penalty", "in [-2, 2]", p.presence_penalty());

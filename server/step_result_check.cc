@@ -43,10 +43,23 @@ int64_t ExpectedPromptLogprobs(const ScheduledSequence& s) {
   return std::max<int64_t>(0, end - s.first_position);
 }
 
+// A sequence's own failure: a real error code, and nothing else in the output.
+absl::Status CheckError(const worker::v1::SequenceOutput& output, const std::string& where) {
+  const int code = output.error().code();
+  if (code <= 0 || code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
+    return absl::UnavailableError(absl::StrCat(where, ": error with status code ", code));
+  }
+  if (output.has_token_id() || output.has_logprobs() || output.prompt_logprobs_size() > 0) {
+    return absl::UnavailableError(absl::StrCat(where, ": an error and results both"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckOutput(uint64_t step, const ScheduledSequence& scheduled,
                          const worker::v1::SequenceOutput& output, int vocab) {
   const Sequence& seq = *scheduled.seq;
   const std::string where = absl::StrCat("step ", step, ": sequence ", output.seq_id());
+  if (output.has_error()) return CheckError(output, where);
   const EngineRequest& request = seq.request();
   if (output.has_token_id()) {
     const int32_t token = output.token_id();
@@ -85,11 +98,12 @@ absl::Status CheckStepResult(const ScheduledStep& step, const worker::v1::StepRe
     scheduled[s.seq->id()] = &s;
     expected_tokens += s.samples() ? 1 : 0;
   }
-  size_t tokens = 0;
+  size_t tokens = 0, failed = 0;
   absl::flat_hash_set<uint64_t> answered;
   for (const worker::v1::SequenceOutput& output : result.sequences()) {
     auto it = scheduled.find(output.seq_id());
-    if (it == scheduled.end() || output.has_token_id() != it->second->samples()) {
+    if (it == scheduled.end() ||
+        (!output.has_error() && output.has_token_id() != it->second->samples())) {
       return absl::UnavailableError(absl::StrCat("step ", step.plan.step(),
                                                  ": unexpected output for sequence ",
                                                  output.seq_id()));
@@ -100,6 +114,7 @@ absl::Status CheckStepResult(const ScheduledStep& step, const worker::v1::StepRe
     }
     TPSERVE_RETURN_IF_ERROR(CheckOutput(step.plan.step(), *it->second, output, vocab_size));
     tokens += output.has_token_id() ? 1 : 0;
+    failed += output.has_error() && it->second->samples() ? 1 : 0;
   }
   for (const ScheduledSequence& s : step.batch) {
     if (!answered.contains(s.seq->id()) && ExpectedPromptLogprobs(s) > 0) {
@@ -108,7 +123,8 @@ absl::Status CheckStepResult(const ScheduledStep& step, const worker::v1::StepRe
                                                  "got no output"));
     }
   }
-  if (tokens != expected_tokens || result.sequences_size() > static_cast<int>(step.batch.size())) {
+  if (tokens + failed != expected_tokens ||
+      result.sequences_size() > static_cast<int>(step.batch.size())) {
     return absl::UnavailableError(absl::StrCat("step ", step.plan.step(), ": ", tokens,
                                                " tokens sampled, ", expected_tokens, " expected"));
   }

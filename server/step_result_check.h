@@ -7,6 +7,8 @@
 // logprobs missing, mismatched, not finite, above 0 or more than asked for, prompt
 // logprobs not exactly one per computed position whose successor is a prompt token.
 // The engine fails the step (and the pool) on it: a broken rank never corrupts a request.
+// An output with `error` (one sequence's own failure) carries a real status code and
+// nothing else; it stands for that sequence's token.
 #ifndef TPSERVE_SERVER_STEP_RESULT_CHECK_H_
 #define TPSERVE_SERVER_STEP_RESULT_CHECK_H_
 

@@ -28,6 +28,16 @@ void ToProto(const SampleResult& r, PositionLogprobs* out) {
   }
 }
 
+// One sequence's failure, reported in its output instead of failing the step: nothing
+// else of it is sent.
+void SetError(const absl::Status& status, SequenceOutput* out) {
+  out->clear_token_id();
+  out->clear_logprobs();
+  out->clear_prompt_logprobs();
+  out->mutable_error()->set_code(static_cast<int32_t>(status.code()));
+  out->mutable_error()->set_message(std::string(status.message()));
+}
+
 }  // namespace
 
 absl::Status RankExecutorOptions::Validate() const {
@@ -110,12 +120,14 @@ absl::Status RankExecutor::FillOutputs(const RankStep& step, StepLogits& logits,
     const SequenceState& state = *seq.state;
     const absl::Span<const int32_t> tokens(state.tokens);
     if (seq.num_prompt_logprobs > 0) {
-      TPSERVE_ASSIGN_OR_RETURN(
-          std::vector<SampleResult> scored,
-          logits.PromptLogprobs(seq.first_row,
-                                tokens.subspan(seq.first_position + 1, seq.num_prompt_logprobs),
-                                *state.sampling.prompt_logprobs));
-      for (const SampleResult& r : scored) ToProto(r, out->add_prompt_logprobs());
+      absl::StatusOr<std::vector<SampleResult>> scored = logits.PromptLogprobs(
+          seq.first_row, tokens.subspan(seq.first_position + 1, seq.num_prompt_logprobs),
+          *state.sampling.prompt_logprobs);
+      if (!scored.ok()) {  // its own rows (not finite): this sequence alone fails
+        SetError(scored.status(), out);
+        continue;
+      }
+      for (const SampleResult& r : *scored) ToProto(r, out->add_prompt_logprobs());
     }
     if (!seq.sample) continue;
     SampleRequest req;
@@ -130,6 +142,10 @@ absl::Status RankExecutor::FillOutputs(const RankStep& step, StepLogits& logits,
   if (requests.empty()) return absl::OkStatus();
   TPSERVE_ASSIGN_OR_RETURN(std::vector<SampleResult> samples, logits.Sample(requests));
   for (size_t i = 0; i < sampled.size(); ++i) {
+    if (!samples[i].status.ok()) {
+      SetError(samples[i].status, sampled[i]);
+      continue;
+    }
     sampled[i]->set_token_id(samples[i].token);
     if (wants_logprobs[i]) ToProto(samples[i], sampled[i]->mutable_logprobs());
   }

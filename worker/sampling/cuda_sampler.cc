@@ -150,9 +150,14 @@ absl::Status CudaSampler::SampleChunk(const float* d_logits,
   TPSERVE_RETURN_IF_ERROR(DownloadResults(n));
   for (int j = 0; j < n; ++j) {
     const SamplingResult& r = host_results_[j];
-    if (r.not_finite) return ForRequest(first + j, RowNotFiniteError());
-    if (r.penalised_overflow) return ForRequest(first + j, PenalisedOverflowError());
-    if (r.lost_selection) {
+    if (r.not_finite || r.penalised_overflow) {  // this request's own failure, as on the CPU
+      SampleResult failed;
+      failed.status = r.not_finite ? RowNotFiniteError() : PenalisedOverflowError();
+      failed.token = -1;
+      results.push_back(std::move(failed));
+      continue;
+    }
+    if (r.lost_selection) {  // the kernel's, not the request's: the rank fails
       return ForRequest(first + j,
                         absl::InternalError("the sampling kernel lost its selection"));
     }

@@ -306,13 +306,13 @@ TEST(CudaSamplerTest, ErrorsMatchCpu) {
   data[2 * vocab + 500] = kInf;
   std::fill(data.begin() + 3 * vocab, data.begin() + 4 * vocab, -kInf);
   std::fill(data.begin() + 4 * vocab, data.begin() + 4 * vocab + 300, -kInf);  // allowed
-  data[5 * vocab + 9] = 300.0f;
+  data[5 * vocab + 9] = 1e37f;
   const Tensor logits({6, vocab}, std::move(data));
   Gpu gpu(logits);
   SamplingParams ok;
   ok.seed = 1;
-  SamplingParams overflow = ok;  // 300 / 1e-37 overflows
-  overflow.repetition_penalty = 1e-37f;
+  SamplingParams overflow = ok;  // 1e37 / 0.01 overflows
+  overflow.repetition_penalty = 0.01f;
   const std::vector<int32_t> nine = {9}, bad_token = {600}, negative = {-1};
   SamplingParams bad_top_p = ok, unseeded;
   bad_top_p.top_p = 0;
@@ -333,7 +333,11 @@ TEST(CudaSamplerTest, ErrorsMatchCpu) {
     const auto got = gpu.Sample(batches[b]);
     EXPECT_EQ(got.status(), cpu.status()) << "batch " << b;
     if (cpu.ok() && got.ok()) {
-      for (size_t i = 0; i < cpu->size(); ++i) EXPECT_EQ((*got)[i].token, (*cpu)[i].token);
+      ASSERT_EQ(got->size(), cpu->size());
+      for (size_t i = 0; i < cpu->size(); ++i) {
+        EXPECT_EQ((*got)[i].token, (*cpu)[i].token) << "batch " << b << " request " << i;
+        EXPECT_EQ((*got)[i].status, (*cpu)[i].status) << "batch " << b << " request " << i;
+      }
     }
   }
   const std::vector<int32_t> tokens = {1, 2, 3};

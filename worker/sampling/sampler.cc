@@ -302,7 +302,13 @@ absl::StatusOr<std::vector<SampleResult>> SampleBatch(
     const SampleRequest& r = requests[i];
     absl::StatusOr<SampleResult> result =
         SampleOne(absl::MakeConstSpan(logits.row(r.row), vocab), r, scratch);
-    if (!result.ok()) return ForRequest(i, result.status());
+    if (!result.ok()) {  // this request's own failure: the others go on
+      SampleResult failed;
+      failed.status = result.status();
+      failed.token = -1;
+      results.push_back(std::move(failed));
+      continue;
+    }
     results.push_back(*std::move(result));
   }
   return results;

@@ -351,9 +351,36 @@ TEST(SamplerTest, MalformedRequestsFailWithoutCrashing) {
   SamplingParams bad = Seeded(1);
   bad.top_p = 0;
   EXPECT_FALSE(status({0, bad, {}, {}}).ok());
-  Tensor nan_row = Row({1.0f, std::numeric_limits<float>::quiet_NaN()});
-  EXPECT_FALSE(SampleBatch(nan_row, {{0, Seeded(1), {}, {}}}).ok());
   EXPECT_FALSE(SampleBatch(Tensor({4}), {}).ok());  // not [rows, vocab]
+}
+
+// A request whose own row is not finite, or whose penalties overflow it, fails alone:
+// the batch succeeds, that result carries the error, and the others are exactly what
+// they are without it.
+TEST(SamplerTest, ARequestsOwnFailureLeavesTheOthersUntouched) {
+  Tensor logits = RandomLogits(4, 50, 3);
+  logits.row(1)[7] = std::numeric_limits<float>::quiet_NaN();
+  logits.row(2)[9] = 1e37f;  // finite, but not divided by 0.01
+  SamplingParams penalised = Seeded(5);
+  penalised.repetition_penalty = 0.01f;
+  const std::vector<int32_t> nine = {9};
+  const SampleRequest good0{0, Seeded(1), {}, {}}, good3{3, Seeded(2), {}, {}};
+  const auto alone = SampleBatch(logits, {good0, good3});
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  const auto mixed =
+      SampleBatch(logits, {good0, {1, Seeded(4), {}, {}}, {2, penalised, nine, {}}, good3});
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  ASSERT_EQ(mixed->size(), 4u);
+  EXPECT_EQ((*mixed)[1].status.code(), absl::StatusCode::kInternal);
+  EXPECT_NE((*mixed)[1].status.message().find("not finite"), std::string::npos);
+  EXPECT_EQ((*mixed)[2].status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE((*mixed)[2].status.message().find("repetition_penalty"), std::string::npos);
+  EXPECT_EQ((*mixed)[1].token, -1);
+  for (auto [m, a] : {std::pair{0, 0}, std::pair{3, 1}}) {
+    EXPECT_TRUE((*mixed)[m].status.ok());
+    EXPECT_EQ((*mixed)[m].token, (*alone)[a].token);
+    EXPECT_EQ((*mixed)[m].logprob, (*alone)[a].logprob);
+  }
 }
 
 }  // namespace

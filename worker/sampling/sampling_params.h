@@ -46,6 +46,10 @@ struct SampleResult {
   int32_t token = 0;
   float logprob = 0.0f;           // raw logprob of `token`
   std::vector<TopToken> top;  // the n most likely tokens, (logprob desc, id asc)
+  // OK, or why this request alone failed (SampleBatch: its logits row not finite, or its
+  // penalties overflowing it); then token is -1 and nothing else is set. The other
+  // requests of the batch are sampled as if it were not there.
+  absl::Status status;
 };
 
 struct SampleRequest {

@@ -79,7 +79,9 @@ absl::Status RowNotFiniteError() {
 }
 
 absl::Status PenalisedOverflowError() {
-  return absl::InternalError("penalised logits overflowed");
+  return absl::InvalidArgumentError(
+      "sampling.repetition_penalty, presence_penalty or frequency_penalty overflowed the "
+      "logits");
 }
 
 absl::Status ForRequest(size_t i, const absl::Status& s) {
@@ -101,8 +103,9 @@ absl::Status SamplingParams::Validate(int64_t vocab_size) const {
   }
   if (!(top_p > 0 && top_p <= 1)) return OutOfRange("top_p", "in (0, 1]", top_p);
   if (!(min_p >= 0 && min_p <= 1)) return OutOfRange("min_p", "in [0, 1]", min_p);
-  if (!(repetition_penalty > 0 && std::isfinite(repetition_penalty))) {
-    return OutOfRange("repetition_penalty", "finite and > 0", repetition_penalty);
+  if (!(repetition_penalty >= kMinRepetitionPenalty &&
+        repetition_penalty <= kMaxRepetitionPenalty)) {
+    return OutOfRange("repetition_penalty", "in [0.01, 100]", repetition_penalty);
   }
   if (!(std::fabs(presence_penalty) <= kMaxAbsPenalty)) {
     return OutOfRange("presence_penalty", "in [-2, 2]", presence_penalty);

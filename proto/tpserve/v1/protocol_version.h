@@ -6,7 +6,7 @@
 
 namespace tpserve {
 
-inline constexpr int kWorkerProtocolVersion = 2;  // 2: Assignment.limits (BatchLimits)
+inline constexpr int kWorkerProtocolVersion = 3;  // 3: SequenceOutput.error; 2: Assignment.limits
 
 }  // namespace tpserve
 

@@ -10,6 +10,12 @@ namespace tpserve {
 inline constexpr int kMaxLogprobs = 20;
 // presence_penalty and frequency_penalty lie in [-kMaxAbsPenalty, kMaxAbsPenalty].
 inline constexpr float kMaxAbsPenalty = 2.0f;
+// repetition_penalty lies in [kMinRepetitionPenalty, kMaxRepetitionPenalty]: dividing or
+// multiplying any logit a model produces by it stays finite in fp32 (1e-38 would turn
+// a logit of 10 into 1e39 = inf). transformers and vLLM take any positive value; useful
+// ones lie within [0.5, 2].
+inline constexpr float kMinRepetitionPenalty = 0.01f;
+inline constexpr float kMaxRepetitionPenalty = 100.0f;
 
 }  // namespace tpserve
 
