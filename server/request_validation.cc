@@ -93,8 +93,25 @@ absl::Status ValidateSampling(const v1::SamplingParams& p, const RequestLimits& 
   return CheckStops(p, limits);
 }
 
+absl::Status ValidateRequestId(absl::string_view id) {
+  if (id.size() > kMaxRequestIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("request_id must be at most ",
+                                                   kMaxRequestIdBytes, " bytes, got ", id.size()));
+  }
+  for (size_t i = 0; i < id.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(id[i]);
+    if (c < 0x20 || c > 0x7e) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "request_id must be printable ASCII (0x20-0x7e), byte ", i, " is 0x",
+          absl::Hex(c, absl::kZeroPad2)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request,
                                      const RequestLimits& limits) {
+  TPSERVE_RETURN_IF_ERROR(ValidateRequestId(request.request_id()));
   switch (request.prompt_case()) {
     case v1::GenerateRequest::kText:
       if (request.text().empty()) return absl::InvalidArgumentError("text must not be empty");

@@ -38,6 +38,10 @@ struct RequestLimits {
 // text is valid UTF-8 (and a tokenizer is loaded), ids are in the vocabulary, the
 // sampling parameters are in range. A token_ids prompt is also checked against the
 // context (text prompts are, after tokenizing, with ValidatePromptLength).
+// request_id: printable ASCII, at most this many bytes (it is echoed into log lines).
+inline constexpr size_t kMaxRequestIdBytes = 128;
+absl::Status ValidateRequestId(absl::string_view id);
+
 absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request,
                                      const RequestLimits& limits);
 

@@ -27,6 +27,8 @@ struct BadCase {
 TEST(RequestValidationTest, AcceptsDefaultsAndEdgesOfEveryRange) {
   v1::GenerateRequest r = IdsRequest(4);
   EXPECT_TRUE(ValidateGenerateRequest(r, kLimits).ok());
+  r.set_request_id(std::string(127, '~') + " ");  // 128 printable bytes
+  EXPECT_TRUE(ValidateGenerateRequest(r, kLimits).ok());
   v1::SamplingParams* s = r.mutable_sampling();
   s->set_max_tokens(28);
   s->set_temperature(0);
@@ -88,6 +90,11 @@ TEST(RequestValidationTest, EachBadFieldIsNamedWithItsLimit) {
        "sampling.repetition_penalty must be in [0.01, 100], got 1e-38"},
       {"repetition 101", [](auto* r) { r->mutable_sampling()->set_repetition_penalty(101); },
        "sampling.repetition_penalty must be in [0.01, 100], got 101"},
+      {"request_id with a newline",
+       [](auto* r) { r->set_request_id("abc\ntpserve: forged line"); },
+       "request_id must be printable ASCII (0x20-0x7e), byte 3 is 0x0a"},
+      {"request_id of 129 bytes", [](auto* r) { r->set_request_id(std::string(129, 'a')); },
+       "request_id must be at most 128 bytes, got 129"},
       {"presence 2.5", [](auto* r) { r->mutable_sampling()->set_presence_penalty(2.5f); },
        "sampling.presence_penalty must be in [-2, 2], got 2.5"},
       {"frequency -3", [](auto* r) { r->mutable_sampling()->set_frequency_penalty(-3); },

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/grpc_status.h"
+#include "base/log_escape.h"
 #include "base/status_macros.h"
 #include "server/chunk_queue.h"
 #include "server/generate_convert.h"
@@ -136,9 +137,11 @@ grpc::Status InferenceService::GenerateUnary(grpc::ServerContext* context,
 grpc::Status InferenceService::Finish(const v1::GenerateRequest& request,
                                       const absl::Status& status, RequestRecord& record) {
   // The request id is echoed so that client and server records can be matched.
+  // Both come from the client: escaped, so that they can neither forge a line nor
+  // flood the log (the id is validated too, but a refused one is logged as well).
   if (!status.ok() && !request.request_id().empty()) {
-    std::fprintf(stderr, "tpserve: request %s: %s\n", request.request_id().c_str(),
-                 status.ToString().c_str());
+    std::fprintf(stderr, "tpserve: request %s: %s\n", LogEscape(request.request_id()).c_str(),
+                 LogEscape(status.ToString()).c_str());
   }
   grpc::Status sent = ToGrpcStatus(status);
   record.code = static_cast<absl::StatusCode>(sent.error_code());
