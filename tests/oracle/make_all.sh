@@ -97,5 +97,13 @@ MK=("$PY" "$HERE/make_fixture.py" --out-root "$OUT")
   --rope-scaling '{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32,"mscale":0.707,"mscale_all_dim":1.0,"truncate":false}' \
   --description "Qwen3, rope yarn with mscale/mscale_all_dim (DeepSeek-style attention factor) and truncate false"
 
+# 11. Dynamic NTK within max_position_embeddings (the prompts and generations reach
+#     position 27 of 32), where transformers keeps the default frequencies.
+"${MK[@]}" --name llama_dynamic_rope --arch llama --seed 814 \
+  --hidden 64 --heads 4 --kv-heads 2 --intermediate 96 --vocab 224 --layers 1 \
+  --max-position 32 --prompt-lens 3,9,20 --legacy-rope-config \
+  --rope-scaling '{"rope_type":"dynamic","factor":4.0}' \
+  --description "Llama, rope_scaling dynamic factor 4, max_position_embeddings 32: generations reach position 27, inside the context, where transformers keeps the default frequencies"
+
 echo "all fixtures written to $OUT"
 du -sh "$OUT"

@@ -123,10 +123,17 @@ absl::Status ParseRopeScaling(const JsonField& field, int max_position_embedding
     }
   } else if (type == "yarn") {
     TPSERVE_RETURN_IF_ERROR(ParseYarn(field, max_position_embeddings, rope));
+  } else if (type == "dynamic") {
+    // Dynamic NTK rescales only for a forward pass longer than max_position_embeddings
+    // (transformers starts its cache at that length), and no served context is longer:
+    // within it the frequencies are the default ones.
+    TPSERVE_ASSIGN_OR_RETURN(const double factor, field["factor"].Double());
+    *rope = RopeScaling();
+    rope->factor = factor;
   } else {
     return field["rope_type"].Error(
         absl::StrCat("rope scaling \"", type,
-                     "\" is not supported (supported: default, linear, llama3, yarn)"),
+                     "\" is not supported (supported: default, linear, llama3, yarn, dynamic)"),
         absl::StatusCode::kUnimplemented);
   }
   return absl::OkStatus();

@@ -191,8 +191,14 @@ TEST(HfConfigTest, RopeScaling) {
   j["rope_scaling"] = nullptr;
   EXPECT_EQ(Parse(j)->rope_scaling.type, RopeScaling::Type::kNone);
 
-  // dynamic and longrope recompute frequencies from each forward pass's length.
-  for (const char* type : {"dynamic", "longrope"}) {
+  // dynamic is the default rope within max_position_embeddings (transformers rescales
+  // only past it, and no served context is longer); its factor is still checked.
+  j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 4.0}};
+  EXPECT_EQ(Parse(j)->rope_scaling.type, RopeScaling::Type::kNone);
+  j["rope_scaling"] = {{"rope_type", "dynamic"}};
+  EXPECT_THAT(ErrorOf(j), HasSubstr("rope_scaling.factor"));
+  // longrope switches frequency sets on each forward pass's length.
+  for (const char* type : {"longrope"}) {
     j["rope_scaling"] = {{"rope_type", type}, {"factor", 4.0}};
     auto refused = Parse(j);
     EXPECT_TRUE(absl::IsUnimplemented(refused.status())) << type;
