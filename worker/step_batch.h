@@ -20,6 +20,9 @@ struct SequenceStep {
   int32_t context_len = 0;           // tokens in the cache after this step
   std::vector<int32_t> block_table;  // block ids covering positions [0, context_len)
   bool all_logits = false;           // logits for every new token, else only the last
+  // The sequence's prompt length (longrope picks its factor set by it,
+  // RotaryEmbedding::UsesLongFactors); 0: every token counts as generated.
+  int32_t num_prompt_tokens = 0;
 };
 
 struct StepBatch {

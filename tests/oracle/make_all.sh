@@ -105,5 +105,13 @@ MK=("$PY" "$HERE/make_fixture.py" --out-root "$OUT")
   --rope-scaling '{"rope_type":"dynamic","factor":4.0}' \
   --description "Llama, rope_scaling dynamic factor 4, max_position_embeddings 32: generations reach position 27, inside the context, where transformers keeps the default frequencies"
 
+# 12. longrope: the 17-token prompt takes the long factors, the 13-token prompt's
+#     generation crosses into them (greedy as generate() computes it, with its cache).
+"${MK[@]}" --name llama_longrope --arch llama --seed 815 \
+  --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --intermediate 96 --vocab 224 --layers 2 \
+  --max-position 64 --prompt-lens 3,8,13,17 \
+  --rope-scaling '{"rope_type":"longrope","original_max_position_embeddings":16,"long_factor":[1.0,1.5,2.0,3.0,4.0,6.0,8.0,12.0],"short_factor":[1.0,1.0,1.1,1.2,1.3,1.5,1.8,2.0]}' \
+  --description "Llama, rope longrope over an original 16 positions (factor 64/16 = 4, attention factor sqrt(1 + ln 4 / ln 16)): the 17-token prompt rotates with the long factors, the 13-token prompt's generation crosses into them (greedy from generate() with its cache)"
+
 echo "all fixtures written to $OUT"
 du -sh "$OUT"

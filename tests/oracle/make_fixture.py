@@ -302,8 +302,20 @@ def greedy(model, prompt, n):
     x = torch.tensor([prompt], dtype=torch.long)
     gen = model.generate(input_ids=x, attention_mask=torch.ones_like(x), do_sample=False,
                          max_new_tokens=n, min_new_tokens=0, num_beams=1,
-                         pad_token_id=0)
-    out = gen[0, len(prompt):].tolist()
+                         pad_token_id=0, output_logits=True, return_dict_in_generate=True)
+    out = gen.sequences[0, len(prompt):].tolist()
+    rope = getattr(model.config, "rope_parameters", None) or {}
+    if rope.get("rope_type") == "longrope":
+        # longrope picks its factor set by each forward pass's length, so a cache-free
+        # loop (one long pass per token) is not what generate() computes: generate's own
+        # passes (prompt once, then one token each, with the cache) are the truth.
+        logprobs, margin = [], float("inf")
+        for k, t in enumerate(out):
+            row = gen.logits[k][0].float()
+            top2 = torch.topk(row, 2).values
+            margin = min(margin, float(top2[0] - top2[1]))
+            logprobs.append(float(torch.log_softmax(row, dim=-1)[t]))
+        return out, logprobs, margin
     seq = list(prompt)
     manual = []
     for _ in range(n):

@@ -88,6 +88,41 @@ absl::Status ParseYarn(const JsonField& field, int max_position_embeddings, Rope
   return absl::OkStatus();
 }
 
+// A list of positive finite numbers.
+absl::Status ReadFactors(const JsonField& field, std::vector<double>* out) {
+  TPSERVE_RETURN_IF_ERROR(field.ExpectArray());
+  for (const json& v : field.value()) {
+    if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>())) {
+      return field.Error(absl::StrCat("entry ", v.dump(), " is not a positive number"));
+    }
+    out->push_back(v.get<double>());
+  }
+  return absl::OkStatus();
+}
+
+// longrope as transformers 5 (_compute_longrope_parameters): long_factor and
+// short_factor, factor (null: max_position_embeddings / original), attention_factor
+// (null: sqrt(1 + ln factor / ln original), 1 for factor ≤ 1).
+absl::Status ParseLongRope(const JsonField& field, int max_position_embeddings,
+                           RopeScaling* rope) {
+  rope->type = RopeScaling::Type::kLongRope;
+  TPSERVE_RETURN_IF_ERROR(ReadFactors(field["long_factor"], &rope->long_factor));
+  TPSERVE_RETURN_IF_ERROR(ReadFactors(field["short_factor"], &rope->short_factor));
+  const double original = rope->original_max_position_embeddings;
+  if (field["factor"].is_null()) {
+    rope->factor = max_position_embeddings / original;
+  } else {
+    TPSERVE_ASSIGN_OR_RETURN(rope->factor, field["factor"].Double());
+  }
+  if (!field["attention_factor"].is_null()) {
+    TPSERVE_ASSIGN_OR_RETURN(rope->attention_factor, field["attention_factor"].Double());
+  } else {
+    rope->attention_factor =
+        rope->factor <= 1 ? 1.0 : std::sqrt(1 + std::log(rope->factor) / std::log(original));
+  }
+  return absl::OkStatus();
+}
+
 // `field` is "rope_scaling" (or transformers 5's "rope_parameters"), not null.
 // `original_max_position_embeddings`: config.json's top-level key of that name (Phi-3
 // style, which transformers prefers), else max_position_embeddings; the rope
@@ -102,7 +137,7 @@ absl::Status ParseRopeScaling(const JsonField& field, int max_position_embedding
   TPSERVE_ASSIGN_OR_RETURN(type, field["rope_type"].StringOr(type));
   if (top_level_original.has_value()) {
     rope->original_max_position_embeddings = *top_level_original;
-  } else if (type == "yarn") {
+  } else if (type == "yarn" || type == "longrope") {
     TPSERVE_ASSIGN_OR_RETURN(rope->original_max_position_embeddings,
                              field["original_max_position_embeddings"].Int32Or(
                                  max_position_embeddings));
@@ -123,6 +158,8 @@ absl::Status ParseRopeScaling(const JsonField& field, int max_position_embedding
     }
   } else if (type == "yarn") {
     TPSERVE_RETURN_IF_ERROR(ParseYarn(field, max_position_embeddings, rope));
+  } else if (type == "longrope") {
+    TPSERVE_RETURN_IF_ERROR(ParseLongRope(field, max_position_embeddings, rope));
   } else if (type == "dynamic") {
     // Dynamic NTK rescales only for a forward pass longer than max_position_embeddings
     // (transformers starts its cache at that length), and no served context is longer:
@@ -133,7 +170,8 @@ absl::Status ParseRopeScaling(const JsonField& field, int max_position_embedding
   } else {
     return field["rope_type"].Error(
         absl::StrCat("rope scaling \"", type,
-                     "\" is not supported (supported: default, linear, llama3, yarn, dynamic)"),
+                     "\" is not supported (supported: default, linear, llama3, yarn, dynamic, "
+                     "longrope)"),
         absl::StatusCode::kUnimplemented);
   }
   return absl::OkStatus();
@@ -447,6 +485,19 @@ absl::Status ModelConfig::Validate() const {
   }
   if (rope_scaling.type != RopeScaling::Type::kNone) {
     TPSERVE_RETURN_IF_ERROR(Positive("rope_scaling.factor", rope_scaling.factor));
+  }
+  if (rope_scaling.type == RopeScaling::Type::kLongRope) {
+    TPSERVE_RETURN_IF_ERROR(Positive("rope_scaling.original_max_position_embeddings",
+                                     rope_scaling.original_max_position_embeddings));
+    TPSERVE_RETURN_IF_ERROR(
+        Positive("rope_scaling.attention_factor", rope_scaling.attention_factor));
+    for (const auto* factors : {&rope_scaling.long_factor, &rope_scaling.short_factor}) {
+      if (static_cast<int>(factors->size()) != head_dim / 2) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "rope_scaling.", factors == &rope_scaling.long_factor ? "long" : "short",
+            "_factor has ", factors->size(), " entries, head_dim / 2 is ", head_dim / 2));
+      }
+    }
   }
   if (rope_scaling.type == RopeScaling::Type::kYarn) {
     TPSERVE_RETURN_IF_ERROR(Positive("rope_scaling.original_max_position_embeddings",

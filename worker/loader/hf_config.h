@@ -16,7 +16,7 @@
 namespace tpserve {
 
 struct RopeScaling {
-  enum class Type { kNone, kLinear, kLlama3, kYarn };
+  enum class Type { kNone, kLinear, kLlama3, kYarn, kLongRope };
   Type type = Type::kNone;
   double factor = 1.0;
   // llama3 only:
@@ -30,7 +30,12 @@ struct RopeScaling {
   double beta_fast = 32.0;
   double beta_slow = 1.0;
   bool truncate = true;
+  // yarn and longrope: cos and sin are scaled by it.
   double attention_factor = 1.0;
+  // longrope only: per-frequency divisors ([head_dim / 2] each). A sequence longer than
+  // original_max_position_embeddings rotates with long_factor, a shorter one with
+  // short_factor (see RotaryEmbedding::UsesLongFactors for what "longer" means per token).
+  std::vector<double> long_factor, short_factor;
 };
 
 enum class ModelFamily { kLlama, kMistral, kQwen2, kQwen3 };

@@ -197,8 +197,8 @@ TEST(HfConfigTest, RopeScaling) {
   EXPECT_EQ(Parse(j)->rope_scaling.type, RopeScaling::Type::kNone);
   j["rope_scaling"] = {{"rope_type", "dynamic"}};
   EXPECT_THAT(ErrorOf(j), HasSubstr("rope_scaling.factor"));
-  // longrope switches frequency sets on each forward pass's length.
-  for (const char* type : {"longrope"}) {
+  // A type transformers may add later is refused by name.
+  for (const char* type : {"ntk_by_parts"}) {
     j["rope_scaling"] = {{"rope_type", type}, {"factor", 4.0}};
     auto refused = Parse(j);
     EXPECT_TRUE(absl::IsUnimplemented(refused.status())) << type;
@@ -246,6 +246,30 @@ TEST(HfConfigTest, YarnResolvesItsDefaultsAsTransformers) {
   EXPECT_EQ(Parse(j)->rope_scaling.original_max_position_embeddings, 256);
   j["rope_scaling"]["beta_fast"] = -1;
   EXPECT_THAT(ErrorOf(j), HasSubstr("beta_fast"));
+}
+
+// longrope as transformers resolves it (the golden fixture llama_longrope checks the
+// frequencies and which tokens take the long set).
+TEST(HfConfigTest, LongRopeResolvesItsDefaultsAsTransformers) {
+  json j = BaseConfig("LlamaForCausalLM");  // head_dim 8: 4 factors each, max_position 512
+  j["original_max_position_embeddings"] = 128;  // Phi-3 style, top level
+  j["rope_scaling"] = {{"type", "longrope"},
+                       {"long_factor", {1.0, 2.0, 3.0, 4.0}},
+                       {"short_factor", {1.0, 1.0, 1.5, 2.0}}};
+  auto c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const RopeScaling& r = c->rope_scaling;
+  EXPECT_EQ(r.type, RopeScaling::Type::kLongRope);
+  EXPECT_EQ(r.original_max_position_embeddings, 128);
+  EXPECT_EQ(r.factor, 4.0);  // 512 / 128
+  EXPECT_DOUBLE_EQ(r.attention_factor, std::sqrt(1 + std::log(4.0) / std::log(128.0)));
+  EXPECT_EQ(r.long_factor, (std::vector<double>{1, 2, 3, 4}));
+  j["rope_scaling"]["attention_factor"] = 1.25;
+  EXPECT_EQ(Parse(j)->rope_scaling.attention_factor, 1.25);
+  j["rope_scaling"]["short_factor"] = {1.0, 1.0};
+  EXPECT_THAT(ErrorOf(j), HasSubstr("short_factor has 2 entries, head_dim / 2 is 4"));
+  j["rope_scaling"]["short_factor"] = {1.0, 1.0, 0.0, 2.0};
+  EXPECT_THAT(ErrorOf(j), HasSubstr("not a positive number"));
 }
 
 TEST(HfConfigTest, RopeParametersFromNewerTransformers) {

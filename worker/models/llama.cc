@@ -89,7 +89,8 @@ absl::StatusOr<Tensor> LlamaModel::Forward(const StepBatch& batch, KvCache& cach
                            embed_->Forward(batch.token_ids));  // [n, H]: the residual
   const int64_t n = hidden.dim(0), h = config_.hidden_size;
   const float eps = static_cast<float>(config_.rms_norm_eps);
-  AttentionInputs in{&batch, batch.Positions(), batch.Slots(cache.shape().block_size)};
+  AttentionInputs in{&batch, batch.Positions(), batch.Slots(cache.shape().block_size),
+                     rope_.LongFactorFlags(batch)};
   Tensor normed({n, h});  // [n, H]
   for (const DecoderLayer& layer : layers_) {
     RmsNorm(hidden.data(), layer.input_norm.data(), n, h, eps, normed.data());

@@ -91,8 +91,8 @@ absl::StatusOr<Tensor> LlamaAttention::Forward(const Tensor& x, const AttentionI
     RmsNorm(q.data(), q_norm_.data(), n * nq, d, eps, q.data());
     RmsNorm(k.data(), k_norm_.data(), n * nkv, d, eps, k.data());
   }
-  rope_->Apply(in.positions, nq, q.data());
-  rope_->Apply(in.positions, nkv, k.data());
+  rope_->Apply(in.positions, nq, q.data(), in.rope_long);
+  rope_->Apply(in.positions, nkv, k.data(), in.rope_long);
   WriteKv(k.data(), v.data(), in.slots, layer_, cache);
   Tensor attn({n, nq * params_.v_head_dim});  // [n, n_q·dv]
   PagedAttention(q.data(), *in.batch, cache, layer_, params_, attn.data());

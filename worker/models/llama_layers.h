@@ -50,6 +50,7 @@ struct AttentionInputs {
   const StepBatch* batch;
   std::vector<int32_t> positions;  // [num_tokens]
   std::vector<int64_t> slots;      // [num_tokens]
+  std::vector<uint8_t> rope_long;  // [num_tokens] (longrope's long set), or empty
 };
 
 class LlamaAttention {

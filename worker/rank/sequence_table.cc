@@ -176,7 +176,8 @@ RankSequence SequenceTable::Schedule(uint64_t seq_id, SequenceState& state,
   const bool all_logits = s.num_prompt_logprobs > 0;
   batch.token_ids.insert(batch.token_ids.end(), state.tokens.begin() + s.first_position,
                          state.tokens.begin() + end);
-  batch.seqs.push_back({num_new_tokens, end, state.block_table, all_logits});
+  batch.seqs.push_back(
+      {num_new_tokens, end, state.block_table, all_logits, state.num_prompt_tokens});
   s.first_row = next_row;
   s.num_rows = all_logits ? num_new_tokens : 1;
   next_row += s.num_rows;

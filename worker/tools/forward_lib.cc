@@ -73,8 +73,10 @@ absl::StatusOr<std::vector<Tensor>> ForwardSequences(
       batch.token_ids.insert(batch.token_ids.end(), sequences[i].begin() + done[i],
                              sequences[i].begin() + done[i] + take[i]);
       // A one-token step's only row is its last: asking for just that lets a backend
-      // treat it as the decode step it is (CUDA graphs).
-      batch.seqs.push_back({take[i], done[i] + take[i], tables[i], /*all_logits=*/take[i] > 1});
+      // treat it as the decode step it is (CUDA graphs). The whole sequence is the
+      // prompt, which transformers scores in one pass (longrope decides by its length).
+      batch.seqs.push_back({take[i], done[i] + take[i], tables[i], /*all_logits=*/take[i] > 1,
+                            static_cast<int32_t>(sequences[i].size())});
       members.push_back(i);
     }
     if (members.empty()) {

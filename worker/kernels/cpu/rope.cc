@@ -52,15 +52,34 @@ std::vector<double> YarnInvFreq(int dim, double base, const RopeScaling& s) {
   return out;
 }
 
+// longrope as transformers: 1 / (ext_factor_i · base^(2i/d)), in fp32.
+std::vector<double> LongRopeInvFreq(int dim, double base, const std::vector<double>& factors) {
+  std::vector<double> out(dim / 2);
+  for (int i = 0; i < dim / 2; ++i) {
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim);
+    const float pos_freq = static_cast<float>(std::pow(base, static_cast<double>(exponent)));
+    out[i] = 1.0f / (static_cast<float>(factors[i]) * pos_freq);
+  }
+  return out;
+}
+
 }  // namespace
 
 RotaryEmbedding::RotaryEmbedding(int rotary_dim, double theta, const RopeScaling& scaling)
     : rotary_dim_(rotary_dim),
       inv_freq_(rotary_dim / 2),
-      attention_factor_(scaling.type == RopeScaling::Type::kYarn ? scaling.attention_factor
-                                                                 : 1.0) {
+      attention_factor_(scaling.type == RopeScaling::Type::kYarn ||
+                                scaling.type == RopeScaling::Type::kLongRope
+                            ? scaling.attention_factor
+                            : 1.0) {
   if (scaling.type == RopeScaling::Type::kYarn) {
     inv_freq_ = YarnInvFreq(rotary_dim, theta, scaling);
+    return;
+  }
+  if (scaling.type == RopeScaling::Type::kLongRope) {
+    inv_freq_ = LongRopeInvFreq(rotary_dim, theta, scaling.short_factor);
+    long_inv_freq_ = LongRopeInvFreq(rotary_dim, theta, scaling.long_factor);
+    long_threshold_ = scaling.original_max_position_embeddings;
     return;
   }
   for (int i = 0; i < rotary_dim / 2; ++i) {
@@ -77,27 +96,48 @@ RotaryEmbedding::RotaryEmbedding(int rotary_dim, double theta, const RopeScaling
         f = Llama3Scale(f, scaling);
         break;
       case RopeScaling::Type::kYarn:  // handled above
+      case RopeScaling::Type::kLongRope:
         break;
     }
     inv_freq_[i] = f;
   }
 }
 
-void RotaryEmbedding::CosSin(int32_t position, float* cos_out, float* sin_out) const {
+bool RotaryEmbedding::UsesLongFactors(int32_t position, int32_t num_prompt_tokens) const {
+  if (long_inv_freq_.empty()) return false;
+  const int32_t pass_length = position < num_prompt_tokens ? num_prompt_tokens : position + 1;
+  return pass_length > long_threshold_;
+}
+
+std::vector<uint8_t> RotaryEmbedding::LongFactorFlags(const StepBatch& batch) const {
+  if (long_inv_freq_.empty()) return {};
+  std::vector<uint8_t> flags;
+  flags.reserve(batch.token_ids.size());
+  for (const SequenceStep& s : batch.seqs) {
+    for (int32_t p = s.context_len - s.num_new_tokens; p < s.context_len; ++p) {
+      flags.push_back(UsesLongFactors(p, s.num_prompt_tokens) ? 1 : 0);
+    }
+  }
+  return flags;
+}
+
+void RotaryEmbedding::CosSin(int32_t position, bool use_long, float* cos_out,
+                             float* sin_out) const {
+  const std::vector<double>& inv_freq = use_long ? long_inv_freq_ : inv_freq_;
   for (int i = 0; i < rotary_dim_ / 2; ++i) {
-    const double angle = static_cast<double>(position) * inv_freq_[i];
+    const double angle = static_cast<double>(position) * inv_freq[i];
     // transformers scales cos and sin (yarn's attention factor; 1 otherwise) in fp32.
     cos_out[i] = static_cast<float>(std::cos(angle)) * attention_factor_;
     sin_out[i] = static_cast<float>(std::sin(angle)) * attention_factor_;
   }
 }
 
-void RotaryEmbedding::Apply(absl::Span<const int32_t> positions, int64_t num_heads,
-                            float* x) const {
+void RotaryEmbedding::Apply(absl::Span<const int32_t> positions, int64_t num_heads, float* x,
+                            absl::Span<const uint8_t> use_long) const {
   const int half = rotary_dim_ / 2;
   std::vector<float> cos_v(half), sin_v(half);
   for (size_t t = 0; t < positions.size(); ++t) {
-    CosSin(positions[t], cos_v.data(), sin_v.data());
+    CosSin(positions[t], !use_long.empty() && use_long[t] != 0, cos_v.data(), sin_v.data());
     for (int64_t h = 0; h < num_heads; ++h) {
       float* v = x + (t * num_heads + h) * rotary_dim_;
       for (int i = 0; i < half; ++i) {
@@ -110,10 +150,13 @@ void RotaryEmbedding::Apply(absl::Span<const int32_t> positions, int64_t num_hea
 }
 
 std::vector<float> RotaryEmbedding::CosSinTable(int max_positions) const {
-  std::vector<float> table(static_cast<size_t>(max_positions) * rotary_dim_);
-  for (int p = 0; p < max_positions; ++p) {
-    float* row = table.data() + static_cast<size_t>(p) * rotary_dim_;
-    CosSin(p, row, row + rotary_dim_ / 2);
+  const int sets = has_long_factors() ? 2 : 1;
+  std::vector<float> table(static_cast<size_t>(sets) * max_positions * rotary_dim_);
+  for (int set = 0; set < sets; ++set) {
+    for (int p = 0; p < max_positions; ++p) {
+      float* row = table.data() + (static_cast<size_t>(set) * max_positions + p) * rotary_dim_;
+      CosSin(p, set == 1, row, row + rotary_dim_ / 2);
+    }
   }
   return table;
 }

@@ -50,11 +50,17 @@ StepMetadataLayout PlanStepMetadata(const StepBatch& batch) {
 }
 
 void PackStepMetadata(const StepBatch& batch, int block_size, const StepMetadataLayout& layout,
-                      uint8_t* dst) {
+                      uint8_t* dst, const RopeRows& rope_rows) {
   std::memset(dst, 0, layout.bytes);
   auto i32 = [dst](size_t offset) { return reinterpret_cast<int32_t*>(dst + offset); };
   std::memcpy(i32(layout.token_ids), batch.token_ids.data(), batch.token_ids.size() * 4);
-  const std::vector<int32_t> positions = batch.Positions();
+  std::vector<int32_t> positions = batch.Positions();
+  if (rope_rows.rope != nullptr && rope_rows.rope->has_long_factors()) {
+    const std::vector<uint8_t> long_set = rope_rows.rope->LongFactorFlags(batch);
+    for (size_t t = 0; t < positions.size(); ++t) {
+      if (long_set[t] != 0) positions[t] += rope_rows.long_offset;
+    }
+  }
   std::memcpy(i32(layout.positions), positions.data(), positions.size() * 4);
   const std::vector<int64_t> slots = batch.Slots(block_size);
   std::memcpy(dst + layout.slots, slots.data(), slots.size() * 8);
@@ -95,12 +101,13 @@ void MarkPaddingSlots(int real_tokens, const StepMetadataLayout& layout, uint8_t
 }
 
 absl::StatusOr<std::unique_ptr<CudaStepMetadataStager>> CudaStepMetadataStager::Create(
-    int max_tokens, int max_seqs, int max_blocks_per_seq, int block_size) {
+    int max_tokens, int max_seqs, int max_blocks_per_seq, int block_size,
+    const RopeRows& rope_rows) {
   if (max_tokens < 1 || max_seqs < 1 || max_blocks_per_seq < 1 || block_size < 1) {
     return absl::InvalidArgumentError("step metadata limits must be positive");
   }
   std::unique_ptr<CudaStepMetadataStager> stager(
-      new CudaStepMetadataStager(max_tokens, max_seqs, block_size));
+      new CudaStepMetadataStager(max_tokens, max_seqs, block_size, rope_rows));
   // Every row of a step may need logits (all_logits), so logit rows ≤ tokens.
   const size_t bytes = PlanStepMetadata(max_tokens, max_seqs, max_tokens, max_blocks_per_seq).bytes;
   TPSERVE_ASSIGN_OR_RETURN(stager->host_, PinnedBuffer::Create(bytes));
@@ -144,7 +151,7 @@ absl::StatusOr<CudaStepMetadata> CudaStepMetadataStager::Send(const StepBatch& b
   if (layout.bytes > host_.bytes()) {
     return absl::InvalidArgumentError("a block table is longer than max_context allows");
   }
-  PackStepMetadata(batch, block_size_, layout, host_.as<uint8_t>());
+  PackStepMetadata(batch, block_size_, layout, host_.as<uint8_t>(), rope_rows_);
   MarkPaddingSlots(real_tokens, layout, host_.as<uint8_t>());
   TPSERVE_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(device_.data(), host_.data(), layout.bytes, cudaMemcpyHostToDevice, stream));

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "worker/cuda/device_buffer.h"
 #include "worker/cuda/pinned_buffer.h"
+#include "worker/kernels/cpu/rope.h"
 #include "worker/kernels/cuda/paged_attention.h"
 #include "worker/step_batch.h"
 
@@ -41,10 +42,18 @@ StepMetadataLayout PlanStepMetadata(int64_t num_tokens, int64_t num_seqs,
 // The layout `batch` needs: its table width is its longest block table.
 StepMetadataLayout PlanStepMetadata(const StepBatch& batch);
 
+// How a token's position becomes its row of the RoPE cos/sin table: the position itself,
+// plus long_offset when longrope rotates it with its long set (rope->UsesLongFactors;
+// RotaryEmbedding::CosSinTable puts that set's rows there). rope null: the position.
+struct RopeRows {
+  const RotaryEmbedding* rope = nullptr;
+  int32_t long_offset = 0;
+};
+
 // Writes `batch` into `dst` (layout.bytes bytes) as `layout` describes; block tables are
 // cut to layout.table_width (which must cover each sequence's context).
 void PackStepMetadata(const StepBatch& batch, int block_size, const StepMetadataLayout& layout,
-                      uint8_t* dst);
+                      uint8_t* dst, const RopeRows& rope_rows = {});
 
 // A decode batch (one new token per sequence, last-token logits) padded to
 // `padded_seqs` sequences with a fixed block-table width, so that every step of that
@@ -59,7 +68,7 @@ void MarkPaddingSlots(int real_tokens, const StepMetadataLayout& layout, uint8_t
 // Device pointers into the staged buffer, plus the sizes the kernels take.
 struct CudaStepMetadata {
   const int32_t* token_ids = nullptr;   // [num_tokens]
-  const int32_t* positions = nullptr;   // [num_tokens]
+  const int32_t* positions = nullptr;   // [num_tokens] RoPE table rows (RopeRows)
   const int64_t* slots = nullptr;       // [num_tokens]
   const int32_t* logit_rows = nullptr;  // [num_logit_rows]
   AttentionMetadata attention;
@@ -69,10 +78,10 @@ struct CudaStepMetadata {
 
 class CudaStepMetadataStager {
  public:
-  static absl::StatusOr<std::unique_ptr<CudaStepMetadataStager>> Create(int max_tokens,
-                                                                        int max_seqs,
-                                                                        int max_blocks_per_seq,
-                                                                        int block_size);
+  // `rope_rows.rope`, when set, outlives the stager.
+  static absl::StatusOr<std::unique_ptr<CudaStepMetadataStager>> Create(
+      int max_tokens, int max_seqs, int max_blocks_per_seq, int block_size,
+      const RopeRows& rope_rows = {});
 
   // Packs `batch` (already validated against the cache) and enqueues its copy on
   // `stream`. INVALID_ARGUMENT when it exceeds max_tokens or max_seqs.
@@ -86,9 +95,13 @@ class CudaStepMetadataStager {
  private:
   absl::StatusOr<CudaStepMetadata> Send(const StepBatch& batch, const StepMetadataLayout& layout,
                                         int real_tokens, cudaStream_t stream);
-  CudaStepMetadataStager(int max_tokens, int max_seqs, int block_size)
-      : max_tokens_(max_tokens), max_seqs_(max_seqs), block_size_(block_size) {}
+  CudaStepMetadataStager(int max_tokens, int max_seqs, int block_size, const RopeRows& rope_rows)
+      : max_tokens_(max_tokens),
+        max_seqs_(max_seqs),
+        block_size_(block_size),
+        rope_rows_(rope_rows) {}
   int max_tokens_, max_seqs_, block_size_;
+  RopeRows rope_rows_;
   PinnedBuffer host_;
   DeviceBuffer device_;
 };

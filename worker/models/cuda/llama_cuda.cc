@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -185,7 +186,8 @@ class CudaLlamaModel : public CudaModelRunner {
   std::vector<CudaDecoderLayer<T>> layers_;
   DeviceBuffer final_norm_;  // [H]
   CudaLMHead<T> lm_head_;
-  DeviceBuffer cos_sin_;     // [max_context_, d] fp32
+  DeviceBuffer cos_sin_;     // [max_context_, d] fp32 ([2 · max_context_, d] for longrope)
+  std::optional<RotaryEmbedding> rope_;  // the host's, for longrope's table rows
   Activations<T> acts_;
   DeviceBuffer attn_workspace_;
   KvCacheShape shape_;
@@ -267,7 +269,8 @@ absl::Status CudaLlamaModel<T>::Upload(const LlamaModel& host) {
   TPSERVE_ASSIGN_OR_RETURN(
       lm_head_, CudaLMHead<T>::FromHost(host.lm_head(),
                                         config_.tie_word_embeddings ? &embed_ : nullptr, ctx_, up));
-  const std::vector<float> table = host.rope().CosSinTable(max_context_);  // [max_context_, d]
+  rope_ = host.rope();
+  const std::vector<float> table = rope_->CosSinTable(max_context_);  // [(2·)max_context_, d]
   TPSERVE_ASSIGN_OR_RETURN(cos_sin_, DeviceBuffer::Create(table.size() * sizeof(float)));
   TPSERVE_RETURN_IF_ERROR(up.Upload(table.data(), static_cast<int64_t>(table.size()),
                                     DeviceDType::kFloat32, cos_sin_.data()));
@@ -327,7 +330,7 @@ absl::Status CudaLlamaModel<T>::AllocateCache(int num_blocks, int block_size) {
       options_.limits.max_batch_tokens(),
       // A step holds at most one sequence per token.
       std::min(options_.limits.max_sequences(), options_.limits.max_batch_tokens()),
-      max_blocks_per_seq, block_size);
+      max_blocks_per_seq, block_size, RopeRows{&*rope_, max_context_});
   if (!stager.ok()) return stager.status();  // kv is freed: nothing half-built stays
   kv_ = std::move(kv);
   stager_ = *std::move(stager);
