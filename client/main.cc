@@ -1,6 +1,7 @@
 // tpserve-cli: command-line client of a tpserve server.
 //
-//   tpserve-cli [--target host:port] [--json] [--timeout-s S] COMMAND ...
+//   tpserve-cli [--target host:port] [--json] [--timeout-s S] [--tls-ca-file F]
+//               [--tls-cert-file F --tls-key-file F] [--api-key-file F] COMMAND ...
 //     generate "text" | --token-ids 1,2,3  [--stream] [sampling flags]
 //     tokenize "text"          detokenize 1,2,3
 //     info                     health
@@ -8,7 +9,7 @@
 //           [--concurrency N | --request-rate R] [--seed S]
 //
 // Exit codes: 0 success, 1 the server answered with an error (or is not serving),
-// 2 bad command line.
+// 2 bad command line (unusable TLS or API-key files included).
 #include <iostream>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/args.h"
 #include "base/utf8.h"
+#include "client/channel.h"
 #include "client/commands.h"
 #include "client/generate_flags.h"
 #include "client/output.h"
@@ -24,7 +26,7 @@ namespace tpserve {
 namespace {
 
 struct Flags {
-  std::string target = "localhost:50051";
+  ChannelFlags channel{"localhost:50051"};
   bool json = false;
   bool stream = false;
   bool help = false;
@@ -35,7 +37,15 @@ struct Flags {
 };
 
 void Register(ArgParser& args, Flags& f) {
-  args.AddString("target", &f.target, "server address host:port");
+  args.AddString("target", &f.channel.target, "server address host:port");
+  args.AddString("tls-ca-file", &f.channel.tls_ca_file,
+                 "connect with TLS, the server's certificate signed by these PEM CAs (TLS "
+                 "without it: the system's roots)");
+  args.AddString("tls-cert-file", &f.channel.tls_cert_file,
+                 "TLS: this client's PEM certificate chain, for a server that requires one");
+  args.AddString("tls-key-file", &f.channel.tls_key_file, "the PEM private key of --tls-cert-file");
+  args.AddString("api-key-file", &f.channel.api_key_file,
+                 "send \"authorization: Bearer KEY\" on every call, KEY this file's first key");
   args.AddBool("json", &f.json, "print one JSON object");
   args.AddBool("stream", &f.stream, "generate: print text as it arrives");
   args.AddDouble("timeout-s", &f.timeout_s, "deadline of each call, seconds (0: none)");
@@ -139,8 +149,10 @@ int main(int argc, char** argv) {
     return tpserve::Usage(args, std::string(s.message()));
   }
   if (flags.help || args.positional().empty()) return tpserve::Usage(args, "give a command");
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = tpserve::OpenChannel(flags.channel);
+  if (!channel.ok()) return tpserve::Usage(args, std::string(channel.status().message()));
   tpserve::Cli cli;
-  cli.channel = grpc::CreateChannel(flags.target, grpc::InsecureChannelCredentials());
+  cli.channel = *std::move(channel);
   cli.stub = tpserve::v1::Inference::NewStub(cli.channel);
   cli.json = flags.json;
   cli.timeout_s = flags.timeout_s;

@@ -1,10 +1,11 @@
 // tpserve: the frontend binary. Loads the model's config and tokenizer, serves
-// tpserve.v1.Inference, grpc.health.v1 and reflection, and keeps a worker pool and
-// engine serving through PoolSupervisor. SIGTERM/SIGINT drain: health goes
+// tpserve.v1.Inference, grpc.health.v1 and reflection on one port, and keeps a worker
+// pool and engine serving through PoolSupervisor. SIGTERM/SIGINT drain: health goes
 // NOT_SERVING, no new calls are accepted, in-flight ones get --drain-grace-ms to
 // finish (then end with FINISH_REASON_CANCELLED), the pool shuts down and the process
 // exits 0. A pool that cannot start, or fails under --exit-on-pool-failure, exits 1; bad
-// flags exit 2. With --metrics-port, an HTTP listener serves Prometheus's /metrics.
+// flags, and TLS or API-key files that cannot be used, exit 2. With --metrics-port, an
+// HTTP listener serves Prometheus's /metrics.
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -18,15 +19,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "base/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
+#include "server/auth.h"
 #include "server/http/http_server.h"
 #include "server/model_path.h"
 #include "server/pool_supervisor.h"
 #include "server/server_config.h"
 #include "server/service.h"
 #include "server/serving_setup.h"
+#include "server/tls_files.h"
 
 namespace tpserve {
 namespace {
@@ -87,15 +92,67 @@ sigset_t BlockShutdownSignals() {
   return signals;
 }
 
-std::unique_ptr<grpc::Server> StartGrpc(const ServerConfig& config, InferenceService* service,
-                                        std::string* address) {
+// The largest request message the public port takes (gRPC's default is 4 MiB): a
+// prompt of millions of token ids fits, a larger one is RESOURCE_EXHAUSTED.
+constexpr int kMaxRequestBytes = 64 << 20;
+// What gRPC may account to the public port's connections and calls (read buffers,
+// messages being received): two of the largest requests. gRPC 1.51 takes in a whole
+// message before it compares its size with the limit, so without a bound concurrent
+// oversized requests grow the heap; at the bound gRPC resets streams (the client sees
+// RESOURCE_EXHAUSTED). The process's RSS peaks at about twice this (the assembled
+// message and its parse are not accounted): tls_test measures it.
+constexpr size_t kGrpcMemoryBytes = size_t{128} << 20;
+
+// The public port's security, read from the flags' files before anything starts.
+struct PublicPortSecurity {
+  std::shared_ptr<grpc::ServerCredentials> credentials;  // TLS, or plaintext
+  std::optional<ApiKeys> api_keys;                       // none: Inference is open
+};
+
+absl::StatusOr<PublicPortSecurity> ReadPublicPortSecurity(const ServerConfig& config) {
+  PublicPortSecurity security;
+  if (config.tls_cert_file.empty()) {
+    security.credentials = grpc::InsecureServerCredentials();
+  } else {
+    const bool mutual = !config.tls_client_ca_file.empty();
+    grpc::SslServerCredentialsOptions options(
+        mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+               : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    TPSERVE_ASSIGN_OR_RETURN(TlsIdentity identity,
+                             ReadTlsIdentity("tls-cert-file", config.tls_cert_file,
+                                             "tls-key-file", config.tls_key_file));
+    options.pem_key_cert_pairs.push_back({identity.private_key, identity.cert_chain});
+    if (mutual) {
+      TPSERVE_ASSIGN_OR_RETURN(options.pem_root_certs,
+                               ReadPemCertificates("tls-client-ca-file", config.tls_client_ca_file));
+    }
+    security.credentials = grpc::SslServerCredentials(options);
+  }
+  if (!config.api_key_file.empty()) {
+    TPSERVE_ASSIGN_OR_RETURN(security.api_keys, ApiKeys::Load("api-key-file", config.api_key_file));
+  }
+  return security;
+}
+
+std::unique_ptr<grpc::Server> StartGrpc(const ServerConfig& config,
+                                        std::shared_ptr<grpc::ServerCredentials> credentials,
+                                        grpc::Service* inference, std::string* address) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(absl::StrCat(config.host, ":", config.port),
-                           grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(service);
+  builder.AddListeningPort(absl::StrCat(config.host, ":", config.port), std::move(credentials),
+                           &port);
+  // With SO_REUSEPORT gRPC clones the listening socket for each further completion queue
+  // it polls, binding each clone to the address as given: under --port 0 a clone got a
+  // port of its own, unannounced, that served everything. Off, the port is one socket,
+  // and no other process can bind it beside this one.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
+  grpc::ResourceQuota quota("tpserve public port");
+  quota.Resize(kGrpcMemoryBytes);
+  builder.SetResourceQuota(quota);
+  builder.RegisterService(inference);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server != nullptr) {
     *address = absl::StrCat(config.host, ":", port);
@@ -128,15 +185,20 @@ absl::StatusOr<std::unique_ptr<HttpServer>> StartMetrics(const ServerConfig& con
   return server;
 }
 
-int Serve(const ServerConfig& config, const sigset_t& signals) {
+int Serve(const ServerConfig& config, PublicPortSecurity security, const sigset_t& signals) {
   absl::StatusOr<ServingSetup> setup = PrepareServing(config);
   if (!setup.ok()) {
     std::fprintf(stderr, "tpserve: %s\n", setup.status().ToString().c_str());
     return 1;
   }
   InferenceService service(setup->model, setup->tokenizer.get());
+  std::optional<AuthenticatedInference> authenticated;
+  if (security.api_keys) authenticated.emplace(&service, *std::move(security.api_keys));
+  grpc::Service* inference = authenticated ? static_cast<grpc::Service*>(&*authenticated)
+                                           : static_cast<grpc::Service*>(&service);
   std::string address;
-  std::unique_ptr<grpc::Server> server = StartGrpc(config, &service, &address);
+  std::unique_ptr<grpc::Server> server =
+      StartGrpc(config, std::move(security.credentials), inference, &address);
   if (server == nullptr) {
     std::fprintf(stderr, "tpserve: cannot listen on %s:%d\n", config.host.c_str(), config.port);
     return 1;
@@ -207,5 +269,10 @@ int main(int argc, char** argv) {
   }
   config->model_dir = model->dir;
   if (config->model_name.empty()) config->model_name = model->hub_id;
-  return tpserve::Serve(*config, signals);
+  absl::StatusOr<tpserve::PublicPortSecurity> security = tpserve::ReadPublicPortSecurity(*config);
+  if (!security.ok()) {
+    std::fprintf(stderr, "tpserve: %s\n", std::string(security.status().message()).c_str());
+    return 2;
+  }
+  return tpserve::Serve(*config, *std::move(security), signals);
 }

@@ -35,7 +35,9 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
   args.AddString("dtype", &c.dtype, "compute dtype: float32 (cpu, cuda) or bfloat16 (cuda, its default)");
   args.AddDouble("gpu-memory-fraction", &c.gpu_memory_fraction,
                  "cuda: share of each GPU for weights, activations and KV cache (default 0.9)");
-  args.AddString("host", &c.host, "address to serve on");
+  args.AddString("host", &c.host,
+                 "address to serve on (default 0.0.0.0: every interface; 127.0.0.1: this host "
+                 "only)");
   args.AddInt("port", &i.port, "port to serve on (required; 0 picks a free one)");
   args.AddInt("metrics-port", &i.metrics_port,
               "serve Prometheus metrics at http://HOST:PORT/metrics (0 picks a free port; "
@@ -61,6 +63,16 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
   args.AddInt("step-timeout-ms", &i.step_timeout_ms, "deadline of one step on every rank");
   args.AddInt("start-timeout-s", &i.start_timeout_s, "deadline for the pool to be ready");
   args.AddInt("drain-grace-ms", &i.drain_grace_ms, "time in-flight requests get on SIGTERM");
+  args.AddString("tls-cert-file", &c.tls_cert_file,
+                 "serve TLS with this PEM certificate chain (with --tls-key-file; default: "
+                 "plaintext)");
+  args.AddString("tls-key-file", &c.tls_key_file, "the PEM private key of --tls-cert-file");
+  args.AddString("tls-client-ca-file", &c.tls_client_ca_file,
+                 "mutual TLS: require client certificates signed by these PEM CA certificates");
+  args.AddString("api-key-file", &c.api_key_file,
+                 "require \"authorization: Bearer KEY\" on tpserve.v1.Inference calls, KEY one "
+                 "of this file's lines (blank lines and # comments ignored); health and "
+                 "reflection stay open");
   args.AddBool("help", help, "print this help");
 }
 
@@ -128,6 +140,13 @@ absl::Status ServerConfig::Validate() const {
   }
   if (enforce_eager && device != "cuda") {
     return absl::InvalidArgumentError("--enforce-eager applies to --device cuda only");
+  }
+  if (tls_cert_file.empty() != tls_key_file.empty()) {
+    return absl::InvalidArgumentError("give --tls-cert-file and --tls-key-file together");
+  }
+  if (!tls_client_ca_file.empty() && tls_cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-client-ca-file needs --tls-cert-file and --tls-key-file (mutual TLS is TLS)");
   }
   if (kv_blocks > 0 && kv_memory_mb > 0) {
     return absl::InvalidArgumentError("give --kv-blocks or --kv-memory-mb, not both");

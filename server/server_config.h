@@ -23,7 +23,7 @@ struct ServerConfig {
   // cuda, without --kv-blocks/--kv-memory-mb: each rank's weights, activations and KV
   // cache take up to this fraction of its GPU's memory.
   double gpu_memory_fraction = 0.9;
-  std::string host = "0.0.0.0";
+  std::string host = "0.0.0.0";       // every interface, as a container needs
   int port = -1;                      // required; 0 picks a free port
   int metrics_port = -1;              // Prometheus /metrics over HTTP on host; -1: none
   bool external_workers = false;      // wait for tp workers to attach instead of spawning
@@ -42,6 +42,14 @@ struct ServerConfig {
   int step_timeout_ms = 30000;
   int start_timeout_s = 300;
   int drain_grace_ms = 30000;         // in-flight requests get this long after SIGTERM
+  // The public port's security; main reads the files at start (server/tls_files.h,
+  // server/auth.h). No TLS files: plaintext. --tls-client-ca-file: clients must present
+  // a certificate it signed. --api-key-file: tpserve.v1.Inference calls need
+  // "authorization: Bearer KEY".
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
+  std::string api_key_file;
 
   absl::Status Validate() const;
   // dtype, or the device's default.

@@ -78,6 +78,23 @@ TEST(ServerConfigTest, DtypeAndGpuMemoryFraction) {
   EXPECT_FALSE(c->no_prefix_caching);
 }
 
+TEST(ServerConfigTest, SecurityFlags) {
+  absl::StatusOr<ServerConfig> c = Parse({"--model", "/m", "--port", "0"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->host, "0.0.0.0");  // every interface unless asked
+  EXPECT_TRUE(c->tls_cert_file.empty() && c->tls_key_file.empty());
+  EXPECT_TRUE(c->tls_client_ca_file.empty() && c->api_key_file.empty());
+  c = Parse({"--model", "/m", "--port", "0", "--tls-cert-file", "/c.pem", "--tls-key-file",
+             "/k.pem", "--tls-client-ca-file", "/ca.pem", "--api-key-file", "/keys"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->tls_cert_file, "/c.pem");
+  EXPECT_EQ(c->tls_key_file, "/k.pem");
+  EXPECT_EQ(c->tls_client_ca_file, "/ca.pem");
+  EXPECT_EQ(c->api_key_file, "/keys");
+  // An API key without TLS is allowed (a trusted network, or TLS ended in front).
+  EXPECT_TRUE(Parse({"--model", "/m", "--port", "0", "--api-key-file", "/keys"}).ok());
+}
+
 TEST(ServerConfigTest, BadFlagsNameTheFlag) {
   const struct {
     std::vector<std::string> args;
@@ -103,6 +120,12 @@ TEST(ServerConfigTest, BadFlagsNameTheFlag) {
        "--gpu-memory-fraction must be in (0, 1], got 1.5"},
       {{"--model", "/m", "--port", "1", "--enforce-eager"},
        "--enforce-eager applies to --device cuda only"},
+      {{"--model", "/m", "--port", "1", "--tls-cert-file", "/c.pem"},
+       "give --tls-cert-file and --tls-key-file together"},
+      {{"--model", "/m", "--port", "1", "--tls-key-file", "/k.pem"},
+       "give --tls-cert-file and --tls-key-file together"},
+      {{"--model", "/m", "--port", "1", "--tls-client-ca-file", "/ca.pem"},
+       "--tls-client-ca-file needs --tls-cert-file and --tls-key-file"},
   };
   for (const auto& c : cases) {
     const absl::StatusOr<ServerConfig> config = Parse(c.args);
