@@ -13,6 +13,8 @@ PACKAGES=(
   nlohmann-json3-dev
   libgtest-dev libgmock-dev
   libpcre2-dev
+  libssl-dev
+  libcpp-httplib-dev
   libicu-dev
   libopenblas-dev
   python3 python3-grpcio python3-protobuf python3-numpy python3-yaml

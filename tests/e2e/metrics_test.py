@@ -6,10 +6,13 @@ python3-prometheus-client), every family has its type, and after a known mix of 
 deadline) the counters equal what the clients saw: calls by status code, finished
 requests by reason, prompt, generated and cached tokens from the usage, one TTFT and
 duration observation per successful call, and the engine's figures as GetModelInfo has
-them. Other paths are 404, other methods 405, and a port already taken stops the start.
+them. Other paths are 404, other methods 405; a scrape answers within 1 s while 100
+idle connections and a slowloris client are open (the times are printed), and those
+are dropped within a few seconds; a port already taken stops the start.
 """
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -19,6 +22,73 @@ import grpc
 from harness import SERVER, WORKER, Server, metric_value as value, scrape_metrics, stubs
 
 MODEL = "tests/data/models/llama_gqa"
+IDLE_CONNECTIONS = 100
+DROPPED_WITHIN_S = 8  # the server's idle and request timeouts are 5 s
+
+
+def scrape_times(port, count=5):
+    """Seconds each of `count` sequential scrapes took."""
+    times = []
+    for _ in range(count):
+        start = time.monotonic()
+        scrape_metrics(port)
+        times.append(time.monotonic() - start)
+    return times
+
+
+def trickle(sock, stop):
+    """A slowloris client: a request head that never ends, a header line each 0.2 s."""
+    try:
+        sock.sendall(b"GET /metrics HTTP/1.1\r\n")
+        while not stop.is_set():
+            sock.sendall(b"X-Slow: 1\r\n")
+            time.sleep(0.2)
+    except OSError:
+        pass  # the server closed it
+
+
+def seconds_until_closed(sock, start):
+    """Reads until the server closes `sock`; the seconds from `start`, None if it stays
+    open for DROPPED_WITHIN_S."""
+    sock.settimeout(max(0.1, start + DROPPED_WITHIN_S - time.monotonic()))
+    try:
+        while sock.recv(4096):
+            pass
+    except socket.timeout:
+        return None
+    except OSError:
+        pass  # reset
+    return time.monotonic() - start
+
+
+def check_idle_connections(port):
+    alone = scrape_times(port)
+    start = time.monotonic()
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=10)
+            for _ in range(IDLE_CONNECTIONS)]
+    slow = socket.create_connection(("127.0.0.1", port), timeout=10)
+    stop = threading.Event()
+    trickler = threading.Thread(target=trickle, args=(slow, stop))
+    trickler.start()
+    try:
+        time.sleep(0.2)
+        crowded = scrape_times(port)
+        print("scrape latency (5 scrapes, median / max): alone %.1f / %.1f ms; with %d idle "
+              "connections and a slowloris client open %.1f / %.1f ms" % (
+                  sorted(alone)[2] * 1e3, max(alone) * 1e3, IDLE_CONNECTIONS,
+                  sorted(crowded)[2] * 1e3, max(crowded) * 1e3), flush=True)
+        assert max(crowded) < 1, crowded
+        dropped_idle = seconds_until_closed(idle[0], start)
+        dropped_slow = seconds_until_closed(slow, start)
+        assert dropped_idle is not None, "an idle connection stayed open"
+        assert dropped_slow is not None, "the slowloris connection stayed open"
+        print("idle connection dropped after %.1f s, slowloris after %.1f s" % (
+            dropped_idle, dropped_slow), flush=True)
+    finally:
+        stop.set()
+        trickler.join()
+        for sock in idle + [slow]:
+            sock.close()
 
 
 def main():
@@ -111,6 +181,7 @@ def main():
             raise AssertionError("POST answered")
         except urllib.error.HTTPError as e:
             assert e.code == 405, e
+        check_idle_connections(port)
 
         # A second server asked for the same metrics port does not start.
         taken = subprocess.run(
@@ -119,7 +190,8 @@ def main():
             capture_output=True, text=True, timeout=120)
         assert taken.returncode == 1 and "--metrics-port" in taken.stderr, (
             taken.returncode, taken.stderr)
-        print("PASS 404, 405, and a taken --metrics-port exits 1", flush=True)
+        print("PASS 404, 405, scrapes within 1 s beside 100 idle connections and a "
+              "slowloris client (both dropped), and a taken --metrics-port exits 1", flush=True)
     finally:
         assert server.stop() == 0
     # Gone with the server.
