@@ -7,6 +7,7 @@
 #include "base/status_macros.h"
 #include "gloo/common/error.h"
 #include "rendezvous/store_wire.h"
+#include "rendezvous/worker_token.h"
 
 namespace tpserve {
 namespace {
@@ -29,7 +30,8 @@ uint32_t WaitMillis(absl::Duration timeout) {
 absl::Status CheckKey(absl::string_view key) {
   if (key.size() > store_wire::kMaxKeyBytes) {
     return absl::InvalidArgumentError(absl::StrCat("store key of ", key.size(),
-                                                   " bytes exceeds ", store_wire::kMaxKeyBytes));
+                                                   " bytes exceeds the limit of ",
+                                                   store_wire::kMaxKeyBytes, " bytes"));
   }
   return absl::OkStatus();
 }
@@ -43,10 +45,15 @@ absl::Status ReadCode(Reader& in, absl::string_view what) {
       return absl::OkStatus();
     case Code::kTimeout:
       return absl::DeadlineExceededError(absl::StrCat("store ", what, " timed out"));
-    case Code::kInvalid: {
+    case Code::kInvalid:
+    case Code::kDenied:
+    case Code::kLimit: {
       std::string message;
       in.Str(store_wire::kMaxFrameBytes, &message);
-      return absl::FailedPreconditionError(absl::StrCat("store ", what, ": ", message));
+      message = absl::StrCat("store ", what, ": ", message);
+      if (code == static_cast<uint8_t>(Code::kDenied)) return absl::UnauthenticatedError(message);
+      if (code == static_cast<uint8_t>(Code::kLimit)) return absl::ResourceExhaustedError(message);
+      return absl::FailedPreconditionError(message);
     }
   }
   return absl::InternalError(absl::StrCat("store reply to ", what, " has unknown code ", code));
@@ -57,18 +64,50 @@ absl::Status Trailing(const Reader& in, absl::string_view what) {
   return absl::InternalError(absl::StrCat("malformed store reply to ", what));
 }
 
+// Reads the greeting and answers its nonce, if any, with the token's proof.
+absl::Status Authenticate(int fd, const std::string& peer, const std::string& token,
+                          absl::Time deadline) {
+  absl::StatusOr<std::string> greeting = RecvFrame(fd, store_wire::kMaxAuthFrameBytes, deadline);
+  if (!greeting.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("store ", peer, " sent no greeting: ", greeting.status().message()));
+  }
+  Reader in(*greeting);
+  std::string nonce;
+  in.Str(store_wire::kMaxAuthFrameBytes, &nonce);
+  TPSERVE_RETURN_IF_ERROR(Trailing(in, "connect"));
+  if (nonce.empty()) return absl::OkStatus();  // an open store
+  if (token.empty()) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("store ", peer, " requires a worker token and this process has none"));
+  }
+  const std::string proof = ProveWorkerToken(token, ProofChannel::kStore, nonce);
+  TPSERVE_RETURN_IF_ERROR(
+      SendFrame(fd, Writer().U8(static_cast<uint8_t>(Op::kAuth)).Str(proof).bytes(), deadline));
+  absl::StatusOr<std::string> reply = RecvFrame(fd, store_wire::kMaxAuthFrameBytes, deadline);
+  if (!reply.ok()) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("store ", peer, " ended the connection at authentication: ",
+                     reply.status().message()));
+  }
+  Reader answer(*reply);
+  TPSERVE_RETURN_IF_ERROR(ReadCode(answer, absl::StrCat("authentication at ", peer)));
+  return Trailing(answer, "authentication");
+}
+
 void ThrowIfError(const absl::Status& status) {
   if (!status.ok()) throw ::gloo::IoException(status.ToString());
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(const std::string& host,
-                                                                        int port,
-                                                                        absl::Duration timeout) {
-  TPSERVE_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(host, port, absl::Now() + timeout));
-  return std::unique_ptr<TcpStoreClient>(
-      new TcpStoreClient(std::move(fd), absl::StrCat(host, ":", port), timeout));
+absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(
+    const std::string& host, int port, absl::Duration timeout, const std::string& token) {
+  const absl::Time deadline = absl::Now() + timeout;
+  const std::string peer = absl::StrCat(host, ":", port);
+  TPSERVE_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(host, port, deadline));
+  TPSERVE_RETURN_IF_ERROR(Authenticate(fd.get(), peer, token, deadline));
+  return std::unique_ptr<TcpStoreClient>(new TcpStoreClient(std::move(fd), peer, timeout));
 }
 
 absl::StatusOr<std::string> TcpStoreClient::Call(const std::string& request,
@@ -93,7 +132,8 @@ absl::Status TcpStoreClient::Set(absl::string_view key, absl::string_view value)
   TPSERVE_RETURN_IF_ERROR(CheckKey(key));
   if (value.size() > store_wire::kMaxValueBytes) {
     return absl::InvalidArgumentError(absl::StrCat("store value of ", value.size(),
-                                                   " bytes exceeds ", store_wire::kMaxValueBytes));
+                                                   " bytes exceeds the limit of ",
+                                                   store_wire::kMaxValueBytes, " bytes"));
   }
   TPSERVE_ASSIGN_OR_RETURN(
       std::string reply,

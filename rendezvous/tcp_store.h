@@ -2,8 +2,12 @@
 //
 // Two faces: the Status API (Set/Get/Wait/Add/Delete) for our own code, and the
 // gloo::rendezvous::Store virtuals that gloo's Context::connectFullMesh calls, which
-// report failures by throwing gloo::IoException as gloo expects. Connect() and every
-// blocking call are bounded by a timeout. Calls are serialised by a mutex; a transport
+// report failures by throwing gloo::IoException as gloo expects. Connect() reads the
+// server's greeting and, if the store asks, proves the worker token (worker_token.h):
+// UNAUTHENTICATED when it has none or the store refuses it. Connect() and every
+// blocking call are bounded by a timeout. A request past a store limit is
+// RESOURCE_EXHAUSTED naming it (keys and values too long are INVALID_ARGUMENT before
+// anything is sent). Calls are serialised by a mutex; a transport
 // failure (or a reply that does not arrive in time) closes the connection and every
 // later call fails with UNAVAILABLE.
 #ifndef TPSERVE_RENDEZVOUS_TCP_STORE_H_
@@ -24,14 +28,17 @@
 #include "absl/types/span.h"
 #include "gloo/rendezvous/store.h"
 #include "rendezvous/net_socket.h"
+#include "rendezvous/worker_token.h"  // Connect's token: ProcessWorkerToken() in a rank
 
 namespace tpserve {
 
 class TcpStoreClient : public gloo::rendezvous::Store {
  public:
   // `timeout` bounds the connect and is the wait used by gloo's get() and wait(keys).
+  // `token`: the worker token, for a store that requires one.
   static absl::StatusOr<std::unique_ptr<TcpStoreClient>> Connect(
-      const std::string& host, int port, absl::Duration timeout = absl::Seconds(30));
+      const std::string& host, int port, absl::Duration timeout = absl::Seconds(30),
+      const std::string& token = "");
 
   absl::Status Set(absl::string_view key, absl::string_view value);
   // Blocks until `key` exists; DEADLINE_EXCEEDED after `timeout`.

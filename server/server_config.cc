@@ -51,6 +51,9 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
                "compute every prompt in full instead of sharing cached KV blocks of common "
                "prefixes");
   args.AddString("worker-binary", &c.worker_binary, "path of tpserve_worker");
+  args.AddString("worker-token-file", &c.worker_token_file,
+                 "external workers: file holding the token they must prove (32+ bytes; "
+                 "give workers the same file)");
   args.AddString("control-address", &c.control_address,
                  "where workers dial in: unix:PATH or HOST:PORT");
   args.AddInt("kv-blocks", &i.kv_blocks, "KV cache blocks per rank");

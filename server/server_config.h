@@ -32,6 +32,9 @@ struct ServerConfig {
   bool no_prefix_caching = false;     // compute every prompt in full
   std::string worker_binary;          // empty: ../worker/rank/tpserve_worker beside this binary
   std::string control_address;        // empty: a Unix socket in a fresh temporary folder
+  // --external-workers: the secret the attaching workers prove (they read the same file
+  // with their --worker-token-file); spawned workers get a fresh one per pool.
+  std::string worker_token_file;
   int kv_blocks = 0;                  // exactly this many KV blocks per rank, or
   int64_t kv_memory_mb = 0;           // this much KV memory per rank (0: the pool's default)
   int kv_block_size = 16;

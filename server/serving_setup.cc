@@ -106,6 +106,7 @@ absl::StatusOr<WorkerPoolOptions> PoolOptions(const ServerConfig& config,
     TPSERVE_ASSIGN_OR_RETURN(pool.worker_binary, DefaultWorkerBinary());
   }
   pool.control_address = config.control_address;
+  pool.worker_token_file = config.worker_token_file;
   if (pool.control_address.empty()) {
     TPSERVE_ASSIGN_OR_RETURN(pool.control_address, DefaultControlAddress());
   }

@@ -15,6 +15,17 @@ std::optional<std::string> UnixSocketPath(const std::string& address);
 // HOST:bound_port (a wildcard host becomes 127.0.0.1).
 std::string DialAddress(const std::string& address, int bound_port);
 
+// Where a pool's rendezvous store listens, and the host its Assignments name, for ranks
+// that dial `address`: loopback for a Unix socket or a loopback host (no rank elsewhere
+// can reach those either); the control host itself for one specific interface; every
+// interface for a wildcard host, advertised as "" (each rank then uses the host it
+// dialled the frontend at).
+struct StoreAddress {
+  std::string bind_host;
+  std::string advertised_host;
+};
+StoreAddress StoreAddressFor(const std::string& address);
+
 }  // namespace tpserve
 
 #endif  // TPSERVE_SERVER_POOL_CONTROL_ADDRESS_H_

@@ -3,6 +3,8 @@
 #include <string>
 
 #include "base/grpc_status.h"
+#include "base/status_macros.h"
+#include "rendezvous/worker_token.h"
 
 namespace tpserve {
 
@@ -45,6 +47,25 @@ void WorkerConnection::Close() {
   closed_ = true;
 }
 
+absl::Status WorkerControlService::Authenticate(WorkerStream* stream) {
+  TPSERVE_ASSIGN_OR_RETURN(std::string nonce, RandomBytes(kNonceBytes));
+  FrontendMessage challenge;
+  challenge.mutable_challenge()->set_nonce(nonce);
+  WorkerMessage m;
+  if (!stream->Write(challenge) || !stream->Read(&m)) {
+    return absl::UnauthenticatedError("the stream ended before a Proof");
+  }
+  if (!m.has_proof()) {
+    return absl::UnauthenticatedError("expected a Proof of the worker token after the Challenge");
+  }
+  if (!VerifyWorkerTokenProof(token_, ProofChannel::kControl, nonce, m.proof().hmac())) {
+    return absl::UnauthenticatedError(
+        "the Proof does not match the pool's worker token (a worker of another pool, or "
+        "started without the frontend's --worker-token-file)");
+  }
+  return absl::OkStatus();
+}
+
 grpc::Status WorkerControlService::Attach(grpc::ServerContext* context, WorkerStream* stream) {
   auto conn = std::make_shared<WorkerConnection>(context, stream);
   WorkerMessage m;
@@ -52,7 +73,12 @@ grpc::Status WorkerControlService::Attach(grpc::ServerContext* context, WorkerSt
   if (!m.has_hello()) {
     return ToGrpcStatus(absl::FailedPreconditionError("the first message must be Hello"));
   }
-  absl::StatusOr<FrontendMessage> assignment = listener_->OnHello(conn, m.hello());
+  const worker::v1::Hello hello = m.hello();
+  if (absl::Status s = Authenticate(stream); !s.ok()) {
+    listener_->OnRefused(hello, std::string(s.message()));
+    return ToGrpcStatus(s);
+  }
+  absl::StatusOr<FrontendMessage> assignment = listener_->OnHello(conn, hello);
   if (!assignment.ok()) {
     return ToGrpcStatus(assignment.status());
   }

@@ -1,8 +1,10 @@
 // The frontend's end of each worker's WorkerControl.Attach stream.
 //
 // WorkerControlService is the gRPC edge: one sync handler thread per attached worker
-// reads Hello, asks its WorkerListener (the pool) for an Assignment, then forwards
-// every WorkerMessage to the listener until the stream ends. WorkerConnection lets other
+// reads Hello, challenges the worker to prove the pool's worker token (a stream that
+// does not is ended UNAUTHENTICATED and only reported to OnRefused), asks its
+// WorkerListener (the pool) for an Assignment, then forwards every WorkerMessage to the
+// listener until the stream ends. WorkerConnection lets other
 // threads write to that stream and cancel it, and keeps the handler from returning
 // (which would free the stream) while a write is in flight.
 //
@@ -13,6 +15,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -56,7 +60,10 @@ class WorkerConnection {
 class WorkerListener {
  public:
   virtual ~WorkerListener() = default;
-  // The Assignment for a worker that said Hello, or an error that ends its call.
+  // A stream that did not prove the worker token was ended (`hello`: what it claimed).
+  virtual void OnRefused(const worker::v1::Hello& hello, const std::string& why) = 0;
+  // The Assignment for a worker that said Hello and proved the token, or an error that
+  // ends its call.
   virtual absl::StatusOr<worker::v1::FrontendMessage> OnHello(
       const std::shared_ptr<WorkerConnection>& conn, const worker::v1::Hello& hello) = 0;
   virtual void OnMessage(const WorkerConnection& conn, const worker::v1::WorkerMessage& m) = 0;
@@ -66,11 +73,17 @@ class WorkerListener {
 
 class WorkerControlService final : public worker::v1::WorkerControl::Service {
  public:
-  explicit WorkerControlService(WorkerListener* listener) : listener_(listener) {}
+  // `token`: the pool's worker token; empty refuses every worker.
+  WorkerControlService(WorkerListener* listener, std::string token)
+      : listener_(listener), token_(std::move(token)) {}
   grpc::Status Attach(grpc::ServerContext* context, WorkerStream* stream) override;
 
  private:
+  // Challenge → Proof; OK once the worker has proved the token.
+  absl::Status Authenticate(WorkerStream* stream);
+
   WorkerListener* const listener_;
+  const std::string token_;
 };
 
 }  // namespace tpserve

@@ -3,6 +3,8 @@
 // Start() serves WorkerControl on `control_address`, owns the rendezvous StoreServer,
 // spawns `tp` local `tpserve_worker` processes (or waits for that many external ones to
 // attach), assigns ranks, relays rendezvous, and returns once every rank is Ready.
+// Only processes that prove the pool's worker token (worker_token.h) get an Assignment
+// or reach the store; others are refused and do not affect the pool.
 // RunStep() writes the same StepPlan to every rank and waits for all answers within the
 // step deadline. Any rank failing, dying or missing the deadline fails the pool:
 // Shutdown goes to the rest, spawned processes are terminated and reaped, and every
@@ -11,9 +13,12 @@
 //
 // Start() fails with the first rank's own error (a bad model dir: the worker's
 // NOT_FOUND naming the file), UNAVAILABLE if a worker process exits or drops its
-// stream first, DEADLINE_EXCEEDED after start_timeout; everything it started is torn
-// down by then. RunStep() with a step number that does not follow the last one is
-// INVALID_ARGUMENT and sends nothing (the pool stays healthy).
+// stream first, DEADLINE_EXCEEDED after start_timeout (naming refused connections, if
+// any); everything it started is torn down by then. RunStep() with a step number that
+// does not follow the last one is INVALID_ARGUMENT and sends nothing (the pool stays
+// healthy). A failed step returns as soon as the failure is known (a missed deadline:
+// at step_timeout); the supervisor tears the ranks down meanwhile, and Shutdown() or
+// the destructor waits for that.
 //
 // Threading: RunStep from one thread (the engine's); the rest from any. A supervisor
 // thread watches the ranks and tears the pool down as soon as one fails, even while no
@@ -21,6 +26,7 @@
 #ifndef TPSERVE_SERVER_POOL_WORKER_POOL_H_
 #define TPSERVE_SERVER_POOL_WORKER_POOL_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,7 +49,14 @@ struct WorkerPoolOptions {
   std::string worker_binary;       // path of tpserve_worker when spawning
   // Where workers dial in: "unix:/path/sock" for local workers, "host:port" for remote.
   std::string control_address;
-  std::string store_host = "127.0.0.1";  // the rendezvous store's bind/advertised host
+  // External workers: the file holding the worker token that they read too (tpserve_worker
+  // --worker-token-file), read at each Start. Empty: a token no worker holds, so none
+  // can join. Spawned ranks always get a fresh random token per generation.
+  std::string worker_token_file;
+  // The rendezvous store's bind and advertised host; empty: as StoreAddressFor
+  // (control_address.h) derives it, loopback unless ranks dial in over another
+  // interface.
+  std::string store_host;
   int generation = 0;                    // namespaces rendezvous keys per pool
   int kv_block_size = 16;
   int kv_num_blocks = 0;                 // 0: size from kv_memory_bytes
@@ -60,6 +73,10 @@ struct WorkerPoolOptions {
   // After Shutdown is sent, how long spawned workers get before SIGTERM, and again
   // before SIGKILL.
   absl::Duration stop_grace = absl::Seconds(1);
+  // Called once, on the pool's supervisor thread, the moment a serving pool is known
+  // lost (before its teardown), with the failure; e.g. to turn health NOT_SERVING at
+  // once. Not called for Shutdown() or a failed Start().
+  std::function<void(const absl::Status&)> on_failure;
 
   absl::Status Validate() const;
 };

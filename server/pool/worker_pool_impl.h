@@ -25,7 +25,7 @@ namespace tpserve {
 enum class PoolPhase { kStarting, kServing, kStopping };
 
 struct WorkerPool::Impl : public WorkerListener {
-  explicit Impl(const WorkerPoolOptions& o) : options(o), service(this) {}
+  explicit Impl(const WorkerPoolOptions& o) : options(o) {}
   ~Impl() override { Stop("the pool was destroyed"); }
 
   absl::Status Begin();
@@ -33,6 +33,7 @@ struct WorkerPool::Impl : public WorkerListener {
   absl::StatusOr<worker::v1::StepResult> RunStep(const worker::v1::StepPlan& plan);
   void Stop(const std::string& reason);
 
+  void OnRefused(const worker::v1::Hello& hello, const std::string& why) override;
   absl::StatusOr<worker::v1::FrontendMessage> OnHello(const std::shared_ptr<WorkerConnection>& conn,
                                           const worker::v1::Hello& hello) override;
   void OnMessage(const WorkerConnection& conn, const worker::v1::WorkerMessage& m) override;
@@ -40,15 +41,25 @@ struct WorkerPool::Impl : public WorkerListener {
 
   void Fail(const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   worker::v1::FrontendMessage MakeAssignment(int rank) const;
+  // The store and the WorkerControl server; the control server's bound port.
+  absl::StatusOr<int> StartServers();
+  absl::Status SpawnRanks(int bound_port);
+  // The sender thread: writes each step's plan to every rank, in rank order.
+  void SendPlans();
+  // Why the awaited step missed its deadline: which ranks, and how far the plan got.
+  std::string LateRanks() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Supervise();
   void Teardown(const std::vector<pid_t>& running);
 
   const WorkerPoolOptions options;
-  WorkerControlService service;
+  std::string worker_token;  // set in Begin, before anything serves
+  std::string store_advertised_host;
+  std::unique_ptr<WorkerControlService> service;
   std::unique_ptr<StoreServer> store;
   std::unique_ptr<grpc::Server> server;
   std::vector<pid_t> pids;  // fixed before the supervisor starts
   std::thread supervisor;
+  std::thread sender;
   absl::Mutex stop_mu;  // serialises Stop()'s join / inline teardown
   bool stopped ABSL_GUARDED_BY(stop_mu) = false;
 
@@ -57,7 +68,8 @@ struct WorkerPool::Impl : public WorkerListener {
   absl::Status failure ABSL_GUARDED_BY(mu);
   bool stop_requested ABSL_GUARDED_BY(mu) = false;
   std::string stop_reason ABSL_GUARDED_BY(mu);
-  bool torn_down ABSL_GUARDED_BY(mu) = false;
+  int num_refused ABSL_GUARDED_BY(mu) = 0;  // streams that did not prove the token
+  std::string last_refusal ABSL_GUARDED_BY(mu);
   std::vector<std::shared_ptr<WorkerConnection>> conns ABSL_GUARDED_BY(mu);  // rank order
   int num_closed ABSL_GUARDED_BY(mu) = 0;
   std::vector<int> ready_blocks ABSL_GUARDED_BY(mu);  // -1 until Ready
@@ -65,9 +77,13 @@ struct WorkerPool::Impl : public WorkerListener {
   int num_kv_blocks ABSL_GUARDED_BY(mu) = 0;
   uint64_t last_step ABSL_GUARDED_BY(mu) = 0;
   uint64_t awaited_step ABSL_GUARDED_BY(mu) = 0;  // 0: no step in flight
-  // When RunStep began sending awaited_step's plan: the step deadline counts from there,
-  // so a rank that stops reading (its stream's window full) fails the step in time too.
+  // When RunStep handed awaited_step's plan to the sender: the step deadline counts from
+  // there, so a rank that stops reading (its stream's window full, the sender's write
+  // blocked) fails the step in time too.
   absl::Time step_started ABSL_GUARDED_BY(mu) = absl::InfiniteFuture();
+  std::shared_ptr<const worker::v1::FrontendMessage> outbox ABSL_GUARDED_BY(mu);  // for sender
+  int num_delivered ABSL_GUARDED_BY(mu) = 0;  // ranks the awaited plan was written to
+  bool sender_exit ABSL_GUARDED_BY(mu) = false;
   std::vector<std::optional<worker::v1::StepResult>> results ABSL_GUARDED_BY(mu);
   int num_results ABSL_GUARDED_BY(mu) = 0;
 };

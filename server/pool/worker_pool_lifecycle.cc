@@ -1,6 +1,7 @@
-// The pool's life: Begin (store, control server, spawned ranks), AwaitReady (every
-// rank attached and loaded), Supervise (deaths and missed step deadlines), Fail, Stop
-// and Teardown (no rank outlives the pool).
+// The pool's life: Begin (worker token, store, control server, spawned ranks, the
+// sender), AwaitReady (every rank attached and loaded), Supervise (exited ranks, and
+// any failure: on_failure, then the teardown), Fail, Stop and Teardown (no rank
+// outlives the pool).
 #include "server/pool/worker_pool.h"
 
 #include <unistd.h>
@@ -18,7 +19,9 @@
 #include "base/subprocess.h"
 #include "grpcpp/grpcpp.h"
 #include "rendezvous/store_server.h"
+#include "rendezvous/worker_token.h"
 #include "server/pool/control_address.h"
+#include "server/pool/rank_spawn.h"
 #include "server/pool/worker_pool_impl.h"
 #include "tpserve/v1/protocol_version.h"
 
@@ -37,11 +40,30 @@ constexpr absl::Duration kServerShutdownGrace = absl::Seconds(1);
 }  // namespace
 
 absl::Status WorkerPool::Impl::Begin() {
-  TPSERVE_ASSIGN_OR_RETURN(store, StoreServer::Start(options.store_host, 0));
+  if (options.spawn_workers || options.worker_token_file.empty()) {
+    TPSERVE_ASSIGN_OR_RETURN(worker_token, GenerateWorkerToken());
+  } else {
+    TPSERVE_ASSIGN_OR_RETURN(worker_token, ReadWorkerTokenFile(options.worker_token_file));
+  }
+  TPSERVE_ASSIGN_OR_RETURN(const int port, StartServers());
+  if (options.spawn_workers) TPSERVE_RETURN_IF_ERROR(SpawnRanks(port));
+  sender = std::thread([this] { SendPlans(); });
+  supervisor = std::thread([this] { Supervise(); });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> WorkerPool::Impl::StartServers() {
+  StoreServerOptions store_options;
+  const StoreAddress derived = StoreAddressFor(options.control_address);
+  store_options.bind_host = options.store_host.empty() ? derived.bind_host : options.store_host;
+  store_advertised_host = options.store_host.empty() ? derived.advertised_host : options.store_host;
+  store_options.token = worker_token;
+  TPSERVE_ASSIGN_OR_RETURN(store, StoreServer::Start(store_options));
+  service = std::make_unique<WorkerControlService>(this, worker_token);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.control_address, grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
+  builder.RegisterService(service.get());
   builder.SetMaxReceiveMessageSize(INT_MAX);
   builder.SetMaxSendMessageSize(INT_MAX);
   server = builder.BuildAndStart();
@@ -49,18 +71,21 @@ absl::Status WorkerPool::Impl::Begin() {
     return absl::UnavailableError(
         absl::StrCat("worker pool: cannot serve WorkerControl on ", options.control_address));
   }
-  if (options.spawn_workers) {
-    if (access(options.worker_binary.c_str(), X_OK) != 0) {
-      return absl::NotFoundError(
-          absl::StrCat("worker pool: worker_binary ", options.worker_binary, " is not executable"));
-    }
-    const std::string dial = DialAddress(options.control_address, port);
-    for (int r = 0; r < options.tp; ++r) {
-      TPSERVE_ASSIGN_OR_RETURN(pid_t pid, Spawn({options.worker_binary, "--frontend", dial}));
-      pids.push_back(pid);
-    }
+  return port;
+}
+
+absl::Status WorkerPool::Impl::SpawnRanks(int bound_port) {
+  if (access(options.worker_binary.c_str(), X_OK) != 0) {
+    return absl::NotFoundError(
+        absl::StrCat("worker pool: worker_binary ", options.worker_binary, " is not executable"));
   }
-  supervisor = std::thread([this] { Supervise(); });
+  const std::string dial = DialAddress(options.control_address, bound_port);
+  for (int r = 0; r < options.tp; ++r) {
+    TPSERVE_ASSIGN_OR_RETURN(pid_t pid,
+                             SpawnWithToken({options.worker_binary, "--frontend", dial},
+                                            worker_token));
+    pids.push_back(pid);
+  }
   return absl::OkStatus();
 }
 
@@ -70,9 +95,19 @@ absl::Status WorkerPool::Impl::AwaitReady() {
     return num_ready == options.tp || !failure.ok();
   };
   if (!mu.AwaitWithTimeout(absl::Condition(&done), options.start_timeout)) {
+    std::string refused;
+    if (num_refused > 0) {
+      refused = absl::StrCat("; refused ", num_refused,
+                             " connection(s) that did not prove the worker token (last: ",
+                             last_refusal, ")");
+    }
+    if (!options.spawn_workers && options.worker_token_file.empty()) {
+      absl::StrAppend(&refused, "; no worker token file is configured (tpserve "
+                                "--worker-token-file), so no external worker can join");
+    }
     Fail(absl::DeadlineExceededError(absl::StrCat(
         "worker pool: ", conns.size(), " of ", options.tp, " workers attached and ", num_ready,
-        " ready within ", absl::FormatDuration(options.start_timeout))));
+        " ready within ", absl::FormatDuration(options.start_timeout), refused)));
   }
   if (!failure.ok()) return failure;
   num_kv_blocks = *std::min_element(ready_blocks.begin(), ready_blocks.end());
@@ -105,19 +140,16 @@ void WorkerPool::Impl::Stop(const std::string& reason) {
 
 void WorkerPool::Impl::Supervise() {
   std::vector<pid_t> running = pids;
+  absl::Status lost;  // a serving pool's failure, for on_failure
   while (true) {
     {
       absl::MutexLock lock(&mu);
       auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
         return !failure.ok() || stop_requested;
       };
-      if (mu.AwaitWithTimeout(absl::Condition(&wake), kPollInterval)) break;
-      // RunStep's own wait covers a step once its plan is sent; this covers the sending,
-      // which blocks for as long as a rank does not read.
-      if (absl::Now() > step_started + options.step_timeout + kPollInterval) {
-        Fail(absl::DeadlineExceededError(absl::StrCat(
-            "step ", awaited_step, " was not delivered to every rank within ",
-            absl::FormatDuration(options.step_timeout), " (a rank stopped reading)")));
+      mu.AwaitWithTimeout(absl::Condition(&wake), kPollInterval);
+      if (!failure.ok() || stop_requested) {
+        if (phase == PoolPhase::kServing) lost = failure;
         break;
       }
     }
@@ -133,6 +165,7 @@ void WorkerPool::Impl::Supervise() {
       it = running.erase(it);
     }
   }
+  if (!lost.ok() && options.on_failure) options.on_failure(lost);
   Teardown(running);
 }
 
@@ -146,18 +179,28 @@ void WorkerPool::Impl::Teardown(const std::vector<pid_t>& running) {
     shutdown.mutable_shutdown()->set_reason(failure.ok() ? stop_reason
                                                          : std::string(failure.message()));
   }
-  // Never blocks: a stream stuck in a write (a rank that stopped reading) is cancelled
-  // below, which also ends that write.
-  for (const auto& conn : snapshot) conn->TryWrite(shutdown);
-  {
+  // Never blocks: a stream stuck in a write (the sender's, to a rank that stopped
+  // reading) is cancelled at once; the write itself ends when that rank does.
+  for (const auto& conn : snapshot) {
+    if (!conn->TryWrite(shutdown)) conn->Cancel();
+  }
+  if (running.empty()) {  // external workers (or none left): time to leave on their own
     absl::MutexLock lock(&mu);
     auto all_closed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
       return num_closed == static_cast<int>(snapshot.size());
     };
     mu.AwaitWithTimeout(absl::Condition(&all_closed), options.stop_grace);
   }
+  // Spawned ranks get stop_grace to exit after the Shutdown, then SIGTERM, then SIGKILL.
   TerminateAndReap(running, options.stop_grace);
   for (const auto& conn : snapshot) conn->Cancel();
+  if (sender.joinable()) {
+    {
+      absl::MutexLock lock(&mu);
+      sender_exit = true;
+    }
+    sender.join();
+  }
   if (server != nullptr) {
     server->Shutdown(absl::ToChronoTime(absl::Now() + kServerShutdownGrace));
     server->Wait();
@@ -166,8 +209,6 @@ void WorkerPool::Impl::Teardown(const std::vector<pid_t>& running) {
   if (std::optional<std::string> path = UnixSocketPath(options.control_address)) {
     unlink(path->c_str());
   }
-  absl::MutexLock lock(&mu);
-  torn_down = true;
 }
 
 }  // namespace tpserve

@@ -1,6 +1,6 @@
 // The receive half of the control plane: what the workers' streams deliver to the pool
-// (a Hello, answered with the rank's Assignment; step results, errors and goodbyes;
-// a closed stream), on the connections' reader threads.
+// (a refused stream; an authenticated Hello, answered with the rank's Assignment; step
+// results, errors and goodbyes; a closed stream), on the connections' reader threads.
 #include <algorithm>
 #include <utility>
 
@@ -38,7 +38,7 @@ FrontendMessage WorkerPool::Impl::MakeAssignment(int rank) const {
   a->set_device(cuda ? absl::StrCat("cuda:", rank) : options.device);
   a->set_dtype(options.dtype);
   a->set_comm_backend(cuda ? "nccl" : "gloo");
-  a->set_store_host(options.store_host);
+  a->set_store_host(store_advertised_host);
   a->set_store_port(store->port());
   a->set_store_key_prefix(absl::StrCat("tpserve/gen", options.generation));
   const absl::Duration comm =
@@ -52,6 +52,14 @@ FrontendMessage WorkerPool::Impl::MakeAssignment(int rank) const {
   *a->mutable_limits() = options.limits;
   a->set_eager_decode(options.eager_decode);
   return m;
+}
+
+void WorkerPool::Impl::OnRefused(const worker::v1::Hello& hello, const std::string& why) {
+  absl::MutexLock lock(&mu);
+  ++num_refused;
+  last_refusal = absl::StrCat("pid ", hello.pid(), " on ",
+                              hello.hostname().empty() ? "?" : hello.hostname().substr(0, 64),
+                              ": ", why);
 }
 
 absl::StatusOr<FrontendMessage> WorkerPool::Impl::OnHello(

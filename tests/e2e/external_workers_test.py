@@ -1,8 +1,11 @@
 """Multi-host mode on one machine: tpserve --external-workers waits on a TCP control
-address, two tpserve_worker processes started separately attach to it, take ranks and
-serve; greedy ids equal Hugging Face's. When the server stops, the workers exit.
+address, two tpserve_worker processes started separately attach to it with the token
+file the server reads too (--worker-token-file), take ranks and serve; greedy ids equal
+Hugging Face's. A worker with another token is refused (exit 1, UNAUTHENTICATED) and
+takes no rank. When the server stops, the workers exit.
 """
 import json
+import os
 import socket
 import subprocess
 import time
@@ -20,15 +23,33 @@ def free_port():
         return s.getsockname()[1]
 
 
+def token_file(name, token):
+    path = os.path.join(os.environ["TEST_TMPDIR"], name)
+    with open(path, "w") as f:
+        f.write(token + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
 def main():
     pb, pb_grpc = stubs()
     control = "127.0.0.1:%d" % free_port()
+    token = token_file("worker_token", os.urandom(32).hex())
     server = Server(MODEL, tp=2, until="listening",
-                    extra_args=["--external-workers", "--control-address", control])
+                    extra_args=["--external-workers", "--control-address", control,
+                                "--worker-token-file", token])
     workers = []
     try:
         assert health_status(server.address) == "NOT_SERVING"
-        workers = [subprocess.Popen([WORKER, "--frontend", control]) for _ in range(2)]
+        rogue = subprocess.run(
+            [WORKER, "--frontend", control, "--worker-token-file",
+             token_file("other_token", os.urandom(32).hex())],
+            capture_output=True, text=True, timeout=60)
+        assert rogue.returncode == 1 and "UNAUTHENTICATED" in rogue.stderr, rogue
+        assert health_status(server.address) == "NOT_SERVING"
+        print("PASS a worker with another token is refused", flush=True)
+        workers = [subprocess.Popen([WORKER, "--frontend", control, "--worker-token-file", token])
+                   for _ in range(2)]
         for _ in range(600):
             if any("serving on" in line for line in server.lines):
                 break

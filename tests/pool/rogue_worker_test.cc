@@ -1,18 +1,26 @@
 // WorkerPool against a worker that breaks worker.proto: a scripted external worker (a
-// real gRPC client of WorkerControl) says Hello, takes its Assignment, and then does one
-// wrong thing. Each must fail the start or the step with a status that says what broke —
-// never crash the frontend, accept the message, or hang.
+// real gRPC client of WorkerControl) says Hello, proves the worker token, takes its
+// Assignment, and then does one wrong thing. Each must fail the start or the step with
+// a status that says what broke — never crash the frontend, accept the message, or
+// hang. A worker that cannot prove the token is refused before any Assignment, and the
+// pool goes on waiting for real ones.
 #include <unistd.h>
 
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "rendezvous/tcp_store.h"
+#include "rendezvous/worker_token.h"
 #include "server/pool/worker_pool.h"
 #include "tpserve/v1/protocol_version.h"
 #include "tpserve/v1/worker.grpc.pb.h"
@@ -27,17 +35,34 @@ using ClientStream = grpc::ClientReaderWriter<WorkerMessage, FrontendMessage>;
 // What the scripted worker does after Hello and its Assignment.
 using Script = std::function<void(ClientStream*)>;
 
+// How the scripted worker answers the Challenge.
+enum class Answer { kRightToken, kWrongToken, kNoProof };
+
+// What a scripted worker saw of the frontend.
+struct Seen {
+  bool challenged = false;
+  bool assigned = false;
+  worker::v1::Assignment assignment;
+  grpc::Status status;
+};
+
 class RogueWorkerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     char dir[] = "/tmp/tpserve_rogue_XXXXXX";
     ASSERT_NE(mkdtemp(dir), nullptr);
     dir_ = dir;
+    token_ = std::string(64, 'a') + "0123456789";
+    std::ofstream(TokenFile()) << token_ << "\n";
   }
   void TearDown() override {
     if (worker_.joinable()) worker_.join();
+    if (rogue_.joinable()) rogue_.join();
+    unlink(TokenFile().c_str());
     rmdir(dir_.c_str());
   }
+
+  std::string TokenFile() const { return dir_ + "/token"; }
 
   WorkerPoolOptions Options() const {
     WorkerPoolOptions o;
@@ -45,6 +70,7 @@ class RogueWorkerTest : public ::testing::Test {
     o.tp = 1;
     o.spawn_workers = false;
     o.control_address = absl::StrCat("unix:", dir_, "/control.sock");
+    o.worker_token_file = TokenFile();
     o.kv_num_blocks = 16;
     o.start_timeout = absl::Seconds(10);
     o.step_timeout = absl::Seconds(5);
@@ -53,28 +79,51 @@ class RogueWorkerTest : public ::testing::Test {
   }
 
   // Starts the scripted worker: it dials in (retrying until the pool listens), says
-  // Hello with `version`, reads its Assignment, then runs `script`; it ends its stream
-  // when the frontend does.
+  // Hello with `version`, answers the Challenge with the pool's token, reads its
+  // Assignment, then runs `script`; it ends its stream when the frontend does.
   void Attach(Script script, int version = kWorkerProtocolVersion) {
+    worker_ = StartWorker(Answer::kRightToken, version, std::move(script), &seen_);
+  }
+
+  std::thread StartWorker(Answer answer, int version, Script script, Seen* seen) const {
     const std::string address = Options().control_address;
-    worker_ = std::thread([address, version, script] {
+    const std::string token = answer == Answer::kWrongToken ? std::string(64, 'b') : token_;
+    return std::thread([=] {
       auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
       channel->WaitForConnected(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
       auto stub = worker::v1::WorkerControl::NewStub(channel);
       grpc::ClientContext context;
       context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
       std::unique_ptr<ClientStream> stream = stub->Attach(&context);
-      WorkerMessage hello;
-      hello.mutable_hello()->set_protocol_version(version);
-      hello.mutable_hello()->set_pid(getpid());
-      if (!stream->Write(hello)) return;
-      FrontendMessage assignment;
-      if (!stream->Read(&assignment) || !assignment.has_assignment()) return;
-      script(stream.get());
-      FrontendMessage rest;
-      while (stream->Read(&rest)) {
+      if (Join(stream.get(), answer, version, token, seen)) {
+        script(stream.get());
       }
+      FrontendMessage rest;
+      while (stream->Read(&rest)) seen->assigned |= rest.has_assignment();
+      seen->status = stream->Finish();
     });
+  }
+
+  // Hello → Challenge → the answer → Assignment; true once assigned.
+  static bool Join(ClientStream* stream, Answer answer, int version, const std::string& token,
+                   Seen* seen) {
+    WorkerMessage hello;
+    hello.mutable_hello()->set_protocol_version(version);
+    hello.mutable_hello()->set_pid(getpid());
+    FrontendMessage m;
+    if (!stream->Write(hello) || !stream->Read(&m)) return false;
+    seen->challenged = m.has_challenge();
+    WorkerMessage reply;
+    if (answer == Answer::kNoProof) {
+      reply.mutable_ready()->set_num_kv_blocks(16);  // skips the Proof
+    } else {
+      reply.mutable_proof()->set_hmac(
+          ProveWorkerToken(token, ProofChannel::kControl, m.challenge().nonce()));
+    }
+    if (!stream->Write(reply) || !stream->Read(&m)) return false;
+    seen->assigned = m.has_assignment();
+    seen->assignment = m.assignment();
+    return seen->assigned;
   }
 
   static void Send(ClientStream* s, const WorkerMessage& m) { s->Write(m); }
@@ -127,7 +176,10 @@ class RogueWorkerTest : public ::testing::Test {
   }
 
   std::string dir_;
+  std::string token_;
   std::thread worker_;
+  Seen seen_;
+  std::thread rogue_;
 };
 
 TEST_F(RogueWorkerTest, OtherProtocolVersionFailsTheStart) {
@@ -184,6 +236,90 @@ TEST_F(RogueWorkerTest, StreamClosedMidStepFailsTheStep) {
     s->WritesDone();
   }));
   ExpectStepFails("closed its stream");
+}
+
+// Whether /proc/net/tcp{,6} lists a socket listening on `port` only at a loopback
+// address (127.0.0.1 or ::1), and at least one.
+bool ListensOnLoopbackOnly(int port) {
+  const std::string hex_port = absl::StrCat(":", absl::Hex(port, absl::kZeroPad4));
+  int loopback = 0, other = 0;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state;
+      fields >> slot >> local >> remote >> state;
+      if (state != "0A" || !absl::EndsWith(absl::AsciiStrToUpper(local),
+                                           absl::AsciiStrToUpper(hex_port))) {
+        continue;
+      }
+      const std::string host = local.substr(0, local.find(':'));
+      const bool is_loopback =
+          host == "0100007F" || host == "00000000000000000000000001000000";
+      (is_loopback ? loopback : other)++;
+    }
+  }
+  return loopback > 0 && other == 0;
+}
+
+// Workers that do not prove the token (a wrong one, or none) are refused before any
+// Assignment; the pool is unaffected and the real worker that comes next joins.
+TEST_F(RogueWorkerTest, WorkersWithoutTheTokenNeverSeeAnAssignment) {
+  for (Answer answer : {Answer::kWrongToken, Answer::kNoProof}) {
+    Seen rogue;
+    std::thread t = StartWorker(answer, kWorkerProtocolVersion, [](ClientStream*) {}, &rogue);
+    absl::StatusOr<std::unique_ptr<WorkerPool>> pool;
+    std::thread start([&] { pool = WorkerPool::Start(Options()); });
+    t.join();
+    EXPECT_TRUE(rogue.challenged);
+    EXPECT_FALSE(rogue.assigned);
+    EXPECT_EQ(rogue.status.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+        << rogue.status.error_message();
+    Attach([](ClientStream* s) { Send(s, Ready(16)); });
+    start.join();
+    ASSERT_TRUE(pool.ok()) << pool.status();
+    EXPECT_TRUE((*pool)->healthy());
+    (*pool)->Shutdown("test done");
+    worker_.join();
+    EXPECT_TRUE(seen_.assigned);
+  }
+}
+
+TEST_F(RogueWorkerTest, OnlyRefusedWorkersTimeTheStartOutNamingThem) {
+  Seen rogue;
+  rogue_ = StartWorker(Answer::kWrongToken, kWorkerProtocolVersion, [](ClientStream*) {}, &rogue);
+  WorkerPoolOptions o = Options();
+  o.start_timeout = absl::Seconds(2);
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(o);
+  EXPECT_EQ(pool.status().code(), absl::StatusCode::kDeadlineExceeded) << pool.status();
+  EXPECT_NE(pool.status().message().find("refused 1 connection(s) that did not prove the worker "
+                                         "token"),
+            std::string::npos)
+      << pool.status();
+  EXPECT_FALSE(rogue.assigned);
+}
+
+// The store the Assignment names listens on loopback only (the ranks dial in over a
+// Unix socket) and serves only clients that prove the token.
+TEST_F(RogueWorkerTest, TheStoreIsOnLoopbackAndRefusesClientsWithoutTheToken) {
+  Attach([](ClientStream* s) { Send(s, Ready(16)); });
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(Options());
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  const worker::v1::Assignment& a = seen_.assignment;
+  EXPECT_EQ(a.store_host(), "127.0.0.1");
+  EXPECT_TRUE(ListensOnLoopbackOnly(a.store_port())) << a.store_port();
+  auto none = TcpStoreClient::Connect(a.store_host(), a.store_port(), absl::Seconds(5));
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnauthenticated) << none.status();
+  auto wrong = TcpStoreClient::Connect(a.store_host(), a.store_port(), absl::Seconds(5),
+                                       std::string(64, 'b'));
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kUnauthenticated) << wrong.status();
+  auto right =
+      TcpStoreClient::Connect(a.store_host(), a.store_port(), absl::Seconds(5), token_);
+  ASSERT_TRUE(right.ok()) << right.status();
+  EXPECT_TRUE((*right)->Set(a.store_key_prefix() + "/k", "v").ok());
+  (*pool)->Shutdown("test done");
 }
 
 }  // namespace

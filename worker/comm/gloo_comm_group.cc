@@ -79,7 +79,8 @@ absl::StatusOr<std::unique_ptr<GlooCommGroup>> GlooCommGroup::Create(const GlooO
   IgnoreSigpipeIfDefault();
   TPSERVE_ASSIGN_OR_RETURN(
       std::unique_ptr<TcpStoreClient> client,
-      TcpStoreClient::Connect(options.store_host, options.store_port, options.connect_timeout));
+      TcpStoreClient::Connect(options.store_host, options.store_port, options.connect_timeout,
+                              ProcessWorkerToken()));
   std::shared_ptr<gloo::rendezvous::Context> context;
   absl::Status status = CatchAll("gloo rendezvous", [&] {
     gloo::transport::tcp::attr attr;

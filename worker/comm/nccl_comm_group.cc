@@ -123,7 +123,8 @@ absl::StatusOr<ncclUniqueId> ExchangeNcclUniqueId(const NcclOptions& options, ab
   TPSERVE_ASSIGN_OR_RETURN(
       std::unique_ptr<TcpStoreClient> store,
       TcpStoreClient::Connect(options.store_host, options.store_port,
-                              std::max(deadline - absl::Now(), absl::ZeroDuration())));
+                              std::max(deadline - absl::Now(), absl::ZeroDuration()),
+                              ProcessWorkerToken()));
   ncclUniqueId id;
   if (options.rank == 0) {
     TPSERVE_RETURN_IF_ERROR(NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"));

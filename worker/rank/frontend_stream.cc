@@ -10,7 +10,7 @@ using worker::v1::FrontendMessage;
 using worker::v1::WorkerMessage;
 
 absl::StatusOr<std::unique_ptr<FrontendStream>> FrontendStream::Connect(
-    const std::string& address, absl::Duration connect_timeout, std::function<void()> on_lost) {
+    const std::string& address, absl::Duration connect_timeout) {
   std::unique_ptr<FrontendStream> s(new FrontendStream());
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);  // plans of long prompts may exceed the 4 MiB default
@@ -22,12 +22,21 @@ absl::StatusOr<std::unique_ptr<FrontendStream>> FrontendStream::Connect(
   }
   s->stub_ = worker::v1::WorkerControl::NewStub(s->channel_);
   s->stream_ = s->stub_->Attach(&s->context_);
-  s->on_lost_ = std::move(on_lost);
   s->reader_ = std::thread([p = s.get()] { p->ReadLoop(); });
   return s;
 }
 
-FrontendStream::~FrontendStream() { Close(absl::ZeroDuration()); }
+FrontendStream::~FrontendStream() { Close(absl::ZeroDuration()).IgnoreError(); }
+
+void FrontendStream::ExitOnLoss(std::function<void()> on_lost) {
+  bool lost;
+  {
+    absl::MutexLock lock(&mu_);
+    on_lost_ = on_lost;
+    lost = ended_ && !closing_;
+  }
+  if (lost) on_lost();
+}
 
 void FrontendStream::ReadLoop() {
   FrontendMessage message;
@@ -36,13 +45,13 @@ void FrontendStream::ReadLoop() {
     queue_.push_back(std::move(message));
     message.Clear();
   }
-  bool lost;
+  std::function<void()> on_lost;
   {
     absl::MutexLock lock(&mu_);
     ended_ = true;
-    lost = !closing_;
+    if (!closing_) on_lost = on_lost_;
   }
-  if (lost && on_lost_) on_lost_();
+  if (on_lost) on_lost();
 }
 
 bool FrontendStream::Send(const WorkerMessage& message) { return stream_->Write(message); }
@@ -60,21 +69,26 @@ bool FrontendStream::Next(FrontendMessage* message) {
   return true;
 }
 
-void FrontendStream::Close(absl::Duration linger) {
-  if (closed_ || stream_ == nullptr) return;  // closed, or Connect() never opened it
+absl::Status FrontendStream::Close(absl::Duration linger) {
+  if (closed_ || stream_ == nullptr) return final_status_;  // or Connect() never opened it
   closed_ = true;
   {
     absl::MutexLock lock(&mu_);
     closing_ = true;
   }
   stream_->WritesDone();
+  bool ended;
   {
     absl::MutexLock lock(&mu_);
     mu_.AwaitWithTimeout(absl::Condition(&ended_), linger);
+    ended = ended_;
   }
-  context_.TryCancel();
+  if (!ended) context_.TryCancel();  // an ended call keeps the frontend's status
   reader_.join();
-  stream_->Finish().ok();  // the call's status says nothing we act on
+  const grpc::Status status = stream_->Finish();
+  final_status_ = absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                               status.error_message());
+  return final_status_;
 }
 
 }  // namespace tpserve

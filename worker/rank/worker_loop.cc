@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "rendezvous/worker_token.h"
 #include "tpserve/v1/protocol_version.h"
 #include "worker/rank/frontend_stream.h"
 #include "worker/rank/rank_builder.h"
@@ -33,26 +35,36 @@ WorkerMessage Hello(const std::string& device) {
   return m;
 }
 
-}  // namespace
-
-namespace {
+// The host of the frontend's address, where a store the Assignment leaves unnamed
+// listens (loopback for a Unix socket).
+std::string FrontendHost(const std::string& frontend) {
+  if (absl::StartsWith(frontend, "unix:")) return "127.0.0.1";
+  std::string host = frontend.substr(0, frontend.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host;
+}
 
 class Session {
  public:
-  Session(FrontendStream& stream, std::string device)
-      : stream_(stream), device_(std::move(device)) {}
+  Session(FrontendStream& stream, const WorkerLoopOptions& options)
+      : stream_(stream), options_(options) {}
 
   absl::Status Run() {
-    if (!stream_.Send(Hello(device_))) {
-      return absl::UnavailableError("the frontend closed the stream");
-    }
     FrontendMessage m;
-    if (!stream_.Next(&m)) return absl::UnavailableError("the frontend closed the stream");
-    if (m.has_shutdown()) return absl::OkStatus();
-    if (!m.has_assignment()) return Fail(absl::FailedPreconditionError("expected an Assignment"));
+    TPSERVE_RETURN_IF_ERROR(Join(&m));
+    if (m.has_shutdown()) return Leave(m.shutdown());
+    stream_.ExitOnLoss([] {
+      std::fprintf(stderr, "tpserve_worker: the frontend's stream ended; exiting\n");
+      _exit(kExitFrontendLost);
+    });
     const absl::Time start = absl::Now();
-    absl::StatusOr<Assignment> assignment = ForThisDevice(m.assignment(), device_);
+    absl::StatusOr<Assignment> assignment = ForThisDevice(m.assignment(), options_.device);
     if (!assignment.ok()) return Fail(assignment.status());
+    if (assignment->store_host().empty()) {
+      assignment->set_store_host(FrontendHost(options_.frontend));
+    }
     absl::StatusOr<std::unique_ptr<RankExecutor>> rank = BuildRank(*assignment);
     if (!rank.ok()) return Fail(rank.status());
     WorkerMessage ready;
@@ -63,6 +75,38 @@ class Session {
   }
 
  private:
+  // Hello → Challenge → Proof; `m` is then the Assignment, or a Shutdown (the pool needs
+  // no more workers). A stream the frontend ends instead: its status (UNAUTHENTICATED
+  // for a refused proof).
+  absl::Status Join(FrontendMessage* m) {
+    if (!stream_.Send(Hello(options_.device)) || !stream_.Next(m)) return Ended();
+    if (m->has_shutdown()) return absl::OkStatus();
+    if (!m->has_challenge()) {
+      return Fail(absl::FailedPreconditionError(
+          "expected a Challenge after Hello (a frontend of another protocol version?)"));
+    }
+    WorkerMessage proof;
+    proof.mutable_proof()->set_hmac(
+        ProveWorkerToken(options_.token, ProofChannel::kControl, m->challenge().nonce()));
+    if (!stream_.Send(proof) || !stream_.Next(m)) return Ended();
+    if (!m->has_assignment() && !m->has_shutdown()) {
+      return Fail(absl::FailedPreconditionError("expected an Assignment"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Ended() {
+    absl::Status s = stream_.Close(absl::ZeroDuration());
+    if (s.ok() || absl::IsCancelled(s)) return absl::UnavailableError("the frontend closed the stream");
+    return absl::Status(s.code(), absl::StrCat("the frontend ended the stream: ", s.message()));
+  }
+
+  static absl::Status Leave(const worker::v1::Shutdown& shutdown) {
+    std::fprintf(stderr, "tpserve_worker: the frontend sent Shutdown: %s\n",
+                 shutdown.reason().c_str());
+    return absl::OkStatus();
+  }
+
   absl::Status Serve(RankExecutor& rank) {
     FrontendMessage m;
     while (stream_.Next(&m)) {
@@ -89,20 +133,18 @@ class Session {
   }
 
   FrontendStream& stream_;
-  std::string device_;
+  const WorkerLoopOptions& options_;
 };
 
 }  // namespace
 
 absl::Status RunWorkerLoop(const WorkerLoopOptions& options) {
+  // The comm groups' store connections prove the same token.
+  SetProcessWorkerToken(options.token);
   TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<FrontendStream> stream,
-                           FrontendStream::Connect(options.frontend, options.connect_timeout, [] {
-                             std::fprintf(stderr,
-                                          "tpserve_worker: the frontend's stream ended; exiting\n");
-                             _exit(kExitFrontendLost);
-                           }));
-  absl::Status s = Session(*stream, options.device).Run();
-  stream->Close(s.ok() ? absl::ZeroDuration() : kErrorLinger);
+                           FrontendStream::Connect(options.frontend, options.connect_timeout));
+  absl::Status s = Session(*stream, options).Run();
+  stream->Close(s.ok() ? absl::ZeroDuration() : kErrorLinger).IgnoreError();
   return s;
 }
 

@@ -1,11 +1,17 @@
 // tpserve_worker: one tensor-parallel rank. Dials the frontend's WorkerControl service,
-// gets its rank, model and rendezvous from it, and runs StepPlans until Shutdown.
+// proves it holds the pool's worker token, gets its rank, model and rendezvous from
+// it, and runs StepPlans until Shutdown.
 //
-//   tpserve_worker --frontend unix:/run/tpserve/control.sock
-//   tpserve_worker --frontend 10.0.0.5:7000 [--device cuda:3]
+//   tpserve_worker --frontend unix:/run/tpserve/control.sock --worker-token-fd 3
+//   tpserve_worker --frontend 10.0.0.5:7000 --worker-token-file /etc/tpserve/token
+//                  [--device cuda:3]
 //
-// Exit status: 0 after Shutdown, 1 on an error (reported to the frontend first),
-// 2 on bad flags, 3 when the frontend's stream ends without a Shutdown.
+// The frontend hands the ranks it spawns their token through an inherited pipe
+// (--worker-token-fd, read and closed first thing); external workers read the file the
+// frontend reads too (--worker-token-file). Exit status: 0 after Shutdown, 1 on an
+// error (reported to the frontend first when the stream was up; a refused token is
+// UNAUTHENTICATED), 2 on bad flags, 3 when the frontend's stream ends without a
+// Shutdown.
 #include <cstdio>
 #include <string>
 
@@ -13,38 +19,71 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/args.h"
+#include "rendezvous/worker_token.h"
 #include "worker/kernels/cpu/gemm.h"
 #include "worker/rank/worker_loop.h"
 
 namespace tpserve {
 namespace {
 
+struct TokenFlags {
+  int64_t fd = -1;
+  std::string file;
+};
+
+// The worker token from exactly one of --worker-token-fd and --worker-token-file.
+absl::StatusOr<std::string> ReadToken(const TokenFlags& flags) {
+  if ((flags.fd >= 0) == !flags.file.empty()) {
+    return absl::InvalidArgumentError("give one of --worker-token-fd and --worker-token-file");
+  }
+  if (!flags.file.empty()) return ReadWorkerTokenFile(flags.file);
+  if (flags.fd > 1 << 20) return absl::InvalidArgumentError("--worker-token-fd is out of range");
+  return ReadWorkerTokenFd(static_cast<int>(flags.fd));
+}
+
+absl::Status CheckFlags(const ArgParser& p, const WorkerLoopOptions& options,
+                        int64_t connect_timeout_s) {
+  if (!options.device.empty() && options.device != "cpu" && options.device != "cuda") {
+    int ordinal = -1;
+    if (!absl::StartsWith(options.device, "cuda:") ||
+        !absl::SimpleAtoi(options.device.substr(5), &ordinal) || ordinal < 0) {
+      return absl::InvalidArgumentError("--device must be cpu, cuda or cuda:N");
+    }
+  }
+  if (options.frontend.empty()) return absl::InvalidArgumentError("--frontend is required");
+  if (connect_timeout_s < 1) return absl::InvalidArgumentError("--connect-timeout-s must be ≥ 1");
+  if (!p.positional().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument \"", p.positional()[0], "\""));
+  }
+  return absl::OkStatus();
+}
+
 int Main(int argc, char** argv) {
   WorkerLoopOptions options;
   int64_t connect_timeout_s = 30;
+  TokenFlags token;
   ArgParser p("tpserve_worker");
   p.AddString("frontend", &options.frontend, "the frontend's control address: unix:/path or host:port");
   p.AddInt("connect-timeout-s", &connect_timeout_s, "how long to try reaching the frontend (default 30)");
   p.AddString("device", &options.device,
               "cpu, cuda (the GPU the frontend assigns) or cuda:N (this host's GPU N); "
               "default: whatever the frontend assigns");
+  p.AddInt("worker-token-fd", &token.fd,
+           "read the pool's worker token from this inherited descriptor, then close it (how "
+           "the frontend starts its ranks)");
+  p.AddString("worker-token-file", &token.file,
+              "read the pool's worker token from this file (external workers: the file the "
+              "frontend's --worker-token-file names)");
   absl::Status s = p.Parse(argc, argv);
-  if (s.ok() && !options.device.empty() && options.device != "cpu" && options.device != "cuda") {
-    int ordinal = -1;
-    if (!absl::StartsWith(options.device, "cuda:") ||
-        !absl::SimpleAtoi(options.device.substr(5), &ordinal) || ordinal < 0) {
-      s = absl::InvalidArgumentError("--device must be cpu, cuda or cuda:N");
-    }
-  }
-  if (s.ok() && options.frontend.empty()) s = absl::InvalidArgumentError("--frontend is required");
-  if (s.ok() && connect_timeout_s < 1) s = absl::InvalidArgumentError("--connect-timeout-s must be ≥ 1");
-  if (s.ok() && !p.positional().empty()) {
-    s = absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", p.positional()[0], "\""));
-  }
+  absl::StatusOr<std::string> secret = ReadToken(token);  // first: the fd is closed at once
+  if (s.ok()) s = secret.status();
+  if (s.ok()) s = CheckFlags(p, options, connect_timeout_s);
   if (!s.ok()) {
     std::fprintf(stderr, "tpserve_worker: %s\n%s", std::string(s.message()).c_str(), p.Usage().c_str());
     return 2;
   }
+  options.token = *std::move(secret);
   options.connect_timeout = absl::Seconds(connect_timeout_s);
   SetGemmThreads(1);  // one rank per process; ranks share the host's cores
   s = RunWorkerLoop(options);

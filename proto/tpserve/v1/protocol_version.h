@@ -6,7 +6,9 @@
 
 namespace tpserve {
 
-inline constexpr int kWorkerProtocolVersion = 3;  // 3: SequenceOutput.error; 2: Assignment.limits
+// 4: Challenge/Proof and the store's authentication, store_host may be empty;
+// 3: SequenceOutput.error; 2: Assignment.limits.
+inline constexpr int kWorkerProtocolVersion = 4;
 
 }  // namespace tpserve
 

@@ -1,0 +1,68 @@
+#include "server/pool/rank_spawn.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace tpserve {
+namespace {
+
+absl::Status ErrnoError(absl::string_view what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+// A pipe holding `token`, its write end closed: the reader sees the token, then EOF.
+absl::StatusOr<int> TokenPipe(absl::string_view token) {
+  if (token.size() > PIPE_BUF) return absl::InvalidArgumentError("worker token too long");
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return ErrnoError("pipe2");
+  const ssize_t n = write(fds[1], token.data(), token.size());
+  const int write_errno = errno;
+  close(fds[1]);
+  if (n != static_cast<ssize_t>(token.size())) {
+    close(fds[0]);
+    errno = write_errno;
+    return ErrnoError("writing the worker token");
+  }
+  return fds[0];
+}
+
+}  // namespace
+
+absl::StatusOr<pid_t> SpawnWithToken(std::vector<std::string> argv, absl::string_view token) {
+  if (argv.empty()) return absl::InvalidArgumentError("empty argv");
+  absl::StatusOr<int> token_fd = TokenPipe(token);
+  if (!token_fd.ok()) return token_fd.status();
+  const int fd = *token_fd;
+  argv.push_back("--worker-token-fd");
+  argv.push_back(absl::StrCat(fd));
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // Only async-signal-safe calls from here to exec.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // the parent died before prctl took effect
+    if (fcntl(fd, F_SETFD, 0) != 0) _exit(127);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  const int fork_errno = errno;
+  close(fd);
+  if (pid < 0) {
+    errno = fork_errno;
+    return ErrnoError("fork");
+  }
+  return pid;
+}
+
+}  // namespace tpserve

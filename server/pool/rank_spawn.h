@@ -1,0 +1,28 @@
+// Starting a spawned rank with the pool's worker token, so that the token is in no
+// command line or environment: the child inherits the read end of a pipe holding it
+// and is told its number (tpserve_worker --worker-token-fd N), reads it and closes it.
+//
+// The pipe is close-on-exec in this process; only the child clears that flag on its
+// copy, between fork and exec, so no other child (spawned concurrently by any thread)
+// inherits it. Like base/subprocess.h's Spawn, whose PollChild and TerminateAndReap
+// take the pid: PATH is not searched and the child gets SIGKILL if this process dies.
+#ifndef TPSERVE_SERVER_POOL_RANK_SPAWN_H_
+#define TPSERVE_SERVER_POOL_RANK_SPAWN_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace tpserve {
+
+// Runs argv[0] with `argv` plus {"--worker-token-fd", N}. `token` must fit in a pipe's
+// atomic write (PIPE_BUF, 4096 bytes). Returns the child's pid.
+absl::StatusOr<pid_t> SpawnWithToken(std::vector<std::string> argv, absl::string_view token);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_SERVER_POOL_RANK_SPAWN_H_
