@@ -18,7 +18,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -226,20 +227,22 @@ int Serve(const ServerConfig& config, PublicPortSecurity security, const sigset_
   }).detach();
   state->WaitForShutdown();
   state->BeginDrain();
-  // In-flight requests get the grace to finish; those still running then end with
-  // FINISH_REASON_CANCELLED and their usage, and gRPC has kFlushMargin to deliver those
-  // last chunks before it cancels whatever is left.
+  // In-flight Generate calls get the grace to finish (new ones are refused); those still
+  // running then end with FINISH_REASON_CANCELLED and their usage, and gRPC has
+  // kFlushMargin to deliver those last chunks before it cancels whatever is left. Other
+  // calls (an open Health.Watch) never hold the exit: once no Generate runs, the server
+  // shuts down at once.
   constexpr std::chrono::milliseconds kFlushMargin(2000);
-  absl::Notification drained;
-  std::thread cancel_at_grace([&] {
-    if (!drained.WaitForNotificationWithTimeout(absl::Milliseconds(config.drain_grace_ms))) {
-      service.CancelInFlight();
-    }
-  });
+  service.StopAccepting();
+  const absl::Time grace_end = absl::Now() + absl::Milliseconds(config.drain_grace_ms);
+  while (service.generating() > 0 && absl::Now() < grace_end) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  const bool cancelled = service.generating() > 0;
+  if (cancelled) service.CancelInFlight();
+  // Without cancelled calls, a short margin still lets finished calls send their status.
   server->Shutdown(std::chrono::system_clock::now() +
-                   std::chrono::milliseconds(config.drain_grace_ms) + kFlushMargin);
-  drained.Notify();
-  cancel_at_grace.join();
+                   (cancelled ? kFlushMargin : std::chrono::milliseconds(250)));
   supervisor.Stop();
   supervising.join();
   if (!result.ok()) std::fprintf(stderr, "tpserve: %s\n", result.ToString().c_str());

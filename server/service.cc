@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "base/grpc_status.h"
 #include "base/log_escape.h"
 #include "base/status_macros.h"
@@ -87,6 +88,8 @@ void InferenceService::SetEngine(std::shared_ptr<Engine> engine) {
   engine_ = std::move(engine);
 }
 
+void InferenceService::StopAccepting() { draining_ = true; }
+
 void InferenceService::CancelInFlight() {
   if (std::shared_ptr<Engine> engine = this->engine()) engine->CancelAll();
 }
@@ -153,6 +156,9 @@ absl::Status InferenceService::RunGenerate(grpc::ServerContext* context,
                                            const v1::GenerateRequest& request,
                                            const ChunkSink& sink, absl::Time record_start,
                                            RequestRecord& record) {
+  generating_.fetch_add(1);
+  absl::Cleanup done = [this] { generating_.fetch_sub(1); };
+  if (draining_) return absl::UnavailableError("not serving: the server is draining");
   std::shared_ptr<Engine> engine = this->engine();
   if (engine == nullptr) {
     return absl::UnavailableError("not serving: the worker pool is starting, lost or draining");

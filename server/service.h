@@ -13,6 +13,7 @@
 #ifndef TPSERVE_SERVER_SERVICE_H_
 #define TPSERVE_SERVER_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -59,6 +60,10 @@ class InferenceService final : public v1::Inference::Service {
   // Ends every request of the current engine with FINISH_REASON_CANCELLED (a drain's
   // grace is over). Any thread.
   void CancelInFlight();
+  // A drain began: later Generate calls get UNAVAILABLE. Any thread.
+  void StopAccepting();
+  // Generate calls running now. Any thread.
+  int generating() const { return generating_.load(); }
 
   grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                         grpc::ServerWriter<v1::GenerateResponse>* writer) override;
@@ -112,6 +117,8 @@ class InferenceService final : public v1::Inference::Service {
   ServingSnapshot retired_ ABSL_GUARDED_BY(mu_);
   ServerMetrics metrics_;
   std::mt19937_64 seed_source_ ABSL_GUARDED_BY(mu_);  // seeded from random_device
+  std::atomic<int> generating_{0};      // Generate calls inside RunGenerate
+  std::atomic<bool> draining_{false};   // StopAccepting was called
 };
 
 }  // namespace tpserve

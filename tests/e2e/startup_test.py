@@ -9,12 +9,15 @@ a non-finite weight; each names the file and the rule."""
 import json
 import os
 import shutil
+import signal
 import struct
 import subprocess
+import threading
+import time
 
 import grpc
 
-from harness import SERVER, Server, health_status, stubs
+from harness import SERVER, HealthWatch, Server, health_status, stubs
 
 MODEL = "tests/data/models/llama_gqa"
 
@@ -190,6 +193,51 @@ def check_hub_cache_id(pb, pb_grpc):
         del os.environ["HF_HUB_CACHE"]
 
 
+def check_sigterm_with_a_watch_open(pb, pb_grpc):
+    """An open Health.Watch stream does not hold the drain: with nothing in flight,
+    SIGTERM exits at once instead of after --drain-grace-ms (20 s here); a Generate call
+    in flight still finishes with its tokens."""
+    prompt = json.load(open(os.path.join(MODEL, "golden.json")))["prompts"][0]
+    server = Server(MODEL, tp=1)
+    watch = HealthWatch(server.address)
+    deadline = time.time() + 10
+    while "SERVING" not in watch.seen and time.time() < deadline:
+        time.sleep(0.05)
+    assert "SERVING" in watch.seen, watch.seen
+    start = time.time()
+    assert server.stop() == 0
+    took = time.time() - start
+    assert took < 5, "exit took %.1f s with a Watch open" % took
+    print("  SIGTERM with a Watch open: exit in %.2f s" % took)
+
+    server = Server(MODEL, tp=1)
+    watch = HealthWatch(server.address)
+    stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
+    results = []
+
+    def stream():
+        chunks = stub.Generate(pb.GenerateRequest(
+            token_ids=pb.TokenIds(ids=prompt),
+            sampling=pb.SamplingParams(max_tokens=300, ignore_eos=True, temperature=0)),
+            timeout=60)
+        n = 0
+        try:
+            for c in chunks:
+                n += len(c.token_ids)
+            results.append(("ok", n))
+        except grpc.RpcError as e:
+            results.append((e.code(), n))
+
+    t = threading.Thread(target=stream)
+    t.start()
+    time.sleep(0.3)
+    server.proc.send_signal(signal.SIGTERM)
+    t.join(60)
+    assert server.proc.wait(60) == 0
+    # The whole completion: the drain waited for it (well inside its grace).
+    assert results == [("ok", 300)], results
+
+
 def main():
     pb, pb_grpc = stubs()
     check_not_serving_until_ready(pb, pb_grpc)
@@ -201,6 +249,9 @@ def main():
           flush=True)
     check_bad_checkpoints()
     print("PASS checkpoints that would be served wrong do not start, and say why", flush=True)
+    check_sigterm_with_a_watch_open(pb, pb_grpc)
+    print("PASS an open Health.Watch does not hold SIGTERM's exit; a stream in flight "
+          "still finishes", flush=True)
     check_hub_cache_id(pb, pb_grpc)
     print("PASS a hub cache id is served offline from its snapshot; a missing one says where "
           "it looked", flush=True)
