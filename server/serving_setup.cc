@@ -1,10 +1,16 @@
 #include "server/serving_setup.h"
 
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <memory>
 #include <system_error>
 #include <vector>
 
@@ -18,18 +24,49 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh private folder for the workers' control socket.
-absl::StatusOr<std::string> DefaultControlAddress() {
+constexpr char kOwnerFile[] = "owner.pid";
+
+// Removes the tpserve-* folders under `base` that this user's earlier servers left when
+// they died without cleaning up: those whose owner.pid names a process that is gone.
+void RemoveStaleControlFolders(const fs::path& base) {
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(base, error)) {
+    const std::string name = entry.path().filename().string();
+    struct stat info;
+    if (name.rfind("tpserve-", 0) != 0 || lstat(entry.path().c_str(), &info) != 0 ||
+        !S_ISDIR(info.st_mode) || info.st_uid != geteuid()) {
+      continue;
+    }
+    std::ifstream owner(entry.path() / kOwnerFile);
+    long pid = 0;
+    if (!(owner >> pid) || pid <= 0) continue;  // not one of ours, or still being made
+    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive
+    fs::remove_all(entry.path(), error);
+  }
+}
+
+// A fresh private folder for the workers' control socket, removed with the returned
+// owner (at exit, or when the start fails); owner.pid inside lets a later server
+// remove it if this one dies first.
+absl::StatusOr<std::string> DefaultControlAddress(std::shared_ptr<const std::string>* owner) {
   std::error_code error;
   const fs::path base = fs::temp_directory_path(error);
   if (error) return absl::InternalError(absl::StrCat("no temporary folder: ", error.message()));
+  RemoveStaleControlFolders(base);
   std::string pattern = (base / "tpserve-XXXXXX").string();
   std::vector<char> buffer(pattern.begin(), pattern.end());
   buffer.push_back('\0');
   if (mkdtemp(buffer.data()) == nullptr) {
     return absl::InternalError(absl::StrCat("cannot create a folder like ", pattern));
   }
-  return absl::StrCat("unix:", buffer.data(), "/control.sock");
+  const std::string dir = buffer.data();
+  *owner = std::shared_ptr<const std::string>(new std::string(dir), [](const std::string* d) {
+    std::error_code ignored;
+    fs::remove_all(*d, ignored);
+    delete d;
+  });
+  std::ofstream(fs::path(dir) / kOwnerFile) << getpid() << "\n";
+  return absl::StrCat("unix:", dir, "/control.sock");
 }
 
 // WorkerPool as the supervisor sees it.
@@ -93,7 +130,8 @@ ServedModel Describe(const ServerConfig& config, const ModelConfig& model,
 }
 
 absl::StatusOr<WorkerPoolOptions> PoolOptions(const ServerConfig& config,
-                                               const BatchLimits& limits) {
+                                               const BatchLimits& limits,
+                                               std::shared_ptr<const std::string>* control_dir) {
   WorkerPoolOptions pool;
   pool.model_dir = config.model_dir;
   pool.tp = config.tp;
@@ -108,7 +146,7 @@ absl::StatusOr<WorkerPoolOptions> PoolOptions(const ServerConfig& config,
   pool.control_address = config.control_address;
   pool.worker_token_file = config.worker_token_file;
   if (pool.control_address.empty()) {
-    TPSERVE_ASSIGN_OR_RETURN(pool.control_address, DefaultControlAddress());
+    TPSERVE_ASSIGN_OR_RETURN(pool.control_address, DefaultControlAddress(control_dir));
   }
   pool.kv_block_size = config.kv_block_size;
   pool.kv_num_blocks = config.kv_blocks;
@@ -169,7 +207,7 @@ absl::StatusOr<ServingSetup> PrepareServing(const ServerConfig& config) {
   ServingSetup setup;
   TPSERVE_ASSIGN_OR_RETURN(setup.tokenizer, LoadTokenizer(config.model_dir, model.vocab_size));
   setup.model = Describe(config, model, limits);
-  TPSERVE_ASSIGN_OR_RETURN(setup.pool, PoolOptions(config, limits));
+  TPSERVE_ASSIGN_OR_RETURN(setup.pool, PoolOptions(config, limits, &setup.control_dir));
   EngineOptions& engine = setup.supervisor.engine;
   engine.limits = limits;
   engine.max_queue = config.max_queue;

@@ -23,6 +23,9 @@ struct ServingSetup {
   std::unique_ptr<Tokenizer> tokenizer;
   WorkerPoolOptions pool;  // generation set per start
   PoolSupervisorOptions supervisor;
+  // The temporary folder of the default control socket (null with --control-address):
+  // removed, with its contents, when the last copy of this goes.
+  std::shared_ptr<const std::string> control_dir;
 };
 
 absl::StatusOr<ServingSetup> PrepareServing(const ServerConfig& config);

@@ -12,6 +12,7 @@ import shutil
 import signal
 import struct
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -238,6 +239,38 @@ def check_sigterm_with_a_watch_open(pb, pb_grpc):
     assert results == [("ok", 300)], results
 
 
+def check_temporary_folders():
+    """The default control socket's tpserve-* folder goes at exit, and a start removes
+    those of servers that died (their owner.pid names no live process)."""
+    # Short: the socket path inside must fit a Unix socket address (107 bytes).
+    tmp = tempfile.mkdtemp(prefix="tps", dir="/tmp")
+    stale = os.path.join(tmp, "tpserve-stale1")
+    os.makedirs(stale)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    with open(os.path.join(stale, "owner.pid"), "w") as f:
+        f.write("%d\n" % dead.pid)
+    alive = os.path.join(tmp, "tpserve-alive1")
+    os.makedirs(alive)
+    with open(os.path.join(alive, "owner.pid"), "w") as f:
+        f.write("%d\n" % os.getpid())
+    old = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = tmp
+    try:
+        server = Server(MODEL, tp=1)
+        ours = [d for d in os.listdir(tmp) if d.startswith("tpserve-")
+                and d not in ("tpserve-alive1",)]
+        assert len(ours) == 1 and not os.path.exists(stale), os.listdir(tmp)
+        assert server.stop() == 0
+    finally:
+        if old is None:
+            del os.environ["TMPDIR"]
+        else:
+            os.environ["TMPDIR"] = old
+    assert sorted(os.listdir(tmp)) == ["tpserve-alive1"], os.listdir(tmp)
+    shutil.rmtree(tmp)
+
+
 def main():
     pb, pb_grpc = stubs()
     check_not_serving_until_ready(pb, pb_grpc)
@@ -252,6 +285,9 @@ def main():
     check_sigterm_with_a_watch_open(pb, pb_grpc)
     print("PASS an open Health.Watch does not hold SIGTERM's exit; a stream in flight "
           "still finishes", flush=True)
+    check_temporary_folders()
+    print("PASS the control socket's folder goes at exit; dead servers' folders at start",
+          flush=True)
     check_hub_cache_id(pb, pb_grpc)
     print("PASS a hub cache id is served offline from its snapshot; a missing one says where "
           "it looked", flush=True)
