@@ -53,7 +53,11 @@ bool PoolSupervisor::stopped() const {
 
 absl::StatusOr<PoolSupervisor::Generation> PoolSupervisor::StartGeneration(int generation) {
   Generation current;
-  TPSERVE_ASSIGN_OR_RETURN(current.pool, start_pool_(generation));
+  {
+    absl::MutexLock lock(&mu_);
+    pool_lost_ = false;
+  }
+  TPSERVE_ASSIGN_OR_RETURN(current.pool, start_pool_(generation, [this] { PoolLost(); }));
   absl::StatusOr<std::unique_ptr<Engine>> engine =
       Engine::Create(options_.engine, current.pool.get(), tokenizer_);
   if (!engine.ok()) {
@@ -83,9 +87,15 @@ void PoolSupervisor::Teardown(Generation& current, const char* reason) {
   current.pool.reset();
 }
 
+void PoolSupervisor::PoolLost() {
+  absl::MutexLock lock(&mu_);
+  pool_lost_ = true;
+}
+
 bool PoolSupervisor::SleepUnlessStopped(absl::Duration duration) {
   absl::MutexLock lock(&mu_);
-  mu_.AwaitWithTimeout(absl::Condition(&stop_), duration);
+  auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || pool_lost_; };
+  mu_.AwaitWithTimeout(absl::Condition(&woken), duration);
   return !stop_;
 }
 

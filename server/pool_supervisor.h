@@ -36,9 +36,11 @@ class SupervisedPool : public StepExecutor {
   virtual void Shutdown(const std::string& reason) = 0;
 };
 
-// Starts pool generation `generation` and returns once every rank is ready.
-using PoolFactory =
-    std::function<absl::StatusOr<std::unique_ptr<SupervisedPool>>(int generation)>;
+// Starts pool generation `generation` and returns once every rank is ready. The pool
+// calls `lost` (from any thread) the moment it knows it has failed, so that health goes
+// NOT_SERVING then rather than at the next poll.
+using PoolFactory = std::function<absl::StatusOr<std::unique_ptr<SupervisedPool>>(
+    int generation, std::function<void()> lost)>;
 
 struct PoolSupervisorOptions {
   EngineOptions engine;
@@ -70,7 +72,7 @@ class PoolSupervisor {
   // Returns when the generation fails (its status) or Stop() was called (OK).
   absl::Status Watch(const Generation& current);
   void Teardown(Generation& current, const char* reason);
-  // Sleeps up to `duration`; false when Stop() was called.
+  // Sleeps up to `duration`, or until Stop() or PoolLost(); false when Stop() was called.
   bool SleepUnlessStopped(absl::Duration duration);
   bool stopped() const;
 
@@ -79,8 +81,12 @@ class PoolSupervisor {
   const Tokenizer* const tokenizer_;
   const ServingCallback on_serving_;
 
+  // A pool reported its failure: the watch wakes at once.
+  void PoolLost();
+
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool pool_lost_ ABSL_GUARDED_BY(mu_) = false;  // since the current generation started
 };
 
 }  // namespace tpserve

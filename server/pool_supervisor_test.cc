@@ -47,9 +47,11 @@ class PoolSupervisorTest : public ::testing::Test {
 
   // Starts FakePools; generations in `failing` fail to start.
   PoolFactory Factory(std::vector<int> failing = {}) {
-    return [this, failing](int generation) -> absl::StatusOr<std::unique_ptr<SupervisedPool>> {
+    return [this, failing](int generation, std::function<void()> lost)
+               -> absl::StatusOr<std::unique_ptr<SupervisedPool>> {
       absl::MutexLock lock(&mu_);
       generations_.push_back(generation);
+      losts_.push_back(std::move(lost));
       for (int g : failing) {
         if (g == generation) return absl::UnavailableError("rank 0 did not attach");
       }
@@ -82,7 +84,30 @@ class PoolSupervisorTest : public ::testing::Test {
   std::vector<int> generations_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<PoolState>> pools_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> serving_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void()>> losts_ ABSL_GUARDED_BY(mu_);  // per generation started
 };
+
+// A pool that reports its failure is seen at once, not at the next health poll.
+TEST_F(PoolSupervisorTest, AReportedFailureEndsServingWithoutWaitingForThePoll) {
+  PoolSupervisorOptions options = Options(false);
+  options.health_poll = absl::Seconds(30);
+  PoolSupervisor supervisor(options, Factory(), nullptr,
+                            [this](std::shared_ptr<Engine> e) { OnServing(std::move(e)); });
+  std::thread run([&] { EXPECT_TRUE(supervisor.Run().ok()); });
+  AwaitChanges(1);
+  const absl::Time start = absl::Now();
+  pool(0)->healthy = false;
+  std::function<void()> lost;
+  {
+    absl::MutexLock lock(&mu_);
+    lost = losts_.at(0);
+  }
+  lost();
+  AwaitChanges(2);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));  // the poll alone would take 30 s
+  supervisor.Stop();
+  run.join();
+}
 
 TEST_F(PoolSupervisorTest, ServesUntilStoppedThenShutsThePoolDown) {
   PoolSupervisor supervisor(Options(false), Factory(), nullptr,

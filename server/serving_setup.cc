@@ -166,9 +166,11 @@ absl::StatusOr<WorkerPoolOptions> PoolOptions(const ServerConfig& config,
 }  // namespace
 
 PoolFactory WorkerPoolFactory(WorkerPoolOptions options) {
-  return [options](int generation) -> absl::StatusOr<std::unique_ptr<SupervisedPool>> {
+  return [options](int generation,
+                   std::function<void()> lost) -> absl::StatusOr<std::unique_ptr<SupervisedPool>> {
     WorkerPoolOptions with_generation = options;
     with_generation.generation = generation;
+    with_generation.on_failure = [lost = std::move(lost)](const absl::Status&) { lost(); };
     TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<WorkerPool> pool,
                              WorkerPool::Start(with_generation));
     return std::unique_ptr<SupervisedPool>(new SupervisedWorkerPool(std::move(pool)));
