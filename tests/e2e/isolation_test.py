@@ -1,6 +1,6 @@
 """One request cannot hurt another. A request whose parameters could overflow the
 logits (repetition_penalty 1e-38) is refused at the edge with its own INVALID_ARGUMENT
-while four clients generate beside it, every 0.3 s: no bystander call fails and the
+while four clients generate beside it, every 0.3 s for 20 s: no bystander call fails and the
 worker pool is never rebuilt. And a sequence that fails on the rank itself (here every
 logits row is infinite: a final-norm weight of 3e38, finite so the load takes it) ends
 alone with INTERNAL naming the cause, while the pool stays up and SERVING."""
@@ -16,7 +16,7 @@ import grpc
 from harness import Server, health_status, stubs
 
 MODEL = "tests/data/models/llama_gqa"
-SOAK_S = 6.0
+SOAK_S = 20.0
 
 
 def golden_case():
@@ -74,6 +74,15 @@ def check_poison_beside_clients(pb, pb_grpc):
             assert "sampling.repetition_penalty" in p[1], p
         assert sorted(server.worker_pids()) == pids, "the pool was rebuilt"
         print("  %d bystander calls, %d poison requests refused alone" % (calls[0], len(poisons)))
+        # A request_id that would forge a log line is refused by name.
+        try:
+            stub.GenerateUnary(pb.GenerateRequest(
+                token_ids=pb.TokenIds(ids=prompt), request_id="x\ntpserve: forged",
+                sampling=pb.SamplingParams(max_tokens=2)), timeout=30)
+            raise AssertionError("a request_id with a newline was taken")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e
+            assert "request_id" in e.details(), e.details()
     finally:
         assert server.stop() == 0
 
