@@ -1,5 +1,6 @@
 #include "base/subprocess.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -21,7 +22,7 @@ absl::StatusOr<std::string> SelfExecutable() {
   return std::string(buf, n);
 }
 
-absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv) {
+absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, int inherit_fd) {
   if (argv.empty()) return absl::InvalidArgumentError("empty argv");
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -33,6 +34,7 @@ absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv) {
     // Only async-signal-safe calls from here to exec.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // the parent died before prctl took effect
+    if (inherit_fd >= 0 && fcntl(inherit_fd, F_SETFD, 0) != 0) _exit(127);
     execv(args[0], args.data());
     _exit(127);
   }

@@ -19,8 +19,10 @@ namespace tpserve {
 absl::StatusOr<std::string> SelfExecutable();
 
 // Starts argv[0] with `argv` (PATH is not searched). The child gets SIGKILL if this
-// process dies. Returns its pid.
-absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv);
+// process dies. `inherit_fd` (≥ 0), a close-on-exec descriptor of this process, stays
+// open in the child alone: its flag is cleared between fork and exec, so no child other
+// threads spawn meanwhile inherits it. Returns the child's pid.
+absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, int inherit_fd = -1);
 
 struct ChildExit {
   pid_t pid = 0;

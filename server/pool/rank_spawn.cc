@@ -2,14 +2,13 @@
 
 #include <fcntl.h>
 #include <limits.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/subprocess.h"
 
 namespace tpserve {
 namespace {
@@ -43,25 +42,8 @@ absl::StatusOr<pid_t> SpawnWithToken(std::vector<std::string> argv, absl::string
   const int fd = *token_fd;
   argv.push_back("--worker-token-fd");
   argv.push_back(absl::StrCat(fd));
-  std::vector<char*> args;
-  for (std::string& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    // Only async-signal-safe calls from here to exec.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);  // the parent died before prctl took effect
-    if (fcntl(fd, F_SETFD, 0) != 0) _exit(127);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  const int fork_errno = errno;
-  close(fd);
-  if (pid < 0) {
-    errno = fork_errno;
-    return ErrnoError("fork");
-  }
+  absl::StatusOr<pid_t> pid = Spawn(argv, /*inherit_fd=*/fd);
+  close(fd);  // the child has its own copy
   return pid;
 }
 

@@ -2,10 +2,9 @@
 // command line or environment: the child inherits the read end of a pipe holding it
 // and is told its number (tpserve_worker --worker-token-fd N), reads it and closes it.
 //
-// The pipe is close-on-exec in this process; only the child clears that flag on its
-// copy, between fork and exec, so no other child (spawned concurrently by any thread)
-// inherits it. Like base/subprocess.h's Spawn, whose PollChild and TerminateAndReap
-// take the pid: PATH is not searched and the child gets SIGKILL if this process dies.
+// base/subprocess.h's Spawn with the pipe as its inherit_fd: close-on-exec here, kept
+// open only in that child, so no other child (spawned concurrently by any thread)
+// inherits it; PATH is not searched and the child gets SIGKILL if this process dies.
 #ifndef TPSERVE_SERVER_POOL_RANK_SPAWN_H_
 #define TPSERVE_SERVER_POOL_RANK_SPAWN_H_
 
