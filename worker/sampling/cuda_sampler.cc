@@ -151,10 +151,8 @@ absl::Status CudaSampler::SampleChunk(const float* d_logits,
   for (int j = 0; j < n; ++j) {
     const SamplingResult& r = host_results_[j];
     if (r.not_finite || r.penalised_overflow) {  // this request's own failure, as on the CPU
-      SampleResult failed;
-      failed.status = r.not_finite ? RowNotFiniteError() : PenalisedOverflowError();
-      failed.token = -1;
-      results.push_back(std::move(failed));
+      results.push_back(
+          SampleResult::Failed(r.not_finite ? RowNotFiniteError() : PenalisedOverflowError()));
       continue;
     }
     if (r.lost_selection) {  // the kernel's, not the request's: the rank fails

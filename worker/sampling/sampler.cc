@@ -302,14 +302,8 @@ absl::StatusOr<std::vector<SampleResult>> SampleBatch(
     const SampleRequest& r = requests[i];
     absl::StatusOr<SampleResult> result =
         SampleOne(absl::MakeConstSpan(logits.row(r.row), vocab), r, scratch);
-    if (!result.ok()) {  // this request's own failure: the others go on
-      SampleResult failed;
-      failed.status = result.status();
-      failed.token = -1;
-      results.push_back(std::move(failed));
-      continue;
-    }
-    results.push_back(*std::move(result));
+    // A failure here is this request's own: the others go on.
+    results.push_back(result.ok() ? *std::move(result) : SampleResult::Failed(result.status()));
   }
   return results;
 }

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -50,6 +51,14 @@ struct SampleResult {
   // penalties overflowing it); then token is -1 and nothing else is set. The other
   // requests of the batch are sampled as if it were not there.
   absl::Status status;
+
+  // The result of a request that failed alone with `why`.
+  static SampleResult Failed(absl::Status why) {
+    SampleResult r;
+    r.token = -1;
+    r.status = std::move(why);
+    return r;
+  }
 };
 
 struct SampleRequest {
