@@ -9,7 +9,8 @@ namespace {
 
 TEST(SubprocessTest, ReportsExitCodes) {
   auto a = Spawn({"/bin/sh", "-c", "exit 0"});
-  auto b = Spawn({"/bin/sh", "-c", "exit 3"});
+  // Later than a: a failure reaped first would (rightly) get a killed before it exits.
+  auto b = Spawn({"/bin/sh", "-c", "sleep 0.3; exit 3"});
   ASSERT_TRUE(a.ok() && b.ok());
   auto exits = WaitAllOrKill({*a, *b}, absl::Seconds(1));
   EXPECT_EQ(exits[0].exit_code, 0);
