@@ -31,6 +31,7 @@
 #include "server/pool_supervisor.h"
 #include "server/server_config.h"
 #include "server/service.h"
+#include "server/serving_core.h"
 #include "server/serving_setup.h"
 #include "server/tls_files.h"
 
@@ -40,14 +41,14 @@ namespace {
 // Health and the service's engine follow the supervisor until draining starts.
 class ServingState {
  public:
-  ServingState(InferenceService* service, grpc::Server* server, std::string address)
-      : service_(service), server_(server), address_(std::move(address)) {}
+  ServingState(ServingCore* core, grpc::Server* server, std::string address)
+      : core_(core), server_(server), address_(std::move(address)) {}
 
   void OnEngine(std::shared_ptr<Engine> engine) {
     absl::MutexLock lock(&mu_);
     const bool serving = engine != nullptr && !draining_;
-    if (engine != nullptr) service_->SetEngine(std::move(engine));
-    if (!serving) service_->SetEngine(nullptr);
+    if (engine != nullptr) core_->SetEngine(std::move(engine));
+    if (!serving) core_->SetEngine(nullptr);
     server_->GetHealthCheckService()->SetServingStatus(serving);
     if (serving && !announced_) {
       std::printf("tpserve: serving on %s\n", address_.c_str());
@@ -74,7 +75,7 @@ class ServingState {
   }
 
  private:
-  InferenceService* const service_;
+  ServingCore* const core_;
   grpc::Server* const server_;
   const std::string address_;
   absl::Mutex mu_;
@@ -167,16 +168,16 @@ std::unique_ptr<grpc::Server> StartGrpc(const ServerConfig& config,
 
 // Prometheus's GET /metrics (text format 0.0.4) on --metrics-port; null when it is off.
 absl::StatusOr<std::unique_ptr<HttpServer>> StartMetrics(const ServerConfig& config,
-                                                         const InferenceService* service) {
+                                                         const ServingCore* core) {
   if (config.metrics_port < 0) return std::unique_ptr<HttpServer>();
   absl::StatusOr<std::unique_ptr<HttpServer>> server =
-      HttpServer::Start(config.host, config.metrics_port, [service](absl::string_view path) {
+      HttpServer::Start(config.host, config.metrics_port, [core](absl::string_view path) {
         if (path != "/metrics") {
           return HttpResponse{404, "text/plain; charset=utf-8",
                               "not found: tpserve serves /metrics\n"};
         }
         return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
-                            service->RenderMetrics()};
+                            core->RenderMetrics()};
       });
   if (server.ok()) {
     std::printf("tpserve: metrics on http://%s:%d/metrics\n", config.host.c_str(),
@@ -192,7 +193,8 @@ int Serve(const ServerConfig& config, PublicPortSecurity security, const sigset_
     std::fprintf(stderr, "tpserve: %s\n", setup.status().ToString().c_str());
     return 1;
   }
-  InferenceService service(setup->model, setup->tokenizer.get());
+  ServingCore core(setup->model, setup->tokenizer.get());
+  InferenceService service(&core);
   std::optional<AuthenticatedInference> authenticated;
   if (security.api_keys) authenticated.emplace(&service, *std::move(security.api_keys));
   grpc::Service* inference = authenticated ? static_cast<grpc::Service*>(&*authenticated)
@@ -205,13 +207,13 @@ int Serve(const ServerConfig& config, PublicPortSecurity security, const sigset_
     return 1;
   }
   // Scrapes go on through a drain, until Serve returns.
-  absl::StatusOr<std::unique_ptr<HttpServer>> metrics = StartMetrics(config, &service);
+  absl::StatusOr<std::unique_ptr<HttpServer>> metrics = StartMetrics(config, &core);
   if (!metrics.ok()) {
     std::fprintf(stderr, "tpserve: --metrics-port: %s\n", metrics.status().ToString().c_str());
     return 1;
   }
   // Shared with the signal thread, which may outlive this function.
-  auto state = std::make_shared<ServingState>(&service, server.get(), address);
+  auto state = std::make_shared<ServingState>(&core, server.get(), address);
   PoolSupervisor supervisor(setup->supervisor, WorkerPoolFactory(setup->pool),
                             setup->tokenizer.get(),
                             [&state](std::shared_ptr<Engine> e) { state->OnEngine(std::move(e)); });
@@ -233,13 +235,13 @@ int Serve(const ServerConfig& config, PublicPortSecurity security, const sigset_
   // calls (an open Health.Watch) never hold the exit: once no Generate runs, the server
   // shuts down at once.
   constexpr std::chrono::milliseconds kFlushMargin(2000);
-  service.StopAccepting();
+  core.StopAccepting();
   const absl::Time grace_end = absl::Now() + absl::Milliseconds(config.drain_grace_ms);
-  while (service.generating() > 0 && absl::Now() < grace_end) {
+  while (core.generating() > 0 && absl::Now() < grace_end) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  const bool cancelled = service.generating() > 0;
-  if (cancelled) service.CancelInFlight();
+  const bool cancelled = core.generating() > 0;
+  if (cancelled) core.CancelInFlight();
   // Without cancelled calls, a short margin still lets finished calls send their status.
   server->Shutdown(std::chrono::system_clock::now() +
                    (cancelled ? kFlushMargin : std::chrono::milliseconds(250)));

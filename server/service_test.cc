@@ -61,8 +61,9 @@ class ServiceTest : public ::testing::Test {
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = std::move(*engine);
     engine_->Start();
-    service_ = std::make_unique<InferenceService>(Model(vocab_size_), tokenizer);
-    service_->SetEngine(engine_);
+    core_ = std::make_unique<ServingCore>(Model(vocab_size_), tokenizer);
+    core_->SetEngine(engine_);
+    service_ = std::make_unique<InferenceService>(core_.get());
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -108,6 +109,7 @@ class ServiceTest : public ::testing::Test {
   int vocab_size_ = kVocab;
   std::unique_ptr<FakeStepExecutor> executor_;
   std::shared_ptr<Engine> engine_;
+  std::unique_ptr<ServingCore> core_;
   std::unique_ptr<InferenceService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::Inference::Stub> stub_;
@@ -298,7 +300,7 @@ TEST_F(ServiceTest, ExecutorFailureIsUnavailable) {
   Start(failing);
   std::vector<v1::GenerateResponse> chunks;
   EXPECT_EQ(Stream(IdsRequest({3}, 10), &chunks).error_code(), grpc::UNAVAILABLE);
-  service_->SetEngine(nullptr);
+  core_->SetEngine(nullptr);
   EXPECT_EQ(Stream(IdsRequest({3}, 10), &chunks).error_code(), grpc::UNAVAILABLE);
 }
 
@@ -326,12 +328,12 @@ TEST_F(ServiceTest, StepCountersSpanEveryEngine) {
   ASSERT_TRUE(made.ok()) << made.status();
   std::shared_ptr<Engine> second = std::move(*made);
   second->Start();
-  service_->SetEngine(second);
+  core_->SetEngine(second);
   EXPECT_EQ(steps().engine_steps(), first.engine_steps());
   EXPECT_EQ(steps().step_wall_us(), first.step_wall_us());
   ASSERT_TRUE(Stream(IdsRequest({4}, 6), &chunks).ok());
   EXPECT_GT(steps().engine_steps(), first.engine_steps());
-  service_->SetEngine(nullptr);  // no pool: the counters stay, no blocks
+  core_->SetEngine(nullptr);  // no pool: the counters stay, no blocks
   EXPECT_GT(steps().engine_steps(), first.engine_steps());
   EXPECT_EQ(steps().kv_blocks_total(), 0);
   second->Stop();

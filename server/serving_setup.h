@@ -13,7 +13,7 @@
 #include "server/pool/worker_pool.h"
 #include "server/pool_supervisor.h"
 #include "server/server_config.h"
-#include "server/service.h"
+#include "server/serving_core.h"
 #include "server/tokenizer/tokenizer.h"
 
 namespace tpserve {
