@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/args.h"
 #include "base/status_macros.h"
+#include "server/chat/reasoning_parser.h"
+#include "server/chat/tool_call_parser.h"
 
 namespace tpserve {
 namespace {
@@ -20,7 +22,7 @@ absl::Status CheckRange(const char* flag, int64_t value, int64_t low, int64_t hi
 
 // Integer flags, parsed as int64 and range-checked into the int fields by Validate.
 struct IntFlags {
-  int64_t tp, port, metrics_port, kv_blocks, kv_memory_mb, kv_block_size, max_context,
+  int64_t tp, port, metrics_port, http_port, kv_blocks, kv_memory_mb, kv_block_size, max_context,
       max_batch_tokens, max_sequences, max_queue, step_timeout_ms, start_timeout_s, drain_grace_ms;
 };
 
@@ -42,6 +44,20 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
   args.AddInt("metrics-port", &i.metrics_port,
               "serve Prometheus metrics at http://HOST:PORT/metrics (0 picks a free port; "
               "default: off)");
+  args.AddInt("http-port", &i.http_port,
+              "serve the OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions, "
+              "/v1/models, /health, /metrics, /tokenize, /detokenize) on this port (0 picks "
+              "a free one; default: off)");
+  args.AddString("http-host", &c.http_host, "address of --http-port (default: --host)");
+  args.AddString("chat-template", &c.chat_template_file,
+                 "Jinja chat template file for chat requests (default: the model's "
+                 "chat_template.jinja or tokenizer_config.json chat_template)");
+  args.AddString("tool-call-parser", &c.tool_call_parser,
+                 "parse tool calls out of chat answers in this format (hermes, llama3_json, "
+                 "llama4_json; default: none, and tool requests are refused)");
+  args.AddString("reasoning-parser", &c.reasoning_parser,
+                 "split <think> reasoning out of chat answers into reasoning_content "
+                 "(qwen3, deepseek_r1; default: none)");
   args.AddBool("external-workers", &c.external_workers, "wait for --tp workers to attach");
   args.AddBool("exit-on-pool-failure", &c.exit_on_pool_failure,
                "exit non-zero when the worker pool fails instead of rebuilding it");
@@ -83,6 +99,7 @@ IntFlags Defaults(const ServerConfig& c) {
   return {c.tp,
           c.port,
           c.metrics_port,
+          c.http_port,
           c.kv_blocks,
           c.kv_memory_mb,
           c.kv_block_size,
@@ -101,6 +118,7 @@ absl::Status Narrow(const IntFlags& i, ServerConfig& c) {
       {"tp", {i.tp, &c.tp}},
       {"port", {i.port, &c.port}},
       {"metrics-port", {i.metrics_port, &c.metrics_port}},
+      {"http-port", {i.http_port, &c.http_port}},
       {"kv-blocks", {i.kv_blocks, &c.kv_blocks}},
       {"kv-block-size", {i.kv_block_size, &c.kv_block_size}},
       {"max-queue", {i.max_queue, &c.max_queue}},
@@ -151,6 +169,16 @@ absl::Status ServerConfig::Validate() const {
     return absl::InvalidArgumentError(
         "--tls-client-ca-file needs --tls-cert-file and --tls-key-file (mutual TLS is TLS)");
   }
+  if (absl::Status s = tool_call_parser.empty() ? absl::OkStatus()
+                                                 : ValidToolParserName(tool_call_parser);
+      !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--tool-call-parser: ", s.message()));
+  }
+  if (absl::Status s = reasoning_parser.empty() ? absl::OkStatus()
+                                                : ValidReasoningParserName(reasoning_parser);
+      !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--reasoning-parser: ", s.message()));
+  }
   if (kv_blocks > 0 && kv_memory_mb > 0) {
     return absl::InvalidArgumentError("give --kv-blocks or --kv-memory-mb, not both");
   }
@@ -161,6 +189,7 @@ absl::Status ServerConfig::Validate() const {
       {"tp", tp, 1, 1024},
       {"port", port, 0, 65535},
       {"metrics-port", metrics_port, -1, 65535},
+      {"http-port", http_port, -1, 65535},
       {"kv-blocks", kv_blocks, 0, 1 << 30},
       {"kv-memory-mb", kv_memory_mb, 0, int64_t{1} << 30},
       {"kv-block-size", kv_block_size, 1, 1024},

@@ -26,6 +26,14 @@ struct ServerConfig {
   std::string host = "0.0.0.0";       // every interface, as a container needs
   int port = -1;                      // required; 0 picks a free port
   int metrics_port = -1;              // Prometheus /metrics over HTTP on host; -1: none
+  // The OpenAI-compatible HTTP API (server/openai/): -1 off; on http_host ("" = host).
+  int http_port = -1;
+  std::string http_host;
+  // Chat: the template (empty: the model's own, server/chat/chat_template.h) and how
+  // answers are split into tool calls and reasoning (empty: not at all).
+  std::string chat_template_file;
+  std::string tool_call_parser;
+  std::string reasoning_parser;
   bool external_workers = false;      // wait for tp workers to attach instead of spawning
   bool exit_on_pool_failure = false;  // exit non-zero instead of rebuilding the pool
   bool enforce_eager = false;         // cuda: decode steps without CUDA graphs
