@@ -15,6 +15,7 @@ PACKAGES=(
   libpcre2-dev
   libssl-dev
   libcpp-httplib-dev
+  libboost1.74-dev
   libicu-dev
   libopenblas-dev
   python3 python3-grpcio python3-protobuf python3-numpy python3-yaml

@@ -1,86 +1,77 @@
-// HttpServer: tpserve's HTTP/1.1 endpoint (Prometheus's /metrics and health checks
-// now; the OpenAI-compatible API will use it too), over cpp-httplib (Debian's
-// libcpp-httplib), which parses requests, routes them and writes responses.
+// HttpServer: tpserve's HTTP/1.1 endpoint (Prometheus's /metrics and health checks now,
+// the OpenAI-compatible API with Server-Sent Events next), asynchronous, on Boost.Beast
+// over Boost.Asio: a few I/O threads serve every connection, so a thousand open streams
+// need no thousand threads. Beast parses every request (head and body within their
+// limits) and serializes every response; this class routes (HttpRoutes) and bounds.
 //
-// Connections: each gets a thread of its own (ConnectionPool, at most max_connections;
-// one more is closed at once) and is kept alive for up to max_requests_per_connection
-// requests. It is closed when it stays idle for idle_timeout, when a request (head and
-// body) has not arrived in full request_timeout after its first byte, however slowly it
-// trickles in, when it is larger than max_head_bytes + max_body_bytes (400; 413 for a
-// body over max_body_bytes), or when the client takes nothing of a response for
-// write_timeout. So an
-// idle or slow client holds one thread for a few seconds at most and never delays
-// another. Writes never raise SIGPIPE.
+// Connections: at most max_connections (one more is closed at once), each kept alive
+// for up to max_requests_per_connection requests, answered one at a time (the next
+// pipelined request is read once the current response has been sent). A connection is
+// closed when it stays idle for idle_timeout (before its first request and between
+// requests), when a request has not arrived in full request_timeout after it began,
+// however slowly it trickles in (408), when a write makes no progress for
+// write_timeout, or when a stream's queue passes max_queued_stream_bytes. A head over
+// max_head_bytes gets 431, a body over max_body_bytes 413, a malformed request 400,
+// each closing the connection. While a response is pending or streaming the server
+// keeps reading the socket, so a client that disconnects (or half-closes) is noticed
+// at once and the request's OnClose callback runs: that is how a client cancels.
+// A streamed response has no idle limit between writes, only the write progress one.
+// Writes never raise SIGPIPE; sockets are close-on-exec.
 //
-// Routing: GET and HEAD (same headers, no body) of a routed path go to its handler;
-// other methods on that path get 405 with "Allow: GET, HEAD" (after cpp-httplib has read
-// their body, so that the connection stays in step), paths with no route 404, malformed
-// requests 400. Error responses without a body get a one-line text one.
-//
-// Threading: handlers run on the connection threads, several at once, so they must be
-// thread-safe. Stop() (and the destructor) closes the listening socket, ends every wait
-// of every connection at once (a request still arriving is dropped; a handler already
-// running finishes, then its response is sent if the client takes it at once) and joins
-// every thread; it returns within milliseconds unless a handler is slow. Do not call it
-// from a handler. port() is safe from any thread.
+// Threading: handlers run on the I/O threads (one connection's calls one at a time,
+// different connections' at once) and must not block. Stop() (and the destructor)
+// closes the listener and every connection (running OnClose for unfinished
+// responses), then joins the I/O threads; it returns within milliseconds, and is
+// idempotent. Do not call it from a handler. port() is safe from any thread.
 #ifndef TPSERVE_SERVER_HTTP_HTTP_SERVER_H_
 #define TPSERVE_SERVER_HTTP_HTTP_SERVER_H_
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/http/http_message.h"
+#include "server/http/http_routes.h"
 
 namespace tpserve {
-
-struct HttpResponse {
-  // Sent as is; a status outside [200, 599] or a content type with CR/LF in it is a bug
-  // in the handler and becomes 500.
-  int status = 200;
-  std::string content_type = "text/plain; charset=utf-8";
-  std::string body;
-};
-
-// Called for each GET and HEAD with the request's path: percent-decoded, without the
-// query ("/metrics" for "GET /metrics?x=1 HTTP/1.1").
-using HttpHandler = std::function<HttpResponse(absl::string_view path)>;
-
-struct HttpRoutes {
-  std::map<std::string, HttpHandler> get;  // by exact path, e.g. "/metrics"
-  HttpHandler get_any;  // when set, every GET path not in `get` (which it may answer 404)
-};
 
 struct HttpServerConfig {
   // Resolved as by getaddrinfo: "0.0.0.0", "127.0.0.1", "::", "localhost".
   std::string host = "127.0.0.1";
-  int port = 0;                  // 0 picks a free port (read it back with port())
-  size_t max_connections = 256;  // served at once, a thread each
-  size_t max_requests_per_connection = 100;
+  int port = 0;  // 0 picks a free port (read it back with port())
+  size_t io_threads = 2;
+  size_t max_connections = 4096;  // open at once, lingering ones included
+  size_t max_requests_per_connection = 1000;
   absl::Duration idle_timeout = absl::Seconds(5);     // before the first request and between
   absl::Duration request_timeout = absl::Seconds(5);  // first byte to the end of its body
   absl::Duration write_timeout = absl::Seconds(5);    // for each write to make progress
-  size_t max_head_bytes = 16 << 10;  // request line and headers; each line 8 KiB at most
-  size_t max_body_bytes = 1 << 20;   // a larger request body gets 413
+  size_t max_head_bytes = 16 << 10;                   // request line and headers
+  size_t max_body_bytes = 4 << 20;                    // a larger request body gets 413
+  size_t max_queued_stream_bytes = 8 << 20;           // per stream, written but not yet sent
 
   absl::Status Validate() const;
 };
 
+// The handler of main.cc's metrics server: each GET (and HEAD) with its decoded path.
+using HttpPathHandler = std::function<HttpResponse(absl::string_view path)>;
+
 class HttpServer {
  public:
-  // Listens and serves `routes` until Stop(). Fails with a message naming the address
-  // (and the errno text where the system gave one), e.g. when the port is in use.
+  // Listens and serves `routes` until Stop(). Fails on an invalid config or routes, or
+  // with a message naming the address (and the system's reason) when it cannot listen,
+  // e.g. when the port is in use.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerConfig& config,
                                                            HttpRoutes routes);
-  // The default config on host:port, with every GET path going to `handler`.
+  // The default config on host:port, with every GET and HEAD going to `handler` and
+  // other methods getting 405.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& host, int port,
-                                                           HttpHandler handler);
+                                                           HttpPathHandler handler);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -89,15 +80,13 @@ class HttpServer {
   int port() const { return port_; }
 
  private:
-  class Listener;  // the cpp-httplib server, in http_server.cc
+  struct Impl;  // the io_context, acceptor and threads, in http_server.cc
 
-  HttpServer(const HttpServerConfig& config, HttpRoutes routes, int wake_fd);
-  absl::Status Listen(const HttpServerConfig& config);
+  explicit HttpServer(std::unique_ptr<Impl> impl, int port);
 
-  const int wake_fd_;  // an eventfd, readable once Stop() runs: ends every wait
-  std::unique_ptr<Listener> listener_;
-  int port_ = 0;
-  std::thread thread_;  // cpp-httplib's accept loop
+  std::unique_ptr<Impl> impl_;
+  const int port_;
+  std::atomic<bool> stopped_{false};
 };
 
 }  // namespace tpserve

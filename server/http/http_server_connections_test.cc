@@ -1,7 +1,6 @@
 // HttpServer's connections: concurrency, the idle, request and write timeouts, the
-// connection limit and Stop(), each against the real server over loopback.
+// connection and request limits and Stop(), each against the real server over loopback.
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -26,10 +25,9 @@ HttpResponse Metrics(absl::string_view path) {
   return {404, "text/plain", "no such page\n"};
 }
 
-std::unique_ptr<HttpServer> StartServer(const HttpServerConfig& config,
-                                        HttpHandler handler = Metrics) {
+std::unique_ptr<HttpServer> StartServer(const HttpServerConfig& config) {
   HttpRoutes routes;
-  routes.get_any = std::move(handler);
+  routes.SetFallback([](const HttpRequest& request) { return Metrics(request.path); });
   absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(config, routes);
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? std::move(*server) : nullptr;
@@ -56,29 +54,31 @@ class Trickler {
   std::thread thread_;
 };
 
-TEST(HttpServerConnectionsTest, RequestsOnSeveralConnectionsRunConcurrently) {
+// Requests on different connections are pending at once; another thread answers them
+// once all have arrived.
+TEST(HttpServerConnectionsTest, RequestsOnSeveralConnectionsArePendingAtOnce) {
   constexpr int kClients = 8;
   absl::Mutex mu;
-  int in_flight = 0;
-  std::atomic<int> saw_all{0};
-  // Each handler call waits until every client's request is in a handler at once.
-  std::unique_ptr<HttpServer> server = StartServer(HttpServerConfig{}, [&](absl::string_view path) {
+  std::vector<std::shared_ptr<HttpResponder>> pending;
+  HttpRoutes routes;
+  routes.Add("GET", "/metrics", [&](HttpRequest, std::shared_ptr<HttpResponder> responder) {
     absl::MutexLock lock(&mu);
-    ++in_flight;
-    if (mu.AwaitWithTimeout(absl::Condition(
-                                +[](int* n) { return *n == kClients; }, &in_flight),
-                            absl::Seconds(5))) {
-      ++saw_all;
-    }
-    return Metrics(path);
+    pending.push_back(std::move(responder));
   });
-  ASSERT_NE(server, nullptr);
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start({}, routes);
+  ASSERT_TRUE(server.ok()) << server.status();
   std::vector<std::thread> clients;
   for (int i = 0; i < kClients; ++i) {
-    clients.emplace_back([&] { EXPECT_EQ(HttpGet(server->port(), "/metrics").status, 200); });
+    clients.emplace_back([&] { EXPECT_EQ(HttpGet((*server)->port(), "/metrics").body, "ok"); });
+  }
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_TRUE(mu.AwaitWithTimeout(
+        absl::Condition(+[](decltype(pending)* p) { return p->size() == kClients; }, &pending),
+        absl::Seconds(5)));
+    for (auto& responder : pending) responder->Respond({200, "text/plain", "ok"});
   }
   for (std::thread& client : clients) client.join();
-  EXPECT_EQ(saw_all, kClients);
 }
 
 TEST(HttpServerConnectionsTest, IdleConnectionIsClosedAfterTheIdleTimeout) {
@@ -112,7 +112,7 @@ TEST(HttpServerConnectionsTest, TricklingClientIsCutOffAtTheRequestTimeout) {
   const absl::Time scrape = absl::Now();
   EXPECT_EQ(HttpGet(server->port(), "/metrics").status, 200);
   EXPECT_LT(absl::Now() - scrape, absl::Milliseconds(500));
-  EXPECT_EQ(slow.connection().ReadResponse().status, 400);
+  EXPECT_EQ(slow.connection().ReadResponse().status, 408);
   EXPECT_TRUE(slow.connection().WaitForClose());
   const absl::Duration took = absl::Now() - start;
   EXPECT_GE(took, absl::Milliseconds(900));
@@ -127,12 +127,12 @@ TEST(HttpServerConnectionsTest, EndlessHeadIsCutOffByItsSize) {
   std::string head = "GET /metrics HTTP/1.1\r\n";
   while (head.size() < (64 << 10)) head += "X-Flood: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n";
   ASSERT_TRUE(flood.Send(head));
-  EXPECT_EQ(flood.ReadResponse().status, 400);
+  EXPECT_EQ(flood.ReadResponse().status, 431);
   EXPECT_TRUE(flood.WaitForClose());
 }
 
-// The server as main.cc starts it (the default config), with 100 connections that send
-// nothing and one slowloris client open.
+// The server as main.cc starts it, with 100 connections that send nothing and one
+// slowloris client open.
 TEST(HttpServerConnectionsTest, ScrapeAnswersWithinASecondWithHundredIdleConnections) {
   absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start("127.0.0.1", 0, Metrics);
   ASSERT_TRUE(server.ok()) << server.status();
@@ -143,7 +143,7 @@ TEST(HttpServerConnectionsTest, ScrapeAnswersWithinASecondWithHundredIdleConnect
     ASSERT_TRUE(idle.back()->connected()) << i;
   }
   Trickler slow(port, absl::Seconds(2));
-  absl::SleepFor(absl::Milliseconds(200));  // All accepted, each on a thread of its own.
+  absl::SleepFor(absl::Milliseconds(200));
   std::vector<absl::Duration> took;
   for (int i = 0; i < 10; ++i) {
     const absl::Time start = absl::Now();
@@ -175,23 +175,33 @@ TEST(HttpServerConnectionsTest, ConnectionsBeyondTheLimitAreClosedAtOnce) {
   EXPECT_LT(absl::Now() - start, absl::Milliseconds(300));
   EXPECT_TRUE(first.WaitForClose());  // the idle timeout
   EXPECT_TRUE(second.WaitForClose());
-  first.Close();  // which ends the server's linger after its close
-  second.Close();
   absl::SleepFor(absl::Milliseconds(100));
   EXPECT_EQ(HttpGet(server->port(), "/metrics").status, 200);
 }
 
-// The only connection thread writes a 16 MiB response nobody reads, then gives up.
+TEST(HttpServerConnectionsTest, LastRequestOfAConnectionClosesIt) {
+  HttpServerConfig config;
+  config.max_requests_per_connection = 2;
+  std::unique_ptr<HttpServer> server = StartServer(config);
+  ASSERT_NE(server, nullptr);
+  RawHttpConnection connection(server->port());
+  ASSERT_TRUE(connection.Send("GET /metrics HTTP/1.1\r\n\r\nGET /metrics HTTP/1.1\r\n\r\n"));
+  EXPECT_EQ(connection.ReadResponse().header("connection"), "");
+  EXPECT_EQ(connection.ReadResponse().header("connection"), "close");
+  EXPECT_TRUE(connection.WaitForClose());
+}
+
+// The only connection slot holds a 16 MiB response nobody reads, then gives up.
 TEST(HttpServerConnectionsTest, ClientThatReadsNothingIsDroppedAfterTheWriteTimeout) {
   HttpServerConfig config;
   config.max_connections = 1;
   config.write_timeout = absl::Milliseconds(300);
   std::unique_ptr<HttpServer> server = StartServer(config);
   ASSERT_NE(server, nullptr);
-  RawHttpConnection stuck(server->port());
+  RawHttpConnection stuck(server->port(), absl::Seconds(5), /*receive_buffer=*/4096);
   ASSERT_TRUE(stuck.Send("GET /big HTTP/1.1\r\n\r\n"));
   absl::SleepFor(absl::Milliseconds(100));
-  EXPECT_EQ(HttpGet(server->port(), "/metrics").status, 0);  // refused: the thread is busy
+  EXPECT_EQ(HttpGet(server->port(), "/metrics").status, 0);  // refused: no slot
   const absl::Time start = absl::Now();
   int status = 0;
   while (status == 0 && absl::Now() - start < absl::Seconds(5)) {
@@ -222,6 +232,7 @@ TEST(HttpServerConnectionsTest, StopReturnsPromptlyWithConnectionsOpen) {
   EXPECT_LT(took, absl::Milliseconds(500));
   for (size_t i = 0; i + 1 < open.size(); ++i) EXPECT_TRUE(open[i]->WaitForClose()) << i;
   EXPECT_EQ(RawHttpConnection(port).connected(), false);
+  server->Stop();  // idempotent
   server.reset();  // The destructor after Stop() does nothing more.
 }
 

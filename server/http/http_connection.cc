@@ -1,0 +1,549 @@
+#include "server/http/http_connection.h"
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/http/connection_responder.h"
+#include "server/http/http_wire.h"
+
+namespace tpserve {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using ErrorCode = boost::system::error_code;
+
+constexpr size_t kReadChunk = 16 << 10;
+// Pipelined bytes read ahead while a response is in progress; beyond, the server stops
+// reading until the response has been sent.
+constexpr size_t kMaxReadAhead = 64 << 10;
+// After a last response: how long and how much the server still reads and drops, until
+// the client closes too (closing with unread input would reset the connection, which
+// can destroy the response before the client has read it).
+constexpr absl::Duration kLingerTime = absl::Milliseconds(500);
+constexpr size_t kLingerBytes = 64 << 10;
+constexpr size_t kMaxWriteBuffers = 64;  // queue entries per write
+constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+std::string Str(beast::string_view s) { return std::string(s.data(), s.size()); }
+
+std::string PeerOf(const tcp::socket& socket) {
+  ErrorCode ec;
+  const tcp::endpoint peer = socket.remote_endpoint(ec);
+  if (ec) return "";
+  const std::string address = peer.address().to_string(ec);
+  return peer.address().is_v6() ? absl::StrCat("[", address, "]:", peer.port())
+                                : absl::StrCat(address, ":", peer.port());
+}
+
+// Our request from Beast's; false when its target is not a path (origin or absolute
+// form) that decodes.
+bool ToRequest(http::request<http::string_body>&& in, std::string peer, HttpRequest* out) {
+  out->method = Str(in.method_string());
+  out->target = Str(in.target());
+  absl::string_view target = out->target;
+  for (const absl::string_view scheme : {"http://", "https://"}) {
+    if (!absl::StartsWithIgnoreCase(target, scheme)) continue;
+    const size_t slash = target.find('/', scheme.size());
+    target = slash == absl::string_view::npos ? "/" : target.substr(slash);
+  }
+  if (!absl::StartsWith(target, "/")) return false;
+  const size_t question = target.find('?');
+  if (question != absl::string_view::npos) out->query = std::string(target.substr(question + 1));
+  if (!PercentDecode(target.substr(0, question), &out->path)) return false;
+  for (const auto& field : in) {
+    out->headers.emplace_back(Str(field.name_string()), Str(field.value()));
+  }
+  out->body = std::move(in.body());
+  out->peer = std::move(peer);
+  return true;
+}
+
+class Connection final : public HttpConnection,
+                         public ResponseSink,
+                         public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, const ConnectionContext& context)
+      : context_(context), config_(context.config), socket_(std::move(socket)),
+        timer_(socket_.get_executor()) {}
+
+  void Start() {
+    Post([this] { Begin(); });
+  }
+
+  void Close() override {
+    Post([this] { Shut(); });
+  }
+
+  void SendResponse(HttpResponse response) override {
+    Post([this, response = std::move(response)]() mutable { QueueResponse(std::move(response)); });
+  }
+  void SendStreamHead(int status, std::string content_type, HttpHeaders headers) override {
+    Post([this, status, type = std::move(content_type), headers = std::move(headers)]() mutable {
+      QueueStreamHead(status, std::move(type), std::move(headers));
+    });
+  }
+  void SendStreamData(std::string data) override {
+    Post([this, data = std::move(data)]() mutable { QueueStreamData(std::move(data)); });
+  }
+  void SendStreamEnd() override {
+    Post([this] { QueueFinal(chunked_ && !head_ ? std::string(kWireLastChunk) : ""); });
+  }
+  void Abort() override {
+    Post([this] { Shut(); });
+  }
+
+ private:
+  // kIdle: waiting for a request's first byte. kReading: its head and body.
+  // kResponding: a handler or the socket has the response. kLingering: after the last.
+  enum class Phase { kIdle, kReading, kResponding, kLingering, kClosed };
+
+  struct Output {
+    std::string bytes;
+    size_t stream_bytes;  // of Write() data, reported to the responder once sent
+  };
+
+  template <class F>
+  void Post(F task) {
+    if (std::shared_ptr<Connection> self = weak_from_this().lock()) {
+      net::post(socket_.get_executor(),
+                [self = std::move(self), task = std::move(task)]() mutable { task(); });
+    }
+  }
+
+  void Begin();
+  void AwaitRequest();
+  void ReadSome();
+  void OnRead(ErrorCode ec, size_t bytes);
+  void ReadHead();
+  void OnHead(ErrorCode ec);
+  void ReadBody();
+  void OnBody(ErrorCode ec);
+  void OnReadError(ErrorCode ec);
+  void Dispatch();
+
+  WireFraming Framing() const { return {version_, head_, keep_alive_}; }
+  void QueueResponse(HttpResponse response);
+  void QueueStreamHead(int status, std::string content_type, HttpHeaders headers);
+  void QueueStreamData(std::string data);
+  void QueueFinal(std::string bytes);
+  void Queue(std::string bytes, size_t stream_bytes);
+  void WriteMore();
+  void OnWrite(ErrorCode ec, size_t bytes);
+  void FinishResponse();
+  void Linger();
+  void Shut();
+
+  void SetDeadline(absl::Duration timeout);
+  void CancelDeadline();
+  void OnDeadline();
+
+  const ConnectionContext& context_;
+  const HttpServerConfig& config_;
+  tcp::socket socket_;
+  net::steady_timer timer_;  // the one deadline of the current phase
+  uint64_t deadline_ = 0;    // counts deadlines set, so that a stale expiry is ignored
+  std::string peer_;
+
+  Phase phase_ = Phase::kIdle;
+  beast::flat_buffer buffer_;  // received, not yet parsed
+  bool reading_ = false;       // a ReadSome is outstanding
+  bool timed_out_ = false;     // the request deadline passed while reading
+  bool client_gone_ = false;   // it closed while the last bytes were being sent
+  size_t lingered_ = 0;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  size_t served_ = 0;
+
+  // The response in progress.
+  std::weak_ptr<ConnectionResponder> responder_;
+  int version_ = 11;
+  bool head_ = false;
+  bool keep_alive_ = false;
+  bool chunked_ = false;
+  bool final_queued_ = false;  // its last bytes are in out_
+  std::deque<Output> out_;
+  size_t out_offset_ = 0;  // of out_.front(), already sent
+  bool writing_ = false;
+  std::vector<net::const_buffer> write_buffers_;
+};
+
+void Connection::Begin() {
+  ErrorCode ec;
+  fcntl(socket_.native_handle(), F_SETFD, FD_CLOEXEC);  // Asio accepts without it.
+  socket_.set_option(tcp::no_delay(true), ec);  // Each event leaves at once.
+  peer_ = PeerOf(socket_);
+  if (!context_.connections->Add(shared_from_this())) {
+    phase_ = Phase::kClosed;
+    socket_.close(ec);
+    return;
+  }
+  AwaitRequest();
+}
+
+void Connection::AwaitRequest() {
+  phase_ = Phase::kIdle;
+  timed_out_ = false;
+  parser_.emplace();
+  parser_->header_limit(static_cast<uint32_t>(std::min<size_t>(config_.max_head_bytes, UINT32_MAX)));
+  parser_->body_limit(config_.max_body_bytes);
+  if (buffer_.size() > 0) {  // A pipelined request.
+    ErrorCode ec;
+    if (reading_) {
+      socket_.cancel(ec);  // OnRead goes on with it.
+    } else {
+      ReadHead();
+    }
+    return;
+  }
+  SetDeadline(config_.idle_timeout);
+  if (!reading_) ReadSome();
+}
+
+void Connection::ReadSome() {
+  reading_ = true;
+  socket_.async_read_some(buffer_.prepare(kReadChunk),
+                          [self = shared_from_this()](ErrorCode ec, size_t bytes) {
+                            self->OnRead(ec, bytes);
+                          });
+}
+
+// Reads outside a request: the first byte of the next one, the client closing while a
+// response is in progress, or what it sends after the last response.
+void Connection::OnRead(ErrorCode ec, size_t bytes) {
+  reading_ = false;
+  if (phase_ == Phase::kClosed) return;
+  buffer_.commit(bytes);
+  const bool cancelled = ec == net::error::operation_aborted;
+  if (ec && phase_ == Phase::kResponding && final_queued_) {
+    client_gone_ = true;  // The response's last bytes may have reached it: FinishResponse.
+    return;
+  }
+  if (ec && !(cancelled && phase_ == Phase::kIdle)) {
+    Shut();  // The client closed or reset the connection.
+    return;
+  }
+  switch (phase_) {
+    case Phase::kIdle:
+      if (buffer_.size() == 0) {
+        ReadSome();
+      } else {
+        ReadHead();
+      }
+      return;
+    case Phase::kResponding:
+      if (buffer_.size() < kMaxReadAhead) ReadSome();
+      return;
+    case Phase::kLingering:
+      lingered_ += buffer_.size();
+      buffer_.consume(buffer_.size());
+      if (lingered_ < kLingerBytes) {
+        ReadSome();
+      } else {
+        Shut();
+      }
+      return;
+    default:
+      return;
+  }
+}
+
+void Connection::ReadHead() {
+  phase_ = Phase::kReading;
+  SetDeadline(config_.request_timeout);
+  http::async_read_header(socket_, buffer_, *parser_,
+                          [self = shared_from_this()](ErrorCode ec, size_t) { self->OnHead(ec); });
+}
+
+void Connection::OnHead(ErrorCode ec) {
+  if (phase_ == Phase::kClosed) return;
+  if (ec) {
+    OnReadError(ec);
+    return;
+  }
+  const http::request<http::string_body>& request = parser_->get();
+  if (parser_->is_done() || request.version() < 11 ||
+      !beast::iequals(request[http::field::expect], "100-continue")) {
+    ReadBody();
+    return;
+  }
+  // The client waits for this before it sends the body.
+  net::async_write(socket_, net::buffer(kContinue, sizeof(kContinue) - 1),
+                   [self = shared_from_this()](ErrorCode ec, size_t) {
+                     if (self->phase_ == Phase::kClosed) return;
+                     if (ec) {
+                       self->OnReadError(ec);
+                     } else {
+                       self->ReadBody();
+                     }
+                   });
+}
+
+void Connection::ReadBody() {
+  http::async_read(socket_, buffer_, *parser_,
+                   [self = shared_from_this()](ErrorCode ec, size_t) { self->OnBody(ec); });
+}
+
+void Connection::OnBody(ErrorCode ec) {
+  if (phase_ == Phase::kClosed) return;
+  if (ec) {
+    OnReadError(ec);
+  } else {
+    Dispatch();
+  }
+}
+
+void Connection::OnReadError(ErrorCode ec) {
+  const auto& parse_errors = http::make_error_code(http::error::bad_target).category();
+  int status = 0;
+  if (timed_out_) {
+    status = 408;
+  } else if (ec == http::error::body_limit) {
+    status = 413;
+  } else if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
+    status = 431;
+  } else if (ec.category() == parse_errors && ec != http::error::end_of_stream &&
+             ec != http::error::partial_message) {
+    status = 400;
+  }
+  if (status == 0) {  // The client closed, or the socket failed.
+    Shut();
+    return;
+  }
+  CancelDeadline();
+  phase_ = Phase::kResponding;
+  version_ = 11;
+  head_ = false;
+  keep_alive_ = false;  // The rest of the stream is not a request.
+  QueueResponse(ErrorResponse(status));
+}
+
+void Connection::Dispatch() {
+  CancelDeadline();
+  phase_ = Phase::kResponding;
+  http::request<http::string_body> request = parser_->release();
+  parser_.reset();
+  ++served_;
+  version_ = request.version();
+  head_ = request.method() == http::verb::head;
+  keep_alive_ = request.keep_alive() && served_ < config_.max_requests_per_connection;
+  HttpRequest ours;
+  const bool valid = (version_ == 10 || version_ == 11) &&
+                     ToRequest(std::move(request), peer_, &ours);
+  if (!reading_ && buffer_.size() < kMaxReadAhead) ReadSome();  // to see the client go
+  if (!valid) {
+    version_ = 11;
+    keep_alive_ = false;
+    QueueResponse(ErrorResponse(400));
+    return;
+  }
+  const HttpRoutes::Match match = context_.routes.Find(ours.method, ours.path);
+  if (match.handler == nullptr) {
+    QueueResponse(ErrorResponse(match.status, match.allow));
+    return;
+  }
+  auto responder = std::make_shared<ConnectionResponder>(this, config_.max_queued_stream_bytes);
+  responder_ = responder;
+  try {
+    (*match.handler)(std::move(ours), responder);
+  } catch (const std::exception&) {
+    responder->Respond(ErrorResponse(500));
+  }
+}
+
+void Connection::QueueResponse(HttpResponse response) {
+  if (phase_ != Phase::kResponding || final_queued_) return;
+  QueueFinal(WireResponse(std::move(response), Framing()));
+}
+
+void Connection::QueueStreamHead(int status, std::string content_type, HttpHeaders headers) {
+  if (phase_ != Phase::kResponding || final_queued_) return;
+  chunked_ = version_ >= 11;
+  if (!chunked_) keep_alive_ = false;  // The end of the connection ends the body.
+  Queue(WireStreamHead(status, std::move(content_type), std::move(headers), Framing(), chunked_),
+        0);
+}
+
+void Connection::QueueStreamData(std::string data) {
+  if (phase_ != Phase::kResponding || final_queued_) return;
+  if (head_ || data.empty()) {
+    if (std::shared_ptr<ConnectionResponder> responder = responder_.lock()) {
+      responder->Sent(data.size());
+    }
+    return;
+  }
+  const size_t size = data.size();
+  Queue(chunked_ ? WireChunk(data) : std::move(data), size);
+}
+
+void Connection::QueueFinal(std::string bytes) {
+  if (phase_ != Phase::kResponding || final_queued_) return;
+  final_queued_ = true;
+  Queue(std::move(bytes), 0);
+}
+
+void Connection::Queue(std::string bytes, size_t stream_bytes) {
+  if (!bytes.empty()) out_.push_back({std::move(bytes), stream_bytes});
+  WriteMore();
+}
+
+void Connection::WriteMore() {
+  if (writing_ || phase_ != Phase::kResponding) return;
+  if (out_.empty()) {
+    CancelDeadline();  // A stream may pause for as long as it likes.
+    if (final_queued_) FinishResponse();
+    return;
+  }
+  write_buffers_.clear();
+  for (size_t i = 0; i < out_.size() && i < kMaxWriteBuffers; ++i) {
+    const std::string& bytes = out_[i].bytes;
+    const size_t skip = i == 0 ? out_offset_ : 0;
+    write_buffers_.emplace_back(bytes.data() + skip, bytes.size() - skip);
+  }
+  writing_ = true;
+  SetDeadline(config_.write_timeout);
+  socket_.async_write_some(write_buffers_, [self = shared_from_this()](ErrorCode ec, size_t n) {
+    self->OnWrite(ec, n);
+  });
+}
+
+void Connection::OnWrite(ErrorCode ec, size_t bytes) {
+  writing_ = false;
+  if (phase_ == Phase::kClosed) return;
+  if (ec) {
+    Shut();
+    return;
+  }
+  size_t stream_bytes = 0;
+  while (bytes > 0 && !out_.empty()) {
+    const size_t take = std::min(bytes, out_.front().bytes.size() - out_offset_);
+    out_offset_ += take;
+    bytes -= take;
+    if (out_offset_ == out_.front().bytes.size()) {
+      stream_bytes += out_.front().stream_bytes;
+      out_.pop_front();
+      out_offset_ = 0;
+    }
+  }
+  if (stream_bytes > 0) {
+    if (std::shared_ptr<ConnectionResponder> responder = responder_.lock()) {
+      responder->Sent(stream_bytes);
+    }
+  }
+  WriteMore();
+}
+
+void Connection::FinishResponse() {
+  if (std::shared_ptr<ConnectionResponder> responder = responder_.lock()) {
+    responder->Detach(/*response_sent=*/true);
+  }
+  responder_.reset();
+  final_queued_ = false;
+  chunked_ = false;
+  if (client_gone_) {
+    Shut();
+  } else if (keep_alive_) {
+    AwaitRequest();
+  } else {
+    Linger();
+  }
+}
+
+void Connection::Linger() {
+  phase_ = Phase::kLingering;
+  ErrorCode ec;
+  socket_.shutdown(tcp::socket::shutdown_send, ec);  // The client sees the end now.
+  SetDeadline(kLingerTime);
+  lingered_ = 0;
+  if (!reading_) {
+    buffer_.consume(buffer_.size());
+    ReadSome();
+  }
+}
+
+void Connection::Shut() {
+  if (phase_ == Phase::kClosed) return;
+  phase_ = Phase::kClosed;
+  CancelDeadline();
+  ErrorCode ec;
+  socket_.close(ec);
+  out_.clear();
+  context_.connections->Remove(this);
+  if (std::shared_ptr<ConnectionResponder> responder = responder_.lock()) {
+    responder->Detach(/*response_sent=*/false);  // runs its OnClose here
+  }
+  responder_.reset();
+}
+
+void Connection::SetDeadline(absl::Duration timeout) {
+  const uint64_t deadline = ++deadline_;
+  timer_.expires_after(std::chrono::nanoseconds(absl::ToInt64Nanoseconds(timeout)));
+  timer_.async_wait([self = shared_from_this(), deadline](ErrorCode ec) {
+    if (!ec && deadline == self->deadline_) self->OnDeadline();
+  });
+}
+
+void Connection::CancelDeadline() {
+  ++deadline_;
+  timer_.cancel();
+}
+
+void Connection::OnDeadline() {
+  if (phase_ != Phase::kReading) {
+    Shut();  // idle, a write without progress, or the end of a linger
+    return;
+  }
+  timed_out_ = true;  // The read ends with operation_aborted, then OnReadError says 408.
+  ErrorCode ec;
+  socket_.cancel(ec);
+}
+
+}  // namespace
+
+void ServeConnection(tcp::socket socket, const ConnectionContext& context) {
+  std::make_shared<Connection>(std::move(socket), context)->Start();
+}
+
+bool ConnectionSet::Add(const std::shared_ptr<HttpConnection>& connection) {
+  absl::MutexLock lock(&mu_);
+  if (closing_ || open_.size() >= max_) return false;
+  open_.emplace(connection.get(), connection);
+  return true;
+}
+
+void ConnectionSet::Remove(const HttpConnection* connection) {
+  absl::MutexLock lock(&mu_);
+  open_.erase(connection);
+}
+
+void ConnectionSet::CloseAll() {
+  std::vector<std::weak_ptr<HttpConnection>> open;
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+    for (const auto& [unused, connection] : open_) open.push_back(connection);
+  }
+  for (const std::weak_ptr<HttpConnection>& weak : open) {
+    if (std::shared_ptr<HttpConnection> connection = weak.lock()) connection->Close();
+  }
+}
+
+}  // namespace tpserve
