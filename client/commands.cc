@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/output.h"
 #include "google/protobuf/util/json_util.h"
@@ -42,7 +43,135 @@ grpc::Status StreamGenerate(const Cli& cli, const v1::GenerateRequest& request,
   return reader->Finish();
 }
 
+// One chat choice, gathered from its chunks.
+struct ChatAnswer {
+  std::string content;
+  std::string reasoning;
+  std::vector<v1::ToolCall> tool_calls;
+  v1::FinishReason finish = v1::FINISH_REASON_UNSPECIFIED;
+  v1::Usage usage;
+};
+
+void AddChatChunk(const v1::ChatResponse& chunk, ChatAnswer* answer) {
+  answer->content += chunk.content();
+  answer->reasoning += chunk.reasoning_content();
+  for (const v1::ToolCallDelta& d : chunk.tool_calls()) {
+    while (static_cast<int>(answer->tool_calls.size()) <= d.index()) answer->tool_calls.emplace_back();
+    v1::ToolCall& call = answer->tool_calls[d.index()];
+    if (!d.id().empty()) call.set_id(d.id());
+    if (!d.name().empty()) call.set_name(d.name());
+    call.mutable_arguments_json()->append(d.arguments_json());
+  }
+  if (chunk.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+    answer->finish = chunk.finish_reason();
+    answer->usage = chunk.usage();
+  }
+}
+
+nlohmann::json ChatJson(const ChatAnswer& a) {
+  nlohmann::json calls = nlohmann::json::array();
+  for (const v1::ToolCall& c : a.tool_calls) {
+    calls.push_back({{"id", c.id()}, {"name", c.name()}, {"arguments", c.arguments_json()}});
+  }
+  return {{"content", a.content},
+          {"reasoning_content", a.reasoning},
+          {"tool_calls", calls},
+          {"finish_reason", FinishReasonName(a.finish)},
+          {"usage",
+           {{"prompt_tokens", a.usage.prompt_tokens()},
+            {"completion_tokens", a.usage.completion_tokens()},
+            {"cached_prompt_tokens", a.usage.cached_prompt_tokens()}}}};
+}
+
+// What a person reads after the answer's text: its tool calls and how it ended.
+std::string ChatTrailer(const ChatAnswer& a) {
+  std::string out;
+  for (const v1::ToolCall& c : a.tool_calls) {
+    absl::StrAppend(&out, "tool call ", c.id(), ": ", c.name(), "(", c.arguments_json(), ")\n");
+  }
+  absl::StrAppend(&out, "finish_reason: ", FinishReasonName(a.finish),
+                  "  prompt_tokens: ", a.usage.prompt_tokens(),
+                  "  completion_tokens: ", a.usage.completion_tokens(), "\n");
+  return out;
+}
+
+// One turn: streamed (reasoning to stderr, content to stdout as it arrives) unless n > 1.
+grpc::Status RunChat(const Cli& cli, const v1::ChatRequest& request, bool stream,
+                     std::vector<ChatAnswer>* answers) {
+  grpc::ClientContext context;
+  SetDeadline(cli, &context);
+  if (!stream || request.sampling().n() > 1) {
+    v1::ChatResponse whole;
+    grpc::Status status = cli.stub->ChatUnary(&context, request, &whole);
+    if (!status.ok()) return status;
+    if (whole.choices_size() == 0) {
+      answers->emplace_back();
+      AddChatChunk(whole, &answers->back());
+    }
+    for (const v1::ChatResponse& choice : whole.choices()) {
+      answers->emplace_back();
+      AddChatChunk(choice, &answers->back());
+    }
+    return status;
+  }
+  answers->emplace_back();
+  auto reader = cli.stub->Chat(&context, request);
+  v1::ChatResponse chunk;
+  while (reader->Read(&chunk)) {
+    AddChatChunk(chunk, &answers->back());
+    if (cli.json) continue;
+    if (!chunk.reasoning_content().empty()) std::cerr << chunk.reasoning_content() << std::flush;
+    std::cout << chunk.content() << std::flush;
+  }
+  return reader->Finish();
+}
+
 }  // namespace
+
+int ChatCommand(const Cli& cli, v1::ChatRequest request, bool stream, bool interactive) {
+  for (bool first = true;; first = false) {
+    if (!first || request.messages_size() == 0 ||
+        request.messages(request.messages_size() - 1).role() != "user") {
+      if (!interactive) break;
+      if (!cli.json) std::cout << "> " << std::flush;
+      std::string line;
+      if (!std::getline(std::cin, line)) return 0;
+      v1::ChatMessage* user = request.add_messages();
+      user->set_role("user");
+      user->set_content(line);
+    }
+    std::vector<ChatAnswer> answers;
+    const grpc::Status status = RunChat(cli, request, stream, &answers);
+    if (!status.ok()) {
+      if (stream && !cli.json) std::cout << std::endl;
+      if (!interactive) return Fail(cli, status);
+      Fail(cli, status);
+      request.mutable_messages()->RemoveLast();  // that turn is dropped; try another
+      continue;
+    }
+    if (cli.json) {
+      nlohmann::json choices = nlohmann::json::array();
+      for (const ChatAnswer& a : answers) choices.push_back(ChatJson(a));
+      PrintJson(answers.size() == 1 ? choices[0] : nlohmann::json{{"choices", choices}});
+    } else {
+      for (size_t i = 0; i < answers.size(); ++i) {
+        const bool streamed = stream && answers.size() == 1;
+        if (answers.size() > 1) std::cout << "choice " << i << ":\n";
+        if (!streamed) std::cout << answers[i].content;
+        std::cout << "\n" << ChatTrailer(answers[i]) << std::flush;
+      }
+    }
+    // The conversation goes on with the (first) answer.
+    v1::ChatMessage* assistant = request.add_messages();
+    assistant->set_role("assistant");
+    if (!answers[0].content.empty() || answers[0].tool_calls.empty()) {
+      assistant->set_content(answers[0].content);
+    }
+    for (const v1::ToolCall& c : answers[0].tool_calls) *assistant->add_tool_calls() = c;
+    if (!interactive) break;
+  }
+  return 0;
+}
 
 int GenerateCommand(const Cli& cli, const v1::GenerateRequest& request, bool stream) {
   v1::GenerateResponse whole;

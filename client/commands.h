@@ -24,6 +24,9 @@ struct Cli {
 };
 
 int GenerateCommand(const Cli& cli, const v1::GenerateRequest& request, bool stream);
+// Streams (or, with --n > 1, answers whole) one chat; `interactive`: then reads more user
+// turns from stdin, one per line, each answered with the conversation so far.
+int ChatCommand(const Cli& cli, v1::ChatRequest request, bool stream, bool interactive);
 int TokenizeCommand(const Cli& cli, const v1::TokenizeRequest& request);
 int DetokenizeCommand(const Cli& cli, const v1::DetokenizeRequest& request);
 int InfoCommand(const Cli& cli);

@@ -3,6 +3,8 @@
 //   tpserve-cli [--target host:port] [--json] [--timeout-s S] [--tls-ca-file F]
 //               [--tls-cert-file F --tls-key-file F] [--api-key-file F] COMMAND ...
 //     generate "text" | --token-ids 1,2,3  [--stream] [sampling flags]
+//     chat "message" [--system S] [--messages-file F] [--tools-file F] [--tool-choice C]
+//          [--template-kwargs JSON] [--interactive] [--stream] [sampling flags]
 //     tokenize "text"          detokenize 1,2,3
 //     info                     health
 //     bench [--input-len N] [--prefix-len N] [--output-len N] [--num-prompts N]
@@ -18,6 +20,7 @@
 #include "base/args.h"
 #include "base/utf8.h"
 #include "client/channel.h"
+#include "client/chat_flags.h"
 #include "client/commands.h"
 #include "client/generate_flags.h"
 #include "client/output.h"
@@ -32,6 +35,7 @@ struct Flags {
   bool help = false;
   double timeout_s = 0;
   GenerateFlags generate;
+  ChatFlags chat;
   int64_t input_len = 32, prefix_len = 0, output_len = 32, num_prompts = 64, concurrency = 0;
   double request_rate = 0;
 };
@@ -47,10 +51,11 @@ void Register(ArgParser& args, Flags& f) {
   args.AddString("api-key-file", &f.channel.api_key_file,
                  "send \"authorization: Bearer KEY\" on every call, KEY this file's first key");
   args.AddBool("json", &f.json, "print one JSON object");
-  args.AddBool("stream", &f.stream, "generate: print text as it arrives");
+  args.AddBool("stream", &f.stream, "generate, chat: print text as it arrives");
   args.AddDouble("timeout-s", &f.timeout_s, "deadline of each call, seconds (0: none)");
   args.AddBool("help", &f.help, "print this help");
   AddGenerateFlags(args, &f.generate);
+  AddChatFlags(args, &f.chat);
   args.AddInt("input-len", &f.input_len, "bench: prompt tokens");
   args.AddInt("prefix-len", &f.prefix_len,
               "bench: tokens of a prefix shared by every prompt, before its own --input-len");
@@ -62,7 +67,7 @@ void Register(ArgParser& args, Flags& f) {
 
 int Usage(const ArgParser& args, const std::string& problem) {
   std::cerr << "tpserve-cli: " << problem << "\n"
-            << "commands: generate TEXT | tokenize TEXT | detokenize IDS | info | health | bench\n"
+            << "commands: generate TEXT | chat MESSAGE | tokenize TEXT | detokenize IDS | info | health | bench\n"
             << args.Usage();
   return 2;
 }
@@ -110,6 +115,11 @@ int Dispatch(const ArgParser& args, const Flags& f, const Cli& cli) {
                             "--stream prints one completion as it arrives; drop it for --n > 1"));
     }
     return GenerateCommand(cli, *request, f.stream);
+  }
+  if (command == "chat") {
+    absl::StatusOr<v1::ChatRequest> request = BuildChatRequest(args, f.chat, f.generate, arg);
+    if (!request.ok()) return BadRequest(args, cli, request.status());
+    return ChatCommand(cli, *std::move(request), f.stream, f.chat.interactive);
   }
   if (command == "tokenize") {
     if (!ValidateUtf8(std::string_view(arg)).ok()) {

@@ -45,6 +45,8 @@ std::string FinishReasonName(v1::FinishReason reason) {
       return "eos";
     case v1::FINISH_REASON_CANCELLED:
       return "cancelled";
+    case v1::FINISH_REASON_TOOL_CALLS:
+      return "tool_calls";
     default:
       return "";
   }

@@ -105,6 +105,18 @@ grpc::Status AuthenticatedInference::GenerateUnary(grpc::ServerContext* context,
   return Forward(&v1::Inference::Service::GenerateUnary, context, request, response);
 }
 
+grpc::Status AuthenticatedInference::Chat(grpc::ServerContext* context,
+                                          const v1::ChatRequest* request,
+                                          grpc::ServerWriter<v1::ChatResponse>* writer) {
+  return Forward(&v1::Inference::Service::Chat, context, request, writer);
+}
+
+grpc::Status AuthenticatedInference::ChatUnary(grpc::ServerContext* context,
+                                               const v1::ChatRequest* request,
+                                               v1::ChatResponse* response) {
+  return Forward(&v1::Inference::Service::ChatUnary, context, request, response);
+}
+
 grpc::Status AuthenticatedInference::Tokenize(grpc::ServerContext* context,
                                               const v1::TokenizeRequest* request,
                                               v1::TokenizeResponse* response) {

@@ -71,6 +71,10 @@ class AuthenticatedInference final : public v1::Inference::Service {
                         grpc::ServerWriter<v1::GenerateResponse>* writer) override;
   grpc::Status GenerateUnary(grpc::ServerContext* context, const v1::GenerateRequest* request,
                              v1::GenerateResponse* response) override;
+  grpc::Status Chat(grpc::ServerContext* context, const v1::ChatRequest* request,
+                    grpc::ServerWriter<v1::ChatResponse>* writer) override;
+  grpc::Status ChatUnary(grpc::ServerContext* context, const v1::ChatRequest* request,
+                         v1::ChatResponse* response) override;
   grpc::Status Tokenize(grpc::ServerContext* context, const v1::TokenizeRequest* request,
                         v1::TokenizeResponse* response) override;
   grpc::Status Detokenize(grpc::ServerContext* context, const v1::DetokenizeRequest* request,

@@ -67,6 +67,14 @@ class NamingInference final : public v1::Inference::Service {
                              v1::GenerateResponse*) override {
     return Reached("GenerateUnary");
   }
+  grpc::Status Chat(grpc::ServerContext*, const v1::ChatRequest*,
+                    grpc::ServerWriter<v1::ChatResponse>*) override {
+    return Reached("Chat");
+  }
+  grpc::Status ChatUnary(grpc::ServerContext*, const v1::ChatRequest*,
+                         v1::ChatResponse*) override {
+    return Reached("ChatUnary");
+  }
   grpc::Status Tokenize(grpc::ServerContext*, const v1::TokenizeRequest*,
                         v1::TokenizeResponse*) override {
     return Reached("Tokenize");

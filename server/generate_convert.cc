@@ -27,8 +27,10 @@ void CopyStops(const v1::SamplingParams& s, EngineRequest* out) {
   out->ignore_eos = s.ignore_eos();
 }
 
-void CopyLogprobs(const std::vector<PositionLogprobs>& from,
-                  google::protobuf::RepeatedPtrField<v1::TokenLogprob>* to) {
+}  // namespace
+
+void AppendLogprobs(const std::vector<PositionLogprobs>& from,
+                    google::protobuf::RepeatedPtrField<v1::TokenLogprob>* to) {
   for (const PositionLogprobs& position : from) {
     v1::TokenLogprob* entry = to->Add();
     entry->set_token_id(position.chosen.token_id);
@@ -41,8 +43,6 @@ void CopyLogprobs(const std::vector<PositionLogprobs>& from,
     }
   }
 }
-
-}  // namespace
 
 EngineRequest ToEngineRequest(const v1::GenerateRequest& request,
                               std::vector<int32_t> prompt_ids, int max_context,
@@ -64,8 +64,8 @@ void AppendChunk(const EngineChunk& chunk, v1::GenerateResponse* response) {
   response->set_index(chunk.index);
   response->mutable_token_ids()->Add(chunk.token_ids.begin(), chunk.token_ids.end());
   response->mutable_text()->append(chunk.text);
-  CopyLogprobs(chunk.logprobs, response->mutable_logprobs());
-  CopyLogprobs(chunk.prompt_logprobs, response->mutable_prompt_logprobs());
+  AppendLogprobs(chunk.logprobs, response->mutable_logprobs());
+  AppendLogprobs(chunk.prompt_logprobs, response->mutable_prompt_logprobs());
   if (chunk.finish_reason.has_value()) {
     response->set_finish_reason(ToProtoFinishReason(*chunk.finish_reason));
     response->mutable_usage()->set_prompt_tokens(chunk.prompt_tokens);

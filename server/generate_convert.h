@@ -24,6 +24,10 @@ EngineRequest ToEngineRequest(const v1::GenerateRequest& request,
 
 void AppendChunk(const EngineChunk& chunk, v1::GenerateResponse* response);
 
+// `from` added to `to`, one TokenLogprob per position.
+void AppendLogprobs(const std::vector<PositionLogprobs>& from,
+                    google::protobuf::RepeatedPtrField<v1::TokenLogprob>* to);
+
 v1::FinishReason ToProtoFinishReason(FinishReason reason);
 
 }  // namespace tpserve

@@ -1,4 +1,4 @@
-#include "server/service.h"
+#include "server/grpc/inference_service.h"
 
 #include <chrono>
 #include <memory>
@@ -7,6 +7,7 @@
 #include "base/grpc_status.h"
 #include "server/chunk_queue.h"
 #include "server/generate_convert.h"
+#include "server/grpc/chat_convert.h"
 
 namespace tpserve {
 namespace {
@@ -86,6 +87,60 @@ grpc::Status InferenceService::GenerateUnary(grpc::ServerContext* context,
       response->add_choices()->set_index(response->choices_size() - 1);
     }
     AppendChunk(chunk, response->mutable_choices(chunk.index));
+    return true;
+  }));
+}
+
+absl::StatusOr<PreparedChat> InferenceService::PrepareChat(
+    const v1::ChatRequest& request) const {
+  absl::StatusOr<OrderedJson> body = ChatBody(request);
+  if (!body.ok()) return body.status();
+  absl::StatusOr<ChatRequest> chat = ReadChatRequest(*body, "");
+  if (!chat.ok()) return chat.status();
+  *chat->generate.mutable_sampling() = request.sampling();
+  if (request.has_skip_special_tokens()) {
+    chat->generate.set_skip_special_tokens(request.skip_special_tokens());
+  }
+  chat->generate.set_request_id(request.request_id());
+  return tpserve::PrepareChat(*std::move(chat), chat_);
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<ChatSplitter>>> InferenceService::Splitters(
+    const PreparedChat& chat) const {
+  std::vector<std::unique_ptr<ChatSplitter>> out;
+  for (int i = 0; i < chat.choices; ++i) {
+    absl::StatusOr<std::unique_ptr<ChatSplitter>> splitter = ChatSplitter::Create(chat.parsing);
+    if (!splitter.ok()) return splitter.status();
+    out.push_back(*std::move(splitter));
+  }
+  return out;
+}
+
+grpc::Status InferenceService::Chat(grpc::ServerContext* context, const v1::ChatRequest* request,
+                                    grpc::ServerWriter<v1::ChatResponse>* writer) {
+  absl::StatusOr<PreparedChat> chat = PrepareChat(*request);
+  if (!chat.ok()) return ToGrpcStatus(chat.status());
+  absl::StatusOr<std::vector<std::unique_ptr<ChatSplitter>>> splitters = Splitters(*chat);
+  if (!splitters.ok()) return ToGrpcStatus(splitters.status());
+  return ToGrpcStatus(RunGenerate(context, chat->generate, [&](const EngineChunk& chunk) {
+    v1::ChatResponse response;
+    AppendChatChunk(chunk, *(*splitters)[chunk.index], /*whole=*/false, &response);
+    return writer->Write(response);
+  }));
+}
+
+grpc::Status InferenceService::ChatUnary(grpc::ServerContext* context,
+                                         const v1::ChatRequest* request,
+                                         v1::ChatResponse* response) {
+  absl::StatusOr<PreparedChat> chat = PrepareChat(*request);
+  if (!chat.ok()) return ToGrpcStatus(chat.status());
+  absl::StatusOr<std::vector<std::unique_ptr<ChatSplitter>>> splitters = Splitters(*chat);
+  if (!splitters.ok()) return ToGrpcStatus(splitters.status());
+  const int n = chat->choices;
+  for (int i = 0; n > 1 && i < n; ++i) response->add_choices()->set_index(i);
+  return ToGrpcStatus(RunGenerate(context, chat->generate, [&](const EngineChunk& chunk) {
+    v1::ChatResponse* choice = n > 1 ? response->mutable_choices(chunk.index) : response;
+    AppendChatChunk(chunk, *(*splitters)[chunk.index], /*whole=*/true, choice);
     return true;
   }));
 }

@@ -1,8 +1,10 @@
 // InferenceService over a real Engine and a FakeStepExecutor, through a real gRPC
 // channel on a free local port.
-#include "server/service.h"
+#include "server/grpc/inference_service.h"
 
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -384,6 +386,181 @@ TEST_F(ServiceTest, TokenizeAndDetokenize) {
   const grpc::Status bad = stub_->Detokenize(&c3, detokenize, &text);
   EXPECT_EQ(bad.error_code(), grpc::INVALID_ARGUMENT);
   EXPECT_NE(bad.error_message().find("token_ids["), std::string::npos);
+}
+
+// The Chat RPCs: the Qwen2 tokenizer and Qwen2.5's real template, a fake that answers
+// with a Hermes tool call, and the hermes parser.
+class ChatServiceTest : public ::testing::Test {
+ protected:
+  void Start(const std::string& answer, const std::string& tool_parser,
+             const std::string& template_path =
+                 "tests/chat_templates/Qwen-Qwen2.5-7B-Instruct.jinja") {
+    absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
+        Tokenizer::FromPath("tests/tokenizer/data/qwen2");
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+    tokenizer_ = *std::move(tokenizer);
+    const std::vector<int32_t> eos = *tokenizer_->Encode("<|im_end|>", false);
+    FakeExecutorConfig fake;
+    fake.num_blocks = 256;
+    fake.vocab_size = tokenizer_->id_bound();
+    fake.next_token = FakeStepExecutor::ScriptedAnswer(*tokenizer_->Encode(answer, false), eos[0]);
+    executor_ = std::make_unique<FakeStepExecutor>(fake);
+    EngineOptions options;
+    options.limits.set_max_context(1024);
+    options.eos_token_ids = eos;
+    engine_ = *Engine::Create(options, executor_.get(), tokenizer_.get());
+    engine_->Start();
+    ServedModel model = Model(tokenizer_->id_bound());
+    model.limits = MakeBatchLimits(1024, 256, 8);
+    core_ = std::make_unique<ServingCore>(model, tokenizer_.get());
+    core_->SetEngine(engine_);
+    if (!template_path.empty()) {
+      std::ifstream in(template_path);
+      std::stringstream text;
+      text << in.rdbuf();
+      template_ = *ChatTemplate::FromTexts({{"default", text.str()}}, template_path, {});
+    }
+    service_ = std::make_unique<InferenceService>(
+        core_.get(), ChatConfig{template_.get(), tool_parser, "", [n = 0]() mutable {
+                                  return "call_" + std::to_string(n++);
+                                }});
+    grpc::ServerBuilder builder;
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    stub_ = v1::Inference::NewStub(server_->InProcessChannel({}));
+  }
+
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+    if (engine_) engine_->Stop();
+  }
+
+  static v1::ChatRequest WeatherChat() {
+    v1::ChatRequest r;
+    v1::ChatMessage* user = r.add_messages();
+    user->set_role("user");
+    user->set_content("Weather in Paris?");
+    v1::Tool* tool = r.add_tools();
+    tool->set_name("get_weather");
+    tool->set_parameters_json(R"({"type": "object", "properties": {"city": {"type": "string"}}})");
+    r.mutable_sampling()->set_temperature(0);
+    r.mutable_sampling()->set_max_tokens(64);
+    return r;
+  }
+
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<FakeStepExecutor> executor_;
+  std::shared_ptr<Engine> engine_;
+  std::unique_ptr<ServingCore> core_;
+  std::unique_ptr<ChatTemplate> template_;
+  std::unique_ptr<InferenceService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::Inference::Stub> stub_;
+};
+
+constexpr char kWeatherCall[] =
+    "Checking.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+    "</tool_call>";
+
+TEST_F(ChatServiceTest, ChatStreamsContentThenTheToolCall) {
+  Start(kWeatherCall, "hermes");
+  grpc::ClientContext context;
+  auto reader = stub_->Chat(&context, WeatherChat());
+  v1::ChatResponse chunk;
+  std::string content;
+  std::string name;
+  std::string arguments;
+  v1::FinishReason finish = v1::FINISH_REASON_UNSPECIFIED;
+  int completion_tokens = 0;
+  while (reader->Read(&chunk)) {
+    content += chunk.content();
+    for (const v1::ToolCallDelta& d : chunk.tool_calls()) {
+      EXPECT_EQ(d.index(), 0);
+      if (!d.name().empty()) {
+        name = d.name();
+        EXPECT_EQ(d.id(), "call_0");
+      }
+      arguments += d.arguments_json();
+    }
+    if (chunk.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+      finish = chunk.finish_reason();
+      completion_tokens = chunk.usage().completion_tokens();
+    }
+  }
+  const grpc::Status status = reader->Finish();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(content, "Checking.");
+  EXPECT_EQ(name, "get_weather");
+  EXPECT_EQ(arguments, R"({"city": "Paris"})");
+  EXPECT_EQ(finish, v1::FINISH_REASON_TOOL_CALLS);
+  EXPECT_GT(completion_tokens, 10);
+}
+
+TEST_F(ChatServiceTest, ChatUnaryListsWholeCallsAndChoices) {
+  Start(kWeatherCall, "hermes");
+  grpc::ClientContext context;
+  v1::ChatRequest request = WeatherChat();
+  request.mutable_sampling()->set_n(2);
+  v1::ChatResponse response;
+  const grpc::Status status = stub_->ChatUnary(&context, request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(response.choices_size(), 2);
+  for (const v1::ChatResponse& choice : response.choices()) {
+    EXPECT_EQ(choice.content(), "Checking.");
+    ASSERT_EQ(choice.tool_calls_size(), 1);
+    EXPECT_EQ(choice.tool_calls(0).name(), "get_weather");
+    EXPECT_EQ(choice.tool_calls(0).arguments_json(), R"({"city": "Paris"})");
+    EXPECT_EQ(choice.finish_reason(), v1::FINISH_REASON_TOOL_CALLS);
+    EXPECT_FALSE(choice.token_ids().empty());
+  }
+}
+
+TEST_F(ChatServiceTest, BadChatsAreRefusedByField) {
+  Start("Hello.", "");
+  const auto call = [&](const v1::ChatRequest& r) {
+    grpc::ClientContext context;
+    v1::ChatResponse response;
+    return stub_->ChatUnary(&context, r, &response);
+  };
+  // Tools, but no --tool-call-parser: tool_choice must be "none".
+  grpc::Status status = call(WeatherChat());
+  EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("tool_choice"), std::string::npos) << status.error_message();
+  v1::ChatRequest none = WeatherChat();
+  none.set_tool_choice("none");
+  status = call(none);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+
+  v1::ChatRequest bad_schema = WeatherChat();
+  bad_schema.set_tool_choice("none");
+  bad_schema.mutable_tools(0)->set_parameters_json("{nope");
+  status = call(bad_schema);
+  EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("tools[0].parameters_json"), std::string::npos);
+
+  v1::ChatRequest bad_role = none;
+  bad_role.mutable_messages(0)->set_role("wizard");
+  status = call(bad_role);
+  EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("messages[0].role"), std::string::npos);
+
+  v1::ChatRequest empty;
+  EXPECT_EQ(call(empty).error_code(), grpc::INVALID_ARGUMENT);
+
+  v1::ChatRequest hot = none;
+  hot.mutable_sampling()->set_temperature(-1);
+  EXPECT_EQ(call(hot).error_code(), grpc::INVALID_ARGUMENT);
+}
+
+TEST_F(ChatServiceTest, AModelWithoutATemplateRefusesChats) {
+  Start("Hello.", "", "");
+  grpc::ClientContext context;
+  v1::ChatRequest r = WeatherChat();
+  r.clear_tools();
+  v1::ChatResponse response;
+  const grpc::Status status = stub_->ChatUnary(&context, r, &response);
+  EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("chat template"), std::string::npos);
 }
 
 }  // namespace

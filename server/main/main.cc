@@ -26,11 +26,14 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "server/auth.h"
+#include "server/chat/chat_template.h"
+#include "server/http/http_routes.h"
 #include "server/http/http_server.h"
+#include "server/openai/openai_api.h"
 #include "server/model_path.h"
 #include "server/pool_supervisor.h"
 #include "server/server_config.h"
-#include "server/service.h"
+#include "server/grpc/inference_service.h"
 #include "server/serving_core.h"
 #include "server/serving_setup.h"
 #include "server/tls_files.h"
@@ -187,16 +190,72 @@ absl::StatusOr<std::unique_ptr<HttpServer>> StartMetrics(const ServerConfig& con
   return server;
 }
 
+// The chat template: --chat-template's (an error there is fatal), else the model's own;
+// a model without one (or with one this server cannot parse, said on stderr) serves
+// completions only.
+absl::StatusOr<std::unique_ptr<ChatTemplate>> LoadChatTemplate(const ServerConfig& config,
+                                                               const Tokenizer* tokenizer) {
+  if (tokenizer == nullptr) {
+    if (!config.chat_template_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--chat-template: the model directory has no tokenizer.json to tokenize chats with");
+    }
+    return std::unique_ptr<ChatTemplate>();
+  }
+  ChatSpecialTokens tokens{tokenizer->config().bos_token, tokenizer->config().eos_token};
+  absl::StatusOr<std::unique_ptr<ChatTemplate>> loaded =
+      ChatTemplate::Load(config.model_dir, config.chat_template_file, tokens);
+  if (loaded.ok()) {
+    std::printf("tpserve: chat template from %s\n", (*loaded)->origin().c_str());
+    return loaded;
+  }
+  if (!config.chat_template_file.empty()) return loaded.status();
+  std::fprintf(stderr, "tpserve: chat requests are refused: %s\n",
+               loaded.status().ToString().c_str());
+  return std::unique_ptr<ChatTemplate>();
+}
+
+// The OpenAI-compatible API on --http-port (null when it is off).
+absl::StatusOr<std::unique_ptr<HttpServer>> StartOpenAi(const ServerConfig& config,
+                                                        OpenAiApi* api) {
+  if (config.http_port < 0) return std::unique_ptr<HttpServer>();
+  HttpServerConfig http;
+  http.host = config.http_host.empty() ? config.host : config.http_host;
+  http.port = config.http_port;
+  HttpRoutes routes;
+  api->AddRoutes(routes);
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(http, std::move(routes));
+  if (server.ok()) {
+    std::printf("tpserve: OpenAI-compatible API on http://%s:%d/v1\n", http.host.c_str(),
+                (*server)->port());
+    std::fflush(stdout);
+  }
+  return server;
+}
+
 int Serve(const ServerConfig& config, PublicPortSecurity security, const sigset_t& signals) {
   absl::StatusOr<ServingSetup> setup = PrepareServing(config);
   if (!setup.ok()) {
     std::fprintf(stderr, "tpserve: %s\n", setup.status().ToString().c_str());
     return 1;
   }
+  absl::StatusOr<std::unique_ptr<ChatTemplate>> chat_template =
+      LoadChatTemplate(config, setup->tokenizer.get());
+  if (!chat_template.ok()) {
+    std::fprintf(stderr, "tpserve: %s\n", chat_template.status().ToString().c_str());
+    return 2;
+  }
   ServingCore core(setup->model, setup->tokenizer.get());
-  InferenceService service(&core);
+  const ChatConfig chat{chat_template->get(), config.tool_call_parser, config.reasoning_parser,
+                        nullptr};
+  InferenceService service(&core, chat);
+  const std::optional<ApiKeys> api_keys = security.api_keys;
   std::optional<AuthenticatedInference> authenticated;
   if (security.api_keys) authenticated.emplace(&service, *std::move(security.api_keys));
+  OpenAiApiOptions openai_options;
+  openai_options.chat = chat;
+  openai_options.api_keys = api_keys ? &*api_keys : nullptr;
+  OpenAiApi openai(&core, openai_options);
   grpc::Service* inference = authenticated ? static_cast<grpc::Service*>(&*authenticated)
                                            : static_cast<grpc::Service*>(&service);
   std::string address;
@@ -210,6 +269,13 @@ int Serve(const ServerConfig& config, PublicPortSecurity security, const sigset_
   absl::StatusOr<std::unique_ptr<HttpServer>> metrics = StartMetrics(config, &core);
   if (!metrics.ok()) {
     std::fprintf(stderr, "tpserve: --metrics-port: %s\n", metrics.status().ToString().c_str());
+    return 1;
+  }
+  // Declared after `openai`, so it stops first (its connections' OnClose cancel their
+  // generations) and the API outlives every handler.
+  absl::StatusOr<std::unique_ptr<HttpServer>> http = StartOpenAi(config, &openai);
+  if (!http.ok()) {
+    std::fprintf(stderr, "tpserve: --http-port: %s\n", http.status().ToString().c_str());
     return 1;
   }
   // Shared with the signal thread, which may outlive this function.

@@ -176,6 +176,8 @@ absl::Status ReadCommon(const OrderedJson& body, absl::string_view served, OpenA
   }
   TPSERVE_ASSIGN_OR_RETURN(std::optional<std::string> user, OptString(body, "user"));
   common->user = user.value_or("");
+  TPSERVE_ASSIGN_OR_RETURN(std::optional<bool> token_ids, OptBool(body, "return_token_ids"));
+  common->return_token_ids = token_ids.value_or(false);
   TPSERVE_ASSIGN_OR_RETURN(std::optional<std::string> id, OptString(body, "request_id"));
   if (id.has_value()) {
     TPSERVE_RETURN_IF_ERROR(WithParam(ValidateRequestId(*id), "request_id"));
@@ -606,6 +608,42 @@ absl::StatusOr<ChatRequest> ReadChatRequest(const OrderedJson& body,
     return ParamError("continue_final_message",
                       "continue_final_message needs the last message to be the assistant's");
   }
+  return out;
+}
+
+absl::StatusOr<PreparedChat> PrepareChat(ChatRequest request, const ChatConfig& config) {
+  if (config.chat_template == nullptr) {
+    return ParamError("messages",
+                      "this model has no chat template; start tpserve with --chat-template "
+                      "FILE, or send a prompt to /v1/completions (Generate on gRPC)");
+  }
+  PreparedChat out;
+  out.parsing.reasoning_parser = config.reasoning_parser;
+  out.parsing.tool_call_ids = config.tool_call_ids;
+  if (request.tool_choice != ToolChoice::kNone) {
+    if (config.tool_call_parser.empty()) {
+      return ParamError("tool_choice",
+                        "tool calls need the server started with --tool-call-parser (e.g. "
+                        "hermes, llama3_json); or send tool_choice \"none\"");
+    }
+    out.parsing.tool_parser = config.tool_call_parser;
+  }
+  ChatTemplateInputs inputs;
+  inputs.messages = std::move(request.messages);
+  inputs.tools = std::move(request.tools);
+  inputs.documents = std::move(request.documents);
+  inputs.add_generation_prompt = request.add_generation_prompt;
+  inputs.continue_final_message = request.continue_final_message;
+  inputs.kwargs = std::move(request.template_kwargs);
+  absl::StatusOr<std::string> prompt = config.chat_template->Render(inputs);
+  if (!prompt.ok()) {
+    return ParamError("messages", absl::StrCat("the chat template failed on these messages: ",
+                                               prompt.status().message()));
+  }
+  out.parsing.prompt_opened_thinking = PromptOpensThinking(*prompt);
+  out.generate = std::move(request.generate);
+  out.generate.set_text(*std::move(prompt));
+  out.choices = out.generate.sampling().has_n() ? out.generate.sampling().n() : 1;
   return out;
 }
 

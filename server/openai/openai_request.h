@@ -25,6 +25,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "server/chat/chat_config.h"
+#include "server/chat/chat_splitter.h"
 #include "tpserve/v1/inference.pb.h"
 
 namespace tpserve {
@@ -46,6 +48,8 @@ struct OpenAiCommon {
   bool include_usage = false;  // stream_options.include_usage
   std::string user;
   std::string request_id;  // vLLM's request_id field, else the X-Request-Id header
+  // vLLM's return_token_ids: each choice also carries its generated token ids.
+  bool return_token_ids = false;
 };
 
 struct CompletionRequest {
@@ -83,6 +87,19 @@ absl::StatusOr<CompletionRequest> ReadCompletionRequest(const OrderedJson& body,
                                                         absl::string_view served_model);
 absl::StatusOr<ChatRequest> ReadChatRequest(const OrderedJson& body,
                                             absl::string_view served_model);
+
+// A chat ready to generate: the messages rendered into the prompt text, and how its
+// answers are to be split.
+struct PreparedChat {
+  v1::GenerateRequest generate;
+  ChatParsing parsing;
+  int choices = 1;
+};
+
+// Renders `request` with config's template. INVALID_ARGUMENT (param "messages") when the
+// model has no template or the template fails on these messages (its message kept);
+// (param "tool_choice") when tools are to be parsed but no --tool-call-parser is set.
+absl::StatusOr<PreparedChat> PrepareChat(ChatRequest request, const ChatConfig& config);
 
 // The core's validation speaks tpserve.v1's field names ("sampling.top_p", "text",
 // "token_ids.ids"); this renames them to the endpoint's parameters and attaches the

@@ -107,6 +107,7 @@ std::vector<std::string> CompletionOutput::Feed(const EngineChunk& chunk) {
     choice.offset = CodePoints(text);
   }
   text += chunk.text;
+  choice.token_ids.insert(choice.token_ids.end(), chunk.token_ids.begin(), chunk.token_ids.end());
   Json logprobs;
   if (logprobs_ >= 0) logprobs = Logprobs(chunk.logprobs, choice);
   choice.text += text;
@@ -127,15 +128,15 @@ std::vector<std::string> CompletionOutput::Feed(const EngineChunk& chunk) {
     cached_tokens_[prompt] = chunk.cached_prompt_tokens;
     completion_tokens_ += chunk.completion_tokens;
   }
-  if (text.empty() && finish.is_null() && chunk.logprobs.empty()) return {};
+  const bool ids = return_token_ids_ && !chunk.token_ids.empty();
+  if (text.empty() && finish.is_null() && chunk.logprobs.empty() && !ids) return {};
+  Json entry = {{"index", chunk.index}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", finish}};
+  if (return_token_ids_) entry["token_ids"] = chunk.token_ids;
   Json event = {{"id", identity_.id},
                 {"object", "text_completion"},
                 {"created", identity_.created},
                 {"model", identity_.model},
-                {"choices", Json::array({Json{{"index", chunk.index},
-                                              {"text", text},
-                                              {"logprobs", logprobs},
-                                              {"finish_reason", finish}}})}};
+                {"choices", Json::array({std::move(entry)})}};
   if (include_usage_) event["usage"] = nullptr;
   return {Dump(event)};
 }
@@ -166,10 +167,12 @@ std::string CompletionOutput::Body() const {
   Json choices = Json::array();
   for (size_t i = 0; i < choices_.size(); ++i) {
     const Choice& c = choices_[i];
-    choices.push_back({{"index", i},
-                       {"text", c.text},
-                       {"logprobs", c.logprobs},
-                       {"finish_reason", c.finish_reason.empty() ? Json() : Json(c.finish_reason)}});
+    Json entry = {{"index", i},
+                  {"text", c.text},
+                  {"logprobs", c.logprobs},
+                  {"finish_reason", c.finish_reason.empty() ? Json() : Json(c.finish_reason)}};
+    if (return_token_ids_) entry["token_ids"] = c.token_ids;
+    choices.push_back(std::move(entry));
   }
   return Dump({{"id", identity_.id},
                {"object", "text_completion"},
@@ -188,37 +191,8 @@ absl::StatusOr<std::unique_ptr<ChatOutput>> ChatOutput::Create(ResponseIdentity 
   std::unique_ptr<ChatOutput> out(new ChatOutput(std::move(identity), logprobs, include_usage));
   out->choices_.resize(choices);
   for (Choice& c : out->choices_) {
-    if (!parsing.reasoning_parser.empty()) {
-      TPSERVE_ASSIGN_OR_RETURN(c.reasoning, ReasoningParser::Create(parsing.reasoning_parser,
-                                                                    parsing.prompt_opened_thinking));
-    }
-    if (!parsing.tool_parser.empty()) {
-      TPSERVE_ASSIGN_OR_RETURN(c.tools,
-                               ToolCallParser::Create(parsing.tool_parser, parsing.tool_call_ids));
-    }
+    TPSERVE_ASSIGN_OR_RETURN(c.splitter, ChatSplitter::Create(parsing));
   }
-  return out;
-}
-
-ParsedDelta ChatOutput::Parse(Choice& choice, absl::string_view text, bool finish) {
-  ParsedDelta out;
-  ParsedDelta split;
-  if (choice.reasoning != nullptr) {
-    split = choice.reasoning->Feed(text);
-    if (finish) split.Append(choice.reasoning->Finish());
-  } else {
-    split.content = std::string(text);
-  }
-  out.reasoning = std::move(split.reasoning);
-  if (choice.tools != nullptr) {
-    ParsedDelta calls = choice.tools->Feed(split.content);
-    if (finish) calls.Append(choice.tools->Finish());
-    out.content = std::move(calls.content);
-    out.tool_calls = std::move(calls.tool_calls);
-  } else {
-    out.content = std::move(split.content);
-  }
-  choice.whole.Append(out);
   return out;
 }
 
@@ -292,7 +266,8 @@ std::vector<std::string> ChatOutput::Feed(const EngineChunk& chunk) {
         Dump(Event(chunk.index, {{"role", "assistant"}, {"content", ""}}, nullptr, "")));
   }
   const bool last = chunk.finish_reason.has_value();
-  ParsedDelta delta = Parse(choice, chunk.text, last);
+  choice.token_ids.insert(choice.token_ids.end(), chunk.token_ids.begin(), chunk.token_ids.end());
+  ParsedDelta delta = choice.splitter->Feed(chunk.text, last);
   Json logprobs;
   if (logprobs_ >= 0 && !chunk.logprobs.empty()) {
     Json content = ChatLogprobs(chunk.logprobs);
@@ -302,7 +277,7 @@ std::vector<std::string> ChatOutput::Feed(const EngineChunk& chunk) {
   std::string finish;
   if (last) {
     choice.finish_reason =
-        ChatFinishReason(OpenAiFinishReason(*chunk.finish_reason), choice.tools.get());
+        ChatFinishReason(OpenAiFinishReason(*chunk.finish_reason), choice.splitter->tools());
     finish = choice.finish_reason;
     prompt_tokens_ = chunk.prompt_tokens;
     cached_tokens_ = chunk.cached_prompt_tokens;
@@ -312,8 +287,11 @@ std::vector<std::string> ChatOutput::Feed(const EngineChunk& chunk) {
   if (!delta.reasoning.empty()) body["reasoning_content"] = delta.reasoning;
   if (!delta.content.empty()) body["content"] = delta.content;
   if (!delta.tool_calls.empty()) body["tool_calls"] = ToolCallDeltas(delta.tool_calls);
-  if (body.empty() && logprobs.is_null() && finish.empty()) return events;
-  events.push_back(Dump(Event(chunk.index, std::move(body), logprobs, finish)));
+  const bool ids = return_token_ids_ && !chunk.token_ids.empty();
+  if (body.empty() && logprobs.is_null() && finish.empty() && !ids) return events;
+  Json event = Event(chunk.index, std::move(body), logprobs, finish);
+  if (return_token_ids_) event["choices"][0]["token_ids"] = chunk.token_ids;
+  events.push_back(Dump(event));
   return events;
 }
 
@@ -338,24 +316,26 @@ std::string ChatOutput::Body() const {
   for (size_t i = 0; i < choices_.size(); ++i) {
     const Choice& c = choices_[i];
     Json message = {{"role", "assistant"}};
-    const bool has_calls = c.tools != nullptr && !c.tools->calls().empty();
-    message["content"] = c.whole.content.empty() && has_calls ? Json() : Json(c.whole.content);
+    const ParsedDelta& whole = c.splitter->whole();
+    message["content"] =
+        whole.content.empty() && c.splitter->made_tool_calls() ? Json() : Json(whole.content);
     message["reasoning_content"] =
-        c.reasoning != nullptr ? Json(c.whole.reasoning) : Json();
+        c.splitter->has_reasoning_parser() ? Json(whole.reasoning) : Json();
     Json calls = Json::array();
-    if (c.tools != nullptr) {
-      for (const ParsedToolCall& call : c.tools->calls()) {
+    if (c.splitter->tools() != nullptr) {
+      for (const ParsedToolCall& call : c.splitter->tools()->calls()) {
         calls.push_back({{"id", call.id},
                          {"type", "function"},
                          {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
       }
     }
     message["tool_calls"] = std::move(calls);
-    choices.push_back(
-        {{"index", i},
-         {"message", std::move(message)},
-         {"logprobs", logprobs_ >= 0 ? Json{{"content", c.logprobs}} : Json()},
-         {"finish_reason", c.finish_reason.empty() ? Json() : Json(c.finish_reason)}});
+    Json entry = {{"index", i},
+                  {"message", std::move(message)},
+                  {"logprobs", logprobs_ >= 0 ? Json{{"content", c.logprobs}} : Json()},
+                  {"finish_reason", c.finish_reason.empty() ? Json() : Json(c.finish_reason)}};
+    if (return_token_ids_) entry["token_ids"] = c.token_ids;
+    choices.push_back(std::move(entry));
   }
   return Dump({{"id", identity_.id},
                {"object", "chat.completion"},

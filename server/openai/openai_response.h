@@ -28,8 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "server/chat/reasoning_parser.h"
-#include "server/chat/tool_call_parser.h"
+#include "server/chat/chat_splitter.h"
 #include "server/request.h"
 
 namespace tpserve {
@@ -54,9 +53,12 @@ class CompletionOutput {
   std::vector<std::string> Feed(const EngineChunk& chunk);
   std::string UsageEvent() const;
   std::string Body() const;
+  // vLLM's return_token_ids: every choice (and streamed chunk) lists its token ids.
+  void set_return_token_ids(bool on) { return_token_ids_ = on; }
 
  private:
   struct Choice {
+    std::vector<int32_t> token_ids;
     std::string text;
     nlohmann::json logprobs;  // the format's object; null without logprobs
     int64_t offset = 0;       // code points of text so far
@@ -75,15 +77,7 @@ class CompletionOutput {
   std::vector<int> prompt_tokens_;  // per prompt, once one of its choices finished
   std::vector<int> cached_tokens_;
   int completion_tokens_ = 0;
-};
-
-// How a chat answer's text is split: which parsers, and whether the prompt opened the
-// model's thinking.
-struct ChatParsing {
-  std::string reasoning_parser;  // "" for none
-  std::string tool_parser;       // "" for none (tool_choice "none", or no tools)
-  bool prompt_opened_thinking = false;
-  IdGenerator tool_call_ids;     // null: random
+  bool return_token_ids_ = false;
 };
 
 class ChatOutput {
@@ -97,19 +91,18 @@ class ChatOutput {
   std::vector<std::string> Feed(const EngineChunk& chunk);
   std::string UsageEvent() const;
   std::string Body() const;
+  void set_return_token_ids(bool on) { return_token_ids_ = on; }
 
  private:
   struct Choice {
-    std::unique_ptr<ReasoningParser> reasoning;
-    std::unique_ptr<ToolCallParser> tools;
-    ParsedDelta whole;  // everything released so far
+    std::vector<int32_t> token_ids;
+    std::unique_ptr<ChatSplitter> splitter;
     nlohmann::json logprobs = nlohmann::json::array();
     std::string finish_reason;
     bool started = false;  // the role's chunk was sent
   };
   ChatOutput(ResponseIdentity identity, int logprobs, bool include_usage)
       : identity_(std::move(identity)), logprobs_(logprobs), include_usage_(include_usage) {}
-  ParsedDelta Parse(Choice& choice, absl::string_view text, bool finish);
   nlohmann::json Event(int index, nlohmann::json delta, const nlohmann::json& logprobs,
                        const std::string& finish_reason) const;
   nlohmann::json Usage() const;
@@ -121,6 +114,7 @@ class ChatOutput {
   int prompt_tokens_ = 0;
   int cached_tokens_ = 0;
   int completion_tokens_ = 0;
+  bool return_token_ids_ = false;
 };
 
 // Engine finish reasons as the API names them.

@@ -33,6 +33,19 @@ int32_t FakeStepExecutor::HashNextToken(absl::Span<const int32_t> history, int v
   return static_cast<int32_t>(h % static_cast<uint64_t>(vocab_size));
 }
 
+std::function<int32_t(absl::Span<const int32_t>)> FakeStepExecutor::ScriptedAnswer(
+    std::vector<int32_t> script, int32_t end) {
+  return [script, end](absl::Span<const int32_t> history) {
+    for (size_t k = script.size(); k > 0; --k) {
+      if (history.size() >= k &&
+          std::equal(script.begin(), script.begin() + k, history.end() - k)) {
+        return k == script.size() ? end : script[k];
+      }
+    }
+    return script.empty() ? end : script[0];
+  };
+}
+
 std::vector<int32_t> FakeStepExecutor::HashContinuation(std::vector<int32_t> prompt, int n,
                                                         int vocab_size) {
   std::vector<int32_t> out;

@@ -60,6 +60,11 @@ class FakeStepExecutor : public StepExecutor {
   int kv_block_size() const override { return config_.block_size; }
 
   static int32_t HashNextToken(absl::Span<const int32_t> history, int vocab_size);
+  // A next_token that answers every sequence with `script`, then `end` (e.g. EOS): the
+  // token after the longest prefix of the script that ends the history (so the prompt
+  // must not end with a prefix of it).
+  static std::function<int32_t(absl::Span<const int32_t>)> ScriptedAnswer(
+      std::vector<int32_t> script, int32_t end);
   // The default model's first n tokens after `prompt`, for a sequence alone.
   static std::vector<int32_t> HashContinuation(std::vector<int32_t> prompt, int n,
                                                int vocab_size);
