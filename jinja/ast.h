@@ -44,7 +44,7 @@ struct ExprNode {
   Value literal;
   std::string name;
   std::vector<ExprPtr> args;
-  std::vector<std::pair<std::string, ExprPtr>> kwargs;
+  std::vector<std::pair<std::string, ExprPtr>> kwargs;  // "*": *args, "**": **kwargs
   std::vector<std::string> ops;  // "==", "!=", "<", "<=", ">", ">=", "in", "notin"
 };
 

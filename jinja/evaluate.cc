@@ -45,78 +45,93 @@ absl::StatusOr<Value> Renderer::Evaluate(const ExprNode& expr) {
   return v;
 }
 
+// Each kind in a function of its own keeps this frame, which every nesting
+// level of an expression repeats on the stack, small.
 absl::StatusOr<Value> Renderer::EvaluateNode(const ExprNode& expr) {
   switch (expr.kind) {
     case Kind::kLiteral: return expr.literal;
     case Kind::kName: return EvaluateName(expr);
-    case Kind::kList: case Kind::kTuple: {
-      ValueList items;
-      for (const ExprPtr& arg : expr.args) {
-        TPSERVE_ASSIGN_OR_RETURN(Value item, Evaluate(*arg));
-        items.push_back(std::move(item));
-      }
-      return expr.kind == Kind::kList ? Value::List(std::move(items)) : Value::Tuple(std::move(items));
-    }
-    case Kind::kDict: {
-      ValueMap map;
-      for (size_t i = 0; i + 1 < expr.args.size(); i += 2) {
-        TPSERVE_ASSIGN_OR_RETURN(Value key, Evaluate(*expr.args[i]));
-        TPSERVE_RETURN_IF_ERROR(CheckHashable(key));
-        TPSERVE_ASSIGN_OR_RETURN(Value value, Evaluate(*expr.args[i + 1]));
-        map.Set(std::move(key), std::move(value));
-      }
-      return Value::Dict(std::move(map));
-    }
-    case Kind::kAttr: {
-      TPSERVE_ASSIGN_OR_RETURN(Value obj, Evaluate(*expr.args[0]));
-      if (obj.is_undefined()) return UndefinedError(obj);
-      return GetAttribute(obj, expr.name);
-    }
-    case Kind::kItem: {
-      TPSERVE_ASSIGN_OR_RETURN(Value obj, Evaluate(*expr.args[0]));
-      TPSERVE_ASSIGN_OR_RETURN(Value key, Evaluate(*expr.args[1]));
-      if (obj.is_undefined()) return UndefinedError(obj);
-      return GetItem(obj, key);
-    }
+    case Kind::kList: case Kind::kTuple: return EvaluateSequence(expr);
+    case Kind::kDict: return EvaluateDict(expr);
+    case Kind::kAttr: case Kind::kItem: return EvaluateLookup(expr);
     case Kind::kSlice: return EvaluateSlice(expr);
     case Kind::kCall: return EvaluateCall(expr);
     case Kind::kFilter: return EvaluateFilter(expr);
-    case Kind::kTest: {
-      TPSERVE_ASSIGN_OR_RETURN(Value input, Evaluate(*expr.args[0]));
-      TPSERVE_ASSIGN_OR_RETURN(CallArgs args, EvaluateArgs(expr, 1));
-      TPSERVE_ASSIGN_OR_RETURN(bool result, ApplyTest(expr.name, input, args));
-      return Value::Bool(result);
-    }
-    case Kind::kUnary: {
-      TPSERVE_ASSIGN_OR_RETURN(Value operand, Evaluate(*expr.args[0]));
-      if (expr.name == "not") return Value::Bool(!operand.Truthy());
-      return UnaryOperation(expr.name, operand);
-    }
-    case Kind::kBinary: {
-      TPSERVE_ASSIGN_OR_RETURN(Value left, Evaluate(*expr.args[0]));
-      if (expr.name == "and" && !left.Truthy()) return left;
-      if (expr.name == "or" && left.Truthy()) return left;
-      TPSERVE_ASSIGN_OR_RETURN(Value right, Evaluate(*expr.args[1]));
-      if (expr.name == "and" || expr.name == "or") return right;
-      if (expr.name == "~") {
-        std::string text = left.Str();
-        const std::string tail = right.Str();
-        TPSERVE_RETURN_IF_ERROR(CheckSize(text.size() + tail.size()));
-        return Value::String(text + tail);
-      }
-      return BinaryOperation(expr.name, left, right, options_.max_output_bytes);
-    }
+    case Kind::kTest: return EvaluateTest(expr);
+    case Kind::kUnary: case Kind::kBinary: return EvaluateOperator(expr);
     case Kind::kCompare: return EvaluateCompare(expr);
-    case Kind::kCondition: {
-      TPSERVE_ASSIGN_OR_RETURN(Value test, Evaluate(*expr.args[0]));
-      if (test.Truthy()) return Evaluate(*expr.args[1]);
-      if (expr.args[2] == nullptr) {
-        return Value::Undefined("the inline if-expression evaluated to false and no else section was defined.");
-      }
-      return Evaluate(*expr.args[2]);
-    }
+    case Kind::kCondition: return EvaluateCondition(expr);
   }
   return absl::InternalError("unknown expression");
+}
+
+absl::StatusOr<Value> Renderer::EvaluateSequence(const ExprNode& expr) {
+  ValueList items;
+  for (const ExprPtr& arg : expr.args) {
+    TPSERVE_ASSIGN_OR_RETURN(Value item, Evaluate(*arg));
+    items.push_back(std::move(item));
+  }
+  return expr.kind == Kind::kList ? Value::List(std::move(items)) : Value::Tuple(std::move(items));
+}
+
+absl::StatusOr<Value> Renderer::EvaluateDict(const ExprNode& expr) {
+  ValueMap map;
+  for (size_t i = 0; i + 1 < expr.args.size(); i += 2) {
+    TPSERVE_ASSIGN_OR_RETURN(Value key, Evaluate(*expr.args[i]));
+    TPSERVE_RETURN_IF_ERROR(CheckHashable(key));
+    TPSERVE_ASSIGN_OR_RETURN(Value value, Evaluate(*expr.args[i + 1]));
+    map.Set(std::move(key), std::move(value));
+  }
+  return Value::Dict(std::move(map));
+}
+
+// obj.name and obj[key].
+absl::StatusOr<Value> Renderer::EvaluateLookup(const ExprNode& expr) {
+  TPSERVE_ASSIGN_OR_RETURN(Value obj, Evaluate(*expr.args[0]));
+  if (expr.kind == Kind::kAttr) {
+    if (obj.is_undefined()) return UndefinedError(obj);
+    return GetAttribute(obj, expr.name);
+  }
+  TPSERVE_ASSIGN_OR_RETURN(Value key, Evaluate(*expr.args[1]));
+  if (obj.is_undefined()) return UndefinedError(obj);
+  return GetItem(obj, key);
+}
+
+absl::StatusOr<Value> Renderer::EvaluateTest(const ExprNode& expr) {
+  TPSERVE_ASSIGN_OR_RETURN(Value input, Evaluate(*expr.args[0]));
+  TPSERVE_ASSIGN_OR_RETURN(CallArgs args, EvaluateArgs(expr, 1));
+  TPSERVE_ASSIGN_OR_RETURN(bool result, ApplyTest(expr.name, input, args));
+  return Value::Bool(result);
+}
+
+absl::StatusOr<Value> Renderer::EvaluateOperator(const ExprNode& expr) {
+  TPSERVE_ASSIGN_OR_RETURN(Value left, Evaluate(*expr.args[0]));
+  if (expr.kind == Kind::kUnary) {
+    if (expr.name == "not") return Value::Bool(!left.Truthy());
+    return UnaryOperation(expr.name, left);
+  }
+  // and/or return an operand, as in Python, and skip the right one when they can.
+  if (expr.name == "and" && !left.Truthy()) return left;
+  if (expr.name == "or" && left.Truthy()) return left;
+  TPSERVE_ASSIGN_OR_RETURN(Value right, Evaluate(*expr.args[1]));
+  if (expr.name == "and" || expr.name == "or") return right;
+  if (expr.name == "~") {
+    std::string text = left.Str();
+    const std::string tail = right.Str();
+    TPSERVE_RETURN_IF_ERROR(CheckSize(text.size() + tail.size()));
+    return Value::String(text + tail);
+  }
+  return BinaryOperation(expr.name, left, right, options_.max_output_bytes);
+}
+
+absl::StatusOr<Value> Renderer::EvaluateCondition(const ExprNode& expr) {
+  TPSERVE_ASSIGN_OR_RETURN(Value test, Evaluate(*expr.args[0]));
+  if (test.Truthy()) return Evaluate(*expr.args[1]);
+  if (expr.args[2] == nullptr) {
+    return Value::Undefined(
+        "the inline if-expression evaluated to false and no else section was defined.");
+  }
+  return Evaluate(*expr.args[2]);
 }
 
 absl::StatusOr<Value> Renderer::EvaluateName(const ExprNode& expr) {
@@ -133,7 +148,18 @@ absl::StatusOr<CallArgs> Renderer::EvaluateArgs(const ExprNode& expr, size_t fir
   }
   for (const auto& [name, arg] : expr.kwargs) {
     TPSERVE_ASSIGN_OR_RETURN(Value v, Evaluate(*arg));
-    args.named.emplace_back(name, std::move(v));
+    if (name == "*") {
+      TPSERVE_ASSIGN_OR_RETURN(ValueList items, Iterate(v));
+      for (Value& item : items) args.positional.push_back(std::move(item));
+    } else if (name == "**") {
+      if (!v.is_dict()) return absl::InvalidArgumentError("argument after ** must be a mapping");
+      for (const auto& [key, value] : v.AsMap().entries()) {
+        if (!key.is_string()) return absl::InvalidArgumentError("keywords must be strings");
+        args.named.emplace_back(key.AsString(), value);
+      }
+    } else {
+      args.named.emplace_back(name, std::move(v));
+    }
   }
   return args;
 }

@@ -131,8 +131,8 @@ absl::StatusOr<Value> Select(Renderer& renderer, const Value& input, const CallA
     const Value subject = kAttr ? LookupPath(item, args.positional[0].Str()) : item;
     bool pass = subject.Truthy();
     if (has_test) {
-    TPSERVE_ASSIGN_OR_RETURN(pass, renderer.ApplyTest(test, subject, rest));
-  }
+      TPSERVE_ASSIGN_OR_RETURN(pass, renderer.ApplyTest(test, subject, rest));
+    }
     if (pass == kKeep) out.push_back(item);
   }
   return Value::List(std::move(out));

@@ -84,5 +84,46 @@ TEST(FuzzTest, MutatedTemplates) {
   }
 }
 
+std::string Repeat(const std::string& piece, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += piece;
+  return out;
+}
+
+TEST(FuzzTest, DeepNestingOfEveryKindIsAnError) {
+  const int n = 20000;
+  const std::string sources[] = {
+      "{% for " + Repeat("(", n) + "a" + Repeat(")", n) + " in x %}{% endfor %}",
+      "{{ x" + Repeat("|upper", n) + " }}",
+      "{{ " + Repeat("not ", n) + "x }}",
+      "{{ " + Repeat("{'a': ", n) + "1" + Repeat("}", n) + " }}",
+      "{{ " + Repeat("f(", n) + "1" + Repeat(")", n) + " }}",
+      "{{ x" + Repeat("[0]", n) + " }}",
+      "{{ x" + Repeat(".a", n) + " }}",
+      "{{ 1" + Repeat(" if 1 else 1", n) + " }}",
+      "{{ 1" + Repeat(" ~ 1", n) + " }}",
+      Repeat("{% macro m() %}", n),
+      Repeat("{% filter upper %}", n),
+      Repeat("{% for i in x %}", n),
+      "{% macro m(n) %}" + Repeat("{% if true %}", 90) + "{{ m(n) }}" + Repeat("{% endif %}", 90) +
+          "{% endmacro %}{{ m(1) }}",
+      "{% macro m() %}{% call m() %}{% endcall %}{{ caller() }}{% endmacro %}{% call m() %}{% endcall %}",
+  };
+  for (const std::string& source : sources) {
+    const std::string out = RenderForTest(source, R"({"x": [[1]]})");
+    EXPECT_EQ(out.rfind("ERR: ", 0), 0u) << source.substr(0, 80) << " gave " << out.substr(0, 200);
+  }
+}
+
+TEST(FuzzTest, FlatChainsAndEscapedCallersRender) {
+  std::string chain = "{{ 1";
+  for (int i = 0; i < 20000; ++i) chain += " < 2";
+  EXPECT_EQ(RenderForTest(chain + " }}"), "False");
+  // caller() kept past its call block still sees the scope it was made in.
+  EXPECT_EQ(RenderForTest("{% set ns = namespace(f=none) %}{% macro m() %}{% set ns.f = caller %}"
+                          "{% endmacro %}{% call m() %}x{% endcall %}{{ ns.f() }}"),
+            "x");
+}
+
 }  // namespace
 }  // namespace tpserve::jinja

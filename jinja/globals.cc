@@ -43,8 +43,8 @@ absl::StatusOr<Value> Range(Renderer& renderer, const CallArgs& args) {
     TPSERVE_ASSIGN_OR_RETURN(start, IntArg(a[0]));
     TPSERVE_ASSIGN_OR_RETURN(stop, IntArg(a[1]));
     if (a.size() == 3) {
-    TPSERVE_ASSIGN_OR_RETURN(step, IntArg(a[2]));
-  }
+      TPSERVE_ASSIGN_OR_RETURN(step, IntArg(a[2]));
+    }
   }
   if (step == 0) return absl::InvalidArgumentError("range() arg 3 must not be zero");
   const long double span = step > 0 ? static_cast<long double>(stop) - start : static_cast<long double>(start) - stop;
@@ -103,14 +103,6 @@ absl::StatusOr<Value> StrftimeNow(Renderer& renderer, const CallArgs& args) {
   return Value::String(PyStrftime(format->AsString(), now, absl::LocalTimeZone()));
 }
 
-// cycler(...).next() and joiner(sep)() keep state, which values cannot: both
-// are offered as in jinja2 only for their stateless use (cycler.items).
-absl::StatusOr<Value> Cycler(Renderer&, const CallArgs& args) {
-  ValueMap map;
-  map.Set(Value::String("items"), Value::List(args.positional));
-  return Value::Dict(std::move(map));
-}
-
 const ValueMap& Globals() {
   static const ValueMap* globals = [] {
     auto* map = new ValueMap();
@@ -122,7 +114,6 @@ const ValueMap& Globals() {
     add("dict", Dict);
     add("raise_exception", RaiseException);
     add("strftime_now", StrftimeNow);
-    add("cycler", Cycler);
     return map;
   }();
   return *globals;
@@ -141,7 +132,8 @@ std::string PyStrftime(std::string_view format, absl::Time time, absl::TimeZone 
   tm.tm_hour = info.cs.hour();
   tm.tm_min = info.cs.minute();
   tm.tm_sec = info.cs.second();
-  tm.tm_wday = static_cast<int>(absl::GetWeekday(absl::CivilDay(info.cs))) == 6 ? 0 : static_cast<int>(absl::GetWeekday(absl::CivilDay(info.cs))) + 1;
+  const int weekday = static_cast<int>(absl::GetWeekday(absl::CivilDay(info.cs)));  // Monday 0
+  tm.tm_wday = (weekday + 1) % 7;  // Sunday 0
   tm.tm_yday = absl::GetYearDay(absl::CivilDay(info.cs)) - 1;
   tm.tm_isdst = info.is_dst ? 1 : 0;
   tm.tm_gmtoff = info.offset;

@@ -1,6 +1,6 @@
 // The functions every template sees, as transformers' environment defines
-// them: range, namespace, dict, raise_exception, strftime_now, cycler and
-// joiner. Context variables of the same name take precedence.
+// them: range, namespace, dict, raise_exception and strftime_now (not jinja2's
+// cycler, joiner and lipsum). Context variables of the same name take precedence.
 #ifndef TPSERVE_JINJA_GLOBALS_H_
 #define TPSERVE_JINJA_GLOBALS_H_
 

@@ -15,6 +15,8 @@ namespace {
 
 using Type = LexToken::Type;
 
+constexpr std::string_view kOpeners[] = {"{{", "{%", "{#"};
+
 bool IsNameStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool IsNameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
@@ -34,6 +36,7 @@ bool AllSpace(std::string_view text) {
 class Lexer {
  public:
   Lexer(std::string_view source, std::string_view name) : src_(source), name_(name) {
+    for (int k = 0; k < 3; ++k) next_open_[k] = src_.find(kOpeners[k]);
     line_starts_.push_back(0);
     for (size_t i = 0; i < src_.size(); ++i) {
       if (src_[i] == '\n') line_starts_.push_back(i + 1);
@@ -119,9 +122,12 @@ class Lexer {
   }
 
   absl::Status LexRoot() {
+    // The next "{{", "{%" and "{#" at or after pos_, each searched again only
+    // once passed, so that lexing stays linear in the source.
     size_t tag = src_.size();
-    for (std::string_view open : {"{{", "{%", "{#"}) {
-      tag = std::min(tag, src_.find(open, pos_));
+    for (int k = 0; k < 3; ++k) {
+      if (next_open_[k] < pos_) next_open_[k] = src_.find(kOpeners[k], pos_);
+      tag = std::min(tag, next_open_[k]);
     }
     if (tag == std::string_view::npos || tag >= src_.size()) {
       Push(Type::kData, std::string(src_.substr(pos_)), pos_);
@@ -282,6 +288,7 @@ class Lexer {
   std::vector<LexToken> tokens_;
   size_t pos_ = 0;
   bool line_starting_ = true;
+  size_t next_open_[3];  // LexRoot's search positions (npos: none left)
   mutable int last_line_ = 0;  // Location's previous answer
   mutable size_t last_at_ = 0;
   mutable int last_column_ = 1;

@@ -20,7 +20,8 @@ absl::Status TypeError(std::string_view op, const Value& a, const Value& b) {
 absl::Status Overflow() { return absl::InvalidArgumentError("integer overflow"); }
 
 absl::StatusOr<Value> Repeat(const Value& seq, int64_t times, size_t max_bytes) {
-  if (times <= 0) return seq.is_string() ? Value::String("") : seq.is_sequence() && seq.kind() == Value::Kind::kTuple ? Value::Tuple({}) : Value::List({});
+  const bool tuple = seq.kind() == Value::Kind::kTuple;
+  if (times <= 0) return seq.is_string() ? Value::String("") : tuple ? Value::Tuple({}) : Value::List({});
   const size_t unit = seq.is_string() ? seq.AsString().size() : seq.AsList().size() * 16;
   if (unit > 0 && static_cast<uint64_t>(times) > max_bytes / unit) {
     return absl::InvalidArgumentError(absl::StrCat("result exceeds ", max_bytes, " bytes"));
@@ -35,7 +36,7 @@ absl::StatusOr<Value> Repeat(const Value& seq, int64_t times, size_t max_bytes) 
   for (int64_t i = 0; i < times; ++i) {
     items.insert(items.end(), seq.AsList().begin(), seq.AsList().end());
   }
-  return seq.kind() == Value::Kind::kTuple ? Value::Tuple(std::move(items)) : Value::List(std::move(items));
+  return tuple ? Value::Tuple(std::move(items)) : Value::List(std::move(items));
 }
 
 // CPython's float_divmod.

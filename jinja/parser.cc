@@ -122,10 +122,10 @@ absl::StatusOr<StmtPtr> TemplateParser::ParseStatement() {
 }
 
 absl::Status TemplateParser::ExpectEndTag(std::string_view end_tag) {
-  // ParseBody stopped at "{%" followed by the tag's name.
+  // ParseBody stopped at "{%" followed by one of its end tags.
   Advance();
+  if (Current().text != end_tag) return Unexpected(Current());
   Advance();
-  (void)end_tag;
   return ExpectBlockEnd();
 }
 
@@ -206,9 +206,12 @@ absl::StatusOr<AssignTarget> TemplateParser::ParseAssignTarget(bool with_namespa
   do {
     if (AtTupleEnd({"in"}) || IsOperator("=")) break;
     AssignTarget item;
-    if (SkipOperator("(")) {
+    if (IsOperator("(")) {
+      if (++nesting_ > kMaxNesting) return Error(Current(), "assignment target nests too deeply");
+      Advance();
       TPSERVE_ASSIGN_OR_RETURN(item, ParseAssignTarget(false));
       TPSERVE_RETURN_IF_ERROR(ExpectOperator(")"));
+      --nesting_;
     } else if (Current().type == Type::kName) {
       item.name = Current().text;
       Advance();

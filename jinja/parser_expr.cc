@@ -86,8 +86,10 @@ absl::StatusOr<ExprPtr> TemplateParser::ParseCondition() {
     TPSERVE_ASSIGN_OR_RETURN(ExprPtr test, ParseOr());
     ExprPtr otherwise;
     if (SkipName("else")) {
-    TPSERVE_ASSIGN_OR_RETURN(otherwise, ParseCondition());
-  }
+      if (++nesting_ > kMaxNesting) return Error(Current(), "expression nests too deeply");
+      TPSERVE_ASSIGN_OR_RETURN(otherwise, ParseCondition());
+      --nesting_;
+    }
     cond->args.push_back(std::move(test));
     cond->args.push_back(std::move(node));
     cond->args.push_back(std::move(otherwise));
@@ -481,7 +483,12 @@ absl::Status TemplateParser::ParseCallArgs(ExprNode* call) {
     first = false;
     if (IsOperator(")")) break;
     if (IsOperator("*") || IsOperator("**")) {
-      return Error(Current(), "*args and **kwargs in calls are not supported");
+      // Kept among the keyword arguments under the name "*" or "**".
+      std::string splat = Current().text;
+      Advance();
+      TPSERVE_ASSIGN_OR_RETURN(ExprPtr value, ParseExpression());
+      call->kwargs.emplace_back(std::move(splat), std::move(value));
+      continue;
     }
     if (Current().type == Type::kName && Peek().type == Type::kOperator && Peek().text == "=") {
       std::string key = Current().text;
@@ -491,7 +498,7 @@ absl::Status TemplateParser::ParseCallArgs(ExprNode* call) {
       call->kwargs.emplace_back(std::move(key), std::move(value));
       continue;
     }
-    if (!call->kwargs.empty()) {
+    if (!call->kwargs.empty() && call->kwargs.back().first != "*") {
       return Error(Current(), "invalid syntax for function call expression");
     }
     TPSERVE_ASSIGN_OR_RETURN(ExprPtr arg, ParseExpression());

@@ -141,74 +141,77 @@ absl::Status Renderer::ExecuteBody(const StmtList& body) {
   return absl::OkStatus();
 }
 
+absl::Status Renderer::ExecuteScoped(const StmtList& body) {
+  std::shared_ptr<Scope> outer = scope_;
+  scope_ = std::make_shared<Scope>(outer);
+  absl::Status status = ExecuteBody(body);
+  scope_ = outer;
+  return status;
+}
+
 absl::StatusOr<std::string> Renderer::Capture(const StmtList& body) {
   std::string text;
   std::string* outer = out_;
   out_ = &text;
-  absl::Status status = ExecuteBody(body);
+  absl::Status status = ExecuteScoped(body);
   out_ = outer;
   if (!status.ok()) return status;
   return text;
 }
 
 absl::Status Renderer::Execute(const StmtNode& stmt) {
-  absl::Status charged = Charge(1);
-  if (charged.ok() && ++depth_ > kMaxRenderDepth) {
-    charged = absl::InvalidArgumentError("template nests too deeply when rendered");
+  absl::Status status = Charge(1);
+  ++depth_;
+  if (status.ok() && depth_ > kMaxRenderDepth) {
+    status = absl::InvalidArgumentError("template nests too deeply when rendered");
   }
-  if (!charged.ok()) return Locate(charged, stmt.line, stmt.column);
-  absl::Status status;
-  switch (stmt.kind) {
-    case StmtNode::Kind::kText:
-      status = Emit(stmt.text);
-      break;
-    case StmtNode::Kind::kPrint: {
-      absl::StatusOr<Value> v = Evaluate(*stmt.expr);
-      status = v.ok() ? Emit(v->Str()) : v.status();
-      break;
-    }
-    case StmtNode::Kind::kIf:
-      for (const auto& [condition, body] : stmt.branches) {
-        bool taken = condition == nullptr;
-        if (!taken) {
-          absl::StatusOr<Value> v = Evaluate(*condition);
-          if (!v.ok()) {
-            status = v.status();
-            break;
-          }
-          taken = v->Truthy();
-        }
-        if (taken) {
-          status = ExecuteBody(body);
-          break;
-        }
-      }
-      break;
-    case StmtNode::Kind::kFor: status = ExecuteFor(stmt); break;
-    case StmtNode::Kind::kSet: case StmtNode::Kind::kSetBlock: status = ExecuteSet(stmt); break;
-    case StmtNode::Kind::kMacro:
-      scope_->Set(stmt.name, Value::Function(std::make_shared<MacroCallable>(&stmt, scope_)));
-      break;
-    case StmtNode::Kind::kCallBlock: status = ExecuteCallBlock(stmt); break;
-    case StmtNode::Kind::kFilterBlock: {
-      absl::StatusOr<std::string> text = Capture(stmt.body);
-      absl::StatusOr<Value> v = text.ok() ? ApplyFilterChain(*stmt.expr, Value::String(*text))
-                                          : absl::StatusOr<Value>(text.status());
-      status = v.ok() ? Emit(v->Str()) : v.status();
-      break;
-    }
-    case StmtNode::Kind::kScope: {
-      std::shared_ptr<Scope> outer = scope_;
-      scope_ = std::make_shared<Scope>(outer);
-      status = ExecuteBody(stmt.body);
-      scope_ = outer;
-      break;
-    }
-    case StmtNode::Kind::kBreak: flow_ = Flow::kBreak; break;
-    case StmtNode::Kind::kContinue: flow_ = Flow::kContinue; break;
-  }
+  if (status.ok()) status = ExecuteNode(stmt);
   --depth_;
   return Locate(status, stmt.line, stmt.column);
+}
+
+// Each kind in a function of its own keeps this frame, which every nesting
+// level of the template repeats on the stack, small.
+absl::Status Renderer::ExecuteNode(const StmtNode& stmt) {
+  switch (stmt.kind) {
+    case StmtNode::Kind::kText: return Emit(stmt.text);
+    case StmtNode::Kind::kPrint: return ExecutePrint(stmt);
+    case StmtNode::Kind::kIf: return ExecuteIf(stmt);
+    case StmtNode::Kind::kFor: return ExecuteFor(stmt);
+    case StmtNode::Kind::kSet: case StmtNode::Kind::kSetBlock: return ExecuteSet(stmt);
+    case StmtNode::Kind::kMacro:
+      scope_->Set(stmt.name, Value::Function(std::make_shared<MacroCallable>(&stmt, scope_)));
+      return absl::OkStatus();
+    case StmtNode::Kind::kCallBlock: return ExecuteCallBlock(stmt);
+    case StmtNode::Kind::kFilterBlock: return ExecuteFilterBlock(stmt);
+    case StmtNode::Kind::kScope: return ExecuteScoped(stmt.body);
+    case StmtNode::Kind::kBreak: flow_ = Flow::kBreak; return absl::OkStatus();
+    case StmtNode::Kind::kContinue: flow_ = Flow::kContinue; return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Renderer::ExecutePrint(const StmtNode& stmt) {
+  TPSERVE_ASSIGN_OR_RETURN(Value v, Evaluate(*stmt.expr));
+  return Emit(v.Str());
+}
+
+absl::Status Renderer::ExecuteIf(const StmtNode& stmt) {
+  for (const auto& [condition, body] : stmt.branches) {
+    bool taken = condition == nullptr;
+    if (!taken) {
+      TPSERVE_ASSIGN_OR_RETURN(Value v, Evaluate(*condition));
+      taken = v.Truthy();
+    }
+    if (taken) return ExecuteBody(body);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Renderer::ExecuteFilterBlock(const StmtNode& stmt) {
+  TPSERVE_ASSIGN_OR_RETURN(std::string text, Capture(stmt.body));
+  TPSERVE_ASSIGN_OR_RETURN(Value v, ApplyFilterChain(*stmt.expr, Value::String(std::move(text))));
+  return Emit(v.Str());
 }
 
 absl::Status Renderer::ExecuteFor(const StmtNode& stmt) {
@@ -241,7 +244,7 @@ absl::Status Renderer::ExecuteFor(const StmtNode& stmt) {
     flow_ = Flow::kNormal;
     if (flow == Flow::kBreak) break;
   }
-  if (items.empty()) return ExecuteBody(stmt.else_body);
+  if (items.empty()) return ExecuteScoped(stmt.else_body);
   return absl::OkStatus();
 }
 
@@ -253,8 +256,8 @@ absl::Status Renderer::ExecuteSet(const StmtNode& stmt) {
     TPSERVE_ASSIGN_OR_RETURN(std::string text, Capture(stmt.body));
     value = Value::String(std::move(text));
     if (stmt.expr != nullptr) {
-    TPSERVE_ASSIGN_OR_RETURN(value, ApplyFilterChain(*stmt.expr, value));
-  }
+      TPSERVE_ASSIGN_OR_RETURN(value, ApplyFilterChain(*stmt.expr, value));
+    }
   }
   return Assign(stmt.target, std::move(value), stmt);
 }

@@ -20,7 +20,7 @@ namespace tpserve::jinja {
 
 // Execute and Evaluate calls active at once: bounds the native stack whatever
 // the template nests (macros included).
-inline constexpr int kMaxRenderDepth = 1500;
+inline constexpr int kMaxRenderDepth = 1000;
 
 // Variables of one frame: the template's top level, a loop iteration, a macro call.
 class Scope {
@@ -58,18 +58,30 @@ class Renderer {
   enum class Flow { kNormal, kBreak, kContinue };
 
   absl::Status ExecuteBody(const StmtList& body);
+  // ExecuteBody in a scope of its own: what it sets stays inside.
+  absl::Status ExecuteScoped(const StmtList& body);
   absl::Status Execute(const StmtNode& stmt);
+  absl::Status ExecuteNode(const StmtNode& stmt);
+  absl::Status ExecutePrint(const StmtNode& stmt);
+  absl::Status ExecuteIf(const StmtNode& stmt);
+  absl::Status ExecuteFilterBlock(const StmtNode& stmt);
   absl::Status ExecuteFor(const StmtNode& stmt);
   absl::Status ExecuteSet(const StmtNode& stmt);
   absl::Status ExecuteCallBlock(const StmtNode& stmt);
   absl::Status Assign(const AssignTarget& target, Value value, const StmtNode& at);
-  // Renders `body` into a string of its own.
+  // Renders `body` into a string of its own, in a scope of its own.
   absl::StatusOr<std::string> Capture(const StmtList& body);
   absl::Status Emit(std::string_view text);
 
   // Expressions (evaluate.cc).
   absl::StatusOr<Value> Evaluate(const ExprNode& expr);
   absl::StatusOr<Value> EvaluateNode(const ExprNode& expr);
+  absl::StatusOr<Value> EvaluateSequence(const ExprNode& expr);
+  absl::StatusOr<Value> EvaluateDict(const ExprNode& expr);
+  absl::StatusOr<Value> EvaluateLookup(const ExprNode& expr);
+  absl::StatusOr<Value> EvaluateTest(const ExprNode& expr);
+  absl::StatusOr<Value> EvaluateOperator(const ExprNode& expr);
+  absl::StatusOr<Value> EvaluateCondition(const ExprNode& expr);
   absl::StatusOr<Value> EvaluateName(const ExprNode& expr);
   absl::StatusOr<Value> EvaluateCall(const ExprNode& expr);
   absl::StatusOr<Value> EvaluateFilter(const ExprNode& expr);

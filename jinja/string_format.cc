@@ -79,7 +79,7 @@ absl::StatusOr<std::string> FormatOne(const Value& v, Spec spec, bool printf) {
   const char text_align = printf ? '>' : '<';
   switch (spec.type) {
     case 's': case '\0': {
-      std::string text = spec.type == 's' || !v.is_number() ? v.Str() : v.Str();
+      std::string text = v.Str();
       if (spec.precision >= 0) {
         std::vector<std::string_view> chars = SplitCodePoints(text);
         if (chars.size() > static_cast<size_t>(spec.precision)) {

@@ -12,7 +12,9 @@
 // verbatim after the place. Nothing throws; budgets (RenderOptions) stop
 // renders that would run away.
 // Threading: a Template is immutable after Parse; any number of threads may
-// Render it at once. Copies share the parsed tree.
+// Render it at once. Copies share the parsed tree. A render recurses as deep as
+// the template nests, bounded (parse nesting, kMaxRenderDepth): it needs about
+// 1 MiB of the calling thread's stack at worst.
 #ifndef TPSERVE_JINJA_TEMPLATE_H_
 #define TPSERVE_JINJA_TEMPLATE_H_
 
