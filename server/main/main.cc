@@ -6,6 +6,9 @@
 // exits 0. A pool that cannot start, or fails under --exit-on-pool-failure, exits 1; bad
 // flags, and TLS or API-key files that cannot be used, exit 2. With --metrics-port, an
 // HTTP listener serves Prometheus's /metrics.
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -86,6 +89,18 @@ class ServingState {
   bool announced_ ABSL_GUARDED_BY(mu_) = false;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };
+
+// Every connection (gRPC, the HTTP API's up to 4,096, the workers') is a descriptor: the
+// soft limit goes up to the hard one (at most 65,536), as servers do, so the default
+// soft 1,024 does not refuse the thousandth stream.
+void RaiseDescriptorLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t wanted = limit.rlim_max == RLIM_INFINITY ? 65536 : std::min<rlim_t>(limit.rlim_max, 65536);
+  if (limit.rlim_cur >= wanted) return;
+  limit.rlim_cur = wanted;
+  setrlimit(RLIMIT_NOFILE, &limit);
+}
 
 // SIGTERM and SIGINT are blocked in every thread and taken by one waiting thread.
 sigset_t BlockShutdownSignals() {
@@ -322,6 +337,7 @@ int Serve(const ServerConfig& config, PublicPortSecurity security, const sigset_
 
 int main(int argc, char** argv) {
   const sigset_t signals = tpserve::BlockShutdownSignals();
+  tpserve::RaiseDescriptorLimit();
   absl::StatusOr<tpserve::ServerConfig> config = tpserve::ParseServerFlags(argc, argv);
   if (!config.ok()) {
     std::fprintf(stderr, "tpserve: %s", std::string(config.status().message()).c_str());
