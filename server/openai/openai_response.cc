@@ -319,8 +319,7 @@ std::string ChatOutput::Body() const {
     const ParsedDelta& whole = c.splitter->whole();
     message["content"] =
         whole.content.empty() && c.splitter->made_tool_calls() ? Json() : Json(whole.content);
-    message["reasoning_content"] =
-        c.splitter->has_reasoning_parser() ? Json(whole.reasoning) : Json();
+    message["reasoning_content"] = whole.reasoning.empty() ? Json() : Json(whole.reasoning);
     Json calls = Json::array();
     if (c.splitter->tools() != nullptr) {
       for (const ParsedToolCall& call : c.splitter->tools()->calls()) {

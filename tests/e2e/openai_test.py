@@ -13,6 +13,10 @@ stop strings; tools reaching the template (/tokenize counts them) and tool_choic
 errors; errors as the SDK's exception classes with their status codes and the
 parameter named (400, 401, 404); /health and /metrics on the same port; and a client
 that disconnects mid-stream frees its KV blocks (GetModelInfo reads zero blocks in use).
+Then, on a model scripted to answer with a Hermes tool call or with <think> reasoning
+(scripted_model.py): tool_calls whole and streamed as deltas (finish_reason
+"tool_calls"), the call and its result sent back, reasoning_content whole and
+streamed, and the same call through the gRPC Chat RPC and `tpserve-cli chat`.
 """
 import hashlib
 import json
@@ -269,6 +273,96 @@ def check_disconnect(client, stub, metadata, pb):
     print("openai_test: a client that disconnects frees its KV blocks")
 
 
+def check_scripted_model(key_file):
+    """Tool calls and reasoning, from a model scripted to answer with them
+    (scripted_model.py), through the SDK, the gRPC Chat RPC and tpserve-cli chat."""
+    import scripted_model
+    from harness import cli
+    model = os.path.join(os.environ.get("TEST_TMPDIR", "/tmp"), "scripted_model")
+    scripted_model.make(model)
+    server = Server(model, tp=2, extra_args=[
+        "--http-port", "0", "--http-host", "127.0.0.1", "--chat-template", TEMPLATE,
+        "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3",
+        "--api-key-file", key_file])
+    try:
+        base = "http://127.0.0.1:%d" % http_port(server)
+        client = openai.OpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0, timeout=120)
+        messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+        whole = client.chat.completions.create(model="scripted_model", messages=messages,
+                                               tools=TOOLS, temperature=0)
+        choice = whole.choices[0]
+        assert choice.finish_reason == "tool_calls", whole
+        assert choice.message.content is None, whole
+        call = choice.message.tool_calls[0]
+        assert call.type == "function" and call.id.startswith("call_"), call
+        assert call.function.name == "get_weather", call
+        assert json.loads(call.function.arguments) == {"city": "Paris"}, call
+
+        ids, names, arguments, finish = set(), set(), "", None
+        for chunk in client.chat.completions.create(model="scripted_model", messages=messages,
+                                                    tools=TOOLS, stream=True):
+            for c in chunk.choices:
+                for d in c.delta.tool_calls or []:
+                    assert d.index == 0, d
+                    if d.id:
+                        ids.add(d.id)
+                    if d.function.name:
+                        names.add(d.function.name)
+                    arguments += d.function.arguments or ""
+                finish = c.finish_reason or finish
+        assert len(ids) == 1 and names == {"get_weather"}, (ids, names)
+        assert json.loads(arguments) == {"city": "Paris"} and finish == "tool_calls"
+
+        # The call and its result go back; the template renders them.
+        followup = messages + [choice.message.model_dump(exclude_none=True),
+                               {"role": "tool", "tool_call_id": call.id, "content": "Sunny"}]
+        again = client.chat.completions.create(model="scripted_model", messages=followup,
+                                               tools=TOOLS)
+        assert again.choices[0].finish_reason == "tool_calls", again
+
+        # Reasoning: a prefill ending in "!" makes the model think aloud.
+        think = client.chat.completions.create(
+            model="scripted_model", messages=[{"role": "user", "content": "Think."},
+                                              {"role": "assistant", "content": "!"}],
+            extra_body={"continue_final_message": True, "add_generation_prompt": False})
+        message = think.choices[0].message
+        assert message.model_extra["reasoning_content"].strip() == "Let me think.", message
+        assert message.content.strip() == "Done.", message
+        reasoning, content = "", ""
+        for chunk in client.chat.completions.create(
+                model="scripted_model", messages=[{"role": "user", "content": "Think."},
+                                                  {"role": "assistant", "content": "!"}],
+                stream=True, extra_body={"continue_final_message": True,
+                                         "add_generation_prompt": False}):
+            for c in chunk.choices:
+                reasoning += (c.delta.model_extra or {}).get("reasoning_content") or ""
+                content += c.delta.content or ""
+        assert reasoning == message.model_extra["reasoning_content"], reasoning
+        assert content == message.content, content
+
+        # The gRPC Chat RPC and the CLI parse the same call.
+        pb, pb_grpc = stubs()
+        stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
+        request = pb.ChatRequest(tools=[pb.Tool(name="get_weather",
+                                                parameters_json=json.dumps(TOOLS[0]["function"]["parameters"]))])
+        request.messages.add(role="user", content="What is the weather in Paris?")
+        answer = stub.ChatUnary(request, metadata=[("authorization", "Bearer " + KEY)], timeout=60)
+        assert answer.finish_reason == pb.FINISH_REASON_TOOL_CALLS, answer
+        assert answer.tool_calls[0].name == "get_weather", answer
+        tools_file = os.path.join(os.environ.get("TEST_TMPDIR", "/tmp"), "tools.json")
+        with open(tools_file, "w") as f:
+            json.dump(TOOLS, f)
+        code, out, err = cli(server.address, "--api-key-file", key_file, "--json", "chat",
+                             "Weather in Paris?", "--tools-file", tools_file)
+        assert code == 0, (code, out, err)
+        printed = json.loads(out)
+        assert printed["finish_reason"] == "tool_calls", printed
+        assert json.loads(printed["tool_calls"][0]["arguments"]) == {"city": "Paris"}, printed
+    finally:
+        assert server.stop() == 0
+    print("openai_test: tool calls and reasoning parsed (SDK whole and streamed, gRPC Chat, CLI)")
+
+
 def main():
     key_file = os.path.join(os.environ.get("TEST_TMPDIR", "/tmp"), "openai_keys")
     with open(key_file, "w") as f:
@@ -287,6 +381,7 @@ def main():
         check_disconnect(client, stub, metadata, pb)
     finally:
         assert server.stop() == 0
+    check_scripted_model(key_file)
     print("openai_test: PASS")
 
 
