@@ -240,6 +240,24 @@ void OpenAiApi::AddRoutes(HttpRoutes& routes) {
                }
                return Models();
              }));
+  // GET /v1/models/NAME (the SDK's models.retrieve); any other path: OpenAI's 404.
+  routes.SetFallback(HttpHandler([this](const HttpRequest& request) {
+    constexpr absl::string_view kModel = "/v1/models/";
+    if (request.method == "GET" && absl::StartsWith(request.path, kModel)) {
+      if (!Authorized(request)) {
+        return ErrorResponse(absl::UnauthenticatedError(
+            "missing or wrong API key: send \"Authorization: Bearer KEY\""));
+      }
+      const std::string name = request.path.substr(kModel.size());
+      if (name == core_->model().model_name) return Model();
+      return ErrorResponse(WithParam(
+          absl::NotFoundError(absl::StrCat("The model `", name, "` does not exist")), "model"));
+    }
+    return ErrorResponse(absl::NotFoundError(absl::StrCat(
+        "no route ", request.method, " ", request.path,
+        "; this server serves /v1/chat/completions, /v1/completions, /v1/models, /health, "
+        "/metrics, /tokenize and /detokenize")));
+  }));
   routes.Add("GET", "/health", HttpHandler([this](const HttpRequest&) { return Health(); }));
   routes.Add("GET", "/metrics", HttpHandler([this](const HttpRequest&) {
                HttpResponse response;
@@ -249,16 +267,25 @@ void OpenAiApi::AddRoutes(HttpRoutes& routes) {
              }));
 }
 
-HttpResponse OpenAiApi::Models() const {
+Json OpenAiApi::ModelObject() const {
   const ServedModel& model = core_->model();
-  Json data = Json::array({Json{{"id", model.model_name},
-                                {"object", "model"},
-                                {"created", created_},
-                                {"owned_by", "tpserve"},
-                                {"root", model.model_path},
-                                {"parent", nullptr},
-                                {"max_model_len", core_->ContextLimit()}}});
-  return JsonResponse(200, Json{{"object", "list"}, {"data", std::move(data)}}.dump());
+  return Json{{"id", model.model_name},
+              {"object", "model"},
+              {"created", created_},
+              {"owned_by", "tpserve"},
+              {"root", model.model_path},
+              {"parent", nullptr},
+              {"max_model_len", core_->ContextLimit()}};
+}
+
+HttpResponse OpenAiApi::Models() const {
+  return JsonResponse(
+      200, Json{{"object", "list"}, {"data", Json::array({ModelObject()})}}.dump(
+               -1, ' ', false, Json::error_handler_t::replace));
+}
+
+HttpResponse OpenAiApi::Model() const {
+  return JsonResponse(200, ModelObject().dump(-1, ' ', false, Json::error_handler_t::replace));
 }
 
 HttpResponse OpenAiApi::Health() const {

@@ -1,7 +1,7 @@
 // OpenAiApi: the OpenAI-compatible HTTP API on the same ServingCore as gRPC.
 //
 //   POST /v1/completions, POST /v1/chat/completions   streamed (SSE) or whole
-//   GET  /v1/models                                   the served model
+//   GET  /v1/models, /v1/models/NAME                  the served model
 //   POST /tokenize, POST /detokenize                  vLLM's shapes
 //   GET  /health                                      200 serving, 503 not
 //   GET  /metrics                                     Prometheus text, as --metrics-port
@@ -27,6 +27,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "base/task_pool.h"
 #include "server/auth.h"
@@ -65,7 +67,9 @@ class OpenAiApi {
   void Chat(HttpRequest request, std::shared_ptr<HttpResponder> responder);
   void TokenizeRoute(HttpRequest request, std::shared_ptr<HttpResponder> responder);
   void DetokenizeRoute(HttpRequest request, std::shared_ptr<HttpResponder> responder);
+  nlohmann::json ModelObject() const;
   HttpResponse Models() const;
+  HttpResponse Model() const;
   HttpResponse Health() const;
 
   // Runs `work` on the prepare pool if the request is authorized; answers 401 or 503

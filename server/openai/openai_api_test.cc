@@ -45,6 +45,7 @@ struct Options {
   absl::Duration step_delay = absl::ZeroDuration();
   int max_queue = 64;
   bool engine = true;
+  absl::Duration http_timeouts = absl::Seconds(5);  // idle, request and write
 };
 
 class OpenAiApiTest : public ::testing::Test {
@@ -96,7 +97,9 @@ class OpenAiApiTest : public ::testing::Test {
     api_ = std::make_unique<OpenAiApi>(core_.get(), options);
     HttpRoutes routes;
     api_->AddRoutes(routes);
-    absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(HttpServerConfig{}, std::move(routes));
+    HttpServerConfig http;
+    http.idle_timeout = http.request_timeout = http.write_timeout = o.http_timeouts;
+    absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(http, std::move(routes));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
   }
@@ -384,6 +387,20 @@ TEST_F(OpenAiApiTest, AClientThatDisconnectsCancelsAndFreesItsKv) {
   ExpectEverythingFreed();
 }
 
+// A generation longer than every HTTP timeout: neither the whole answer (nothing is
+// written until the end) nor a stream that pauses between events is cut.
+TEST_F(OpenAiApiTest, AnswersSlowerThanTheHttpTimeoutsStillArrive) {
+  Start(Options{.step_delay = absl::Milliseconds(30), .http_timeouts = absl::Milliseconds(500)});
+  RawHttpResponse whole = Post("/v1/completions",
+                               R"({"prompt": "x", "max_tokens": 60, "ignore_eos": true})");
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  EXPECT_EQ(Json::parse(whole.body)["usage"]["completion_tokens"], 60);
+  RawHttpResponse streamed = Post(
+      "/v1/completions", R"({"prompt": "x", "max_tokens": 60, "ignore_eos": true, "stream": true})");
+  ASSERT_EQ(streamed.status, 200);
+  EXPECT_EQ(Events(streamed.body).back(), "[DONE]");
+}
+
 TEST_F(OpenAiApiTest, ModelsTokenizeAndDetokenize) {
   Start();
   RawHttpResponse models = HttpGet(server_->port(), "/v1/models");
@@ -392,6 +409,13 @@ TEST_F(OpenAiApiTest, ModelsTokenizeAndDetokenize) {
   EXPECT_EQ(m["object"], "list");
   EXPECT_EQ(m["data"][0]["id"], "qwen");
   EXPECT_EQ(m["data"][0]["max_model_len"], 1024);
+  RawHttpResponse one = HttpGet(server_->port(), "/v1/models/qwen");
+  ASSERT_EQ(one.status, 200);
+  EXPECT_EQ(Json::parse(one.body)["id"], "qwen");
+  RawHttpResponse other = HttpGet(server_->port(), "/v1/models/gpt-4");
+  EXPECT_EQ(other.status, 404);
+  EXPECT_EQ(Json::parse(other.body)["error"]["type"], "not_found_error");
+  EXPECT_EQ(Json::parse(HttpGet(server_->port(), "/v1/embeddings").body)["error"]["code"], 404);
 
   RawHttpResponse t = Post("/tokenize", R"({"prompt": "Hello world"})");
   ASSERT_EQ(t.status, 200) << t.body;
