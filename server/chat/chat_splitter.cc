@@ -14,7 +14,7 @@ bool PromptOpensThinking(absl::string_view prompt) {
 
 absl::StatusOr<std::unique_ptr<ChatSplitter>> ChatSplitter::Create(const ChatParsing& parsing) {
   std::unique_ptr<ChatSplitter> out(new ChatSplitter());
-  if (!parsing.reasoning_parser.empty()) {
+  if (!parsing.reasoning_parser.empty() && parsing.forced_tool_prefix.empty()) {
     TPSERVE_ASSIGN_OR_RETURN(out->reasoning_, ReasoningParser::Create(
                                                   parsing.reasoning_parser,
                                                   parsing.prompt_opened_thinking));
@@ -22,6 +22,8 @@ absl::StatusOr<std::unique_ptr<ChatSplitter>> ChatSplitter::Create(const ChatPar
   if (!parsing.tool_parser.empty()) {
     TPSERVE_ASSIGN_OR_RETURN(out->tools_,
                              ToolCallParser::Create(parsing.tool_parser, parsing.tool_call_ids));
+    // Only the opening of a call: nothing to release yet.
+    if (!parsing.forced_tool_prefix.empty()) out->tools_->Feed(parsing.forced_tool_prefix);
   }
   return out;
 }

@@ -22,6 +22,10 @@ struct ChatParsing {
   std::string tool_parser;       // "" for none (tool_choice "none", or no tools)
   bool prompt_opened_thinking = false;
   IdGenerator tool_call_ids;     // null: random
+  // The prompt ends with the opening of a tool call (ForcedToolCallPrefix): the tool
+  // parser reads it before the model's text, and no reasoning parser runs (the answer
+  // starts inside the call, not in thought).
+  std::string forced_tool_prefix;
 };
 
 // Whether a rendered prompt ends inside <think> (the template opened the model's

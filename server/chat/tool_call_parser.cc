@@ -414,6 +414,19 @@ absl::StatusOr<std::unique_ptr<ToolCallParser>> ToolCallParser::Create(absl::str
   return std::make_unique<Llama3JsonParser>(std::move(ids));
 }
 
+std::string ForcedToolCallPrefix(absl::string_view name, const std::string* function) {
+  // Hermes wraps the object in tags and calls the arguments "arguments"; the Llama JSON
+  // formats are the bare object, with "parameters" as Llama 3.1's template shows them.
+  const bool hermes = name == "hermes";
+  std::string out = hermes ? "<tool_call>\n{\"name\": \"" : "{\"name\": \"";
+  if (function == nullptr) return out;
+  const std::string quoted = nlohmann::json(*function).dump(-1, ' ', false,
+                                                            nlohmann::json::error_handler_t::replace);
+  out.resize(out.size() - 1);  // the name's own quotes come from the JSON dump
+  absl::StrAppend(&out, quoted, hermes ? ", \"arguments\": " : ", \"parameters\": ");
+  return out;
+}
+
 const std::vector<std::string>& ToolParserNames() {
   static const auto* const kNames =
       new std::vector<std::string>{"hermes", "llama3_json", "llama4_json"};

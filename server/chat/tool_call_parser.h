@@ -100,6 +100,13 @@ class ToolCallParser {
   std::vector<ParsedToolCall> calls_;
 };
 
+// The opening of a call in parser `name`'s format, for forcing one without constrained
+// decoding: appended to the prompt (and fed to the parser before the model's text), it
+// leaves the model to write the rest. With `function` (tool_choice naming one) the
+// name is given and the model writes the arguments; without (tool_choice "required")
+// it writes the name too. `name` must be valid (ValidToolParserName).
+std::string ForcedToolCallPrefix(absl::string_view name, const std::string* function);
+
 // Accepted names, for --tool-call-parser.
 const std::vector<std::string>& ToolParserNames();
 // InvalidArgument naming the accepted names unless name is one of them.

@@ -8,6 +8,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include <nlohmann/json.hpp>
+
 #include "gtest/gtest.h"
 
 namespace tpserve {
@@ -338,6 +340,44 @@ TEST(ToolCallParserTest, FinishReasonIsToolCallsOnceACallWasParsed) {
   EXPECT_EQ(ChatFinishReason("length", parser.get()), "length");
   parser->Feed("<tool_call>{\"name\": \"f\"}</tool_call>");
   EXPECT_EQ(ChatFinishReason("stop", parser.get()), "tool_calls");
+}
+
+}  // namespace
+}  // namespace tpserve
+
+namespace tpserve {
+namespace {
+
+// The prefix that forces a call, fed before the model's continuation, gives the call.
+TEST(ForcedToolCallPrefix, TheModelsContinuationCompletesTheCall) {
+  const std::string name = "get_weather";
+  const struct {
+    const char* parser;
+    const std::string* function;
+    const char* continuation;
+  } cases[] = {
+      {"hermes", &name, "{\"city\": \"Paris\"}}\n</tool_call>"},
+      {"hermes", nullptr, "get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"},
+      {"llama3_json", &name, "{\"city\": \"Paris\"}}"},
+      {"llama4_json", nullptr, "get_weather\", \"parameters\": {\"city\": \"Paris\"}}"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.parser);
+    auto parser = ToolCallParser::Create(c.parser, [] { return std::string("call_x"); });
+    ASSERT_TRUE(parser.ok());
+    ParsedDelta prefix = (*parser)->Feed(ForcedToolCallPrefix(c.parser, c.function));
+    EXPECT_TRUE(prefix.empty());
+    ParsedDelta out = (*parser)->Feed(c.continuation);
+    out.Append((*parser)->Finish());
+    EXPECT_EQ(out.content, "");
+    ASSERT_EQ((*parser)->calls().size(), 1u);
+    EXPECT_EQ((*parser)->calls()[0].name, "get_weather");
+    EXPECT_EQ(nlohmann::json::parse((*parser)->calls()[0].arguments),
+              nlohmann::json({{"city", "Paris"}}));
+  }
+  // A name is JSON-escaped.
+  const std::string odd = "a\"b";
+  EXPECT_EQ(ForcedToolCallPrefix("llama3_json", &odd), "{\"name\": \"a\\\"b\", \"parameters\": ");
 }
 
 }  // namespace

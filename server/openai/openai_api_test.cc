@@ -242,6 +242,23 @@ TEST_F(OpenAiApiTest, ToolCallsAreParsedFromTheAnswer) {
   EXPECT_EQ(Json::parse(arguments), Json({{"city", "Paris"}}));
 }
 
+// tool_choice naming a function starts the answer as that call; the model writes the
+// arguments (here the fake's script is only the rest of the call).
+TEST_F(OpenAiApiTest, ANamedToolChoiceStartsTheAnswerAsThatCall) {
+  Start(Options{.script = "{\"city\": \"Paris\"}}\n</tool_call>", .tool_parser = "hermes"});
+  RawHttpResponse r = Post(
+      "/v1/chat/completions",
+      Chat(R"(, "tools": [{"type": "function", "function": {"name": "get_weather"}}, {"type": "function", "function": {"name": "other"}}],
+              "tool_choice": {"type": "function", "function": {"name": "get_weather"}})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json choice = Json::parse(r.body)["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << r.body;
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(Json::parse(choice["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+            Json({{"city", "Paris"}}));
+}
+
 TEST_F(OpenAiApiTest, ToolsWithoutAParserAreRefusedByName) {
   Start();
   RawHttpResponse r = Post(

@@ -641,6 +641,13 @@ absl::StatusOr<PreparedChat> PrepareChat(ChatRequest request, const ChatConfig& 
                                                prompt.status().message()));
   }
   out.parsing.prompt_opened_thinking = PromptOpensThinking(*prompt);
+  if (request.tool_choice == ToolChoice::kRequired || request.tool_choice == ToolChoice::kNamed) {
+    // No constrained decoding: the answer is started as a call, and the model goes on.
+    out.parsing.forced_tool_prefix = ForcedToolCallPrefix(
+        config.tool_call_parser,
+        request.tool_choice == ToolChoice::kNamed ? &request.named_tool : nullptr);
+    *prompt += out.parsing.forced_tool_prefix;
+  }
   out.generate = std::move(request.generate);
   out.generate.set_text(*std::move(prompt));
   out.choices = out.generate.sampling().has_n() ? out.generate.sampling().n() : 1;

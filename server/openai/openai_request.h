@@ -96,7 +96,10 @@ struct PreparedChat {
   int choices = 1;
 };
 
-// Renders `request` with config's template. INVALID_ARGUMENT (param "messages") when the
+// Renders `request` with config's template. tool_choice "required" or a named function
+// ends the prompt with the opening of a call (ForcedToolCallPrefix) so that the answer is
+// one: there is no constrained decoding, so a model can still write a call that does not
+// parse (then it is content). INVALID_ARGUMENT (param "messages") when the
 // model has no template or the template fails on these messages (its message kept);
 // (param "tool_choice") when tools are to be parsed but no --tool-call-parser is set.
 absl::StatusOr<PreparedChat> PrepareChat(ChatRequest request, const ChatConfig& config);
