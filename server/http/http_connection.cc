@@ -43,6 +43,7 @@ constexpr absl::Duration kLingerTime = absl::Milliseconds(500);
 constexpr size_t kLingerBytes = 64 << 10;
 constexpr size_t kMaxWriteBuffers = 64;  // queue entries per write
 constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+constexpr char kShuttingDown[] = "the server is shutting down\n";
 
 std::string Str(beast::string_view s) { return std::string(s.data(), s.size()); }
 
@@ -93,6 +94,9 @@ class Connection final : public HttpConnection,
   void Close() override {
     Post([this] { Shut(); });
   }
+  void Drain() override {
+    Post([this] { BeginDrain(); });
+  }
 
   void SendResponse(HttpResponse response) override {
     Post([this, response = std::move(response)]() mutable { QueueResponse(std::move(response)); });
@@ -140,6 +144,9 @@ class Connection final : public HttpConnection,
   void OnBody(ErrorCode ec);
   void OnReadError(ErrorCode ec);
   void Dispatch();
+  void SetUnderWay(bool under_way);
+  void BeginDrain();
+  bool RequestArrived();
 
   WireFraming Framing() const { return {version_, head_, keep_alive_}; }
   void QueueResponse(HttpResponse response);
@@ -172,13 +179,16 @@ class Connection final : public HttpConnection,
   size_t lingered_ = 0;
   std::optional<http::request_parser<http::string_body>> parser_;
   size_t served_ = 0;
+  bool draining_ = false;  // Drain(): no further request reaches a handler
 
   // The response in progress.
+  bool under_way_ = false;  // counted in ConnectionSet's responses under way
   std::weak_ptr<ConnectionResponder> responder_;
   int version_ = 11;
   bool head_ = false;
   bool keep_alive_ = false;
   bool chunked_ = false;
+  bool head_queued_ = false;   // its status line and headers are in out_ (or sent)
   bool final_queued_ = false;  // its last bytes are in out_
   std::deque<Output> out_;
   size_t out_offset_ = 0;  // of out_.front(), already sent
@@ -330,6 +340,7 @@ void Connection::OnReadError(ErrorCode ec) {
   }
   CancelDeadline();
   phase_ = Phase::kResponding;
+  SetUnderWay(true);
   version_ = 11;
   head_ = false;
   keep_alive_ = false;  // The rest of the stream is not a request.
@@ -339,6 +350,7 @@ void Connection::OnReadError(ErrorCode ec) {
 void Connection::Dispatch() {
   CancelDeadline();
   phase_ = Phase::kResponding;
+  SetUnderWay(true);
   http::request<http::string_body> request = parser_->release();
   parser_.reset();
   ++served_;
@@ -355,6 +367,11 @@ void Connection::Dispatch() {
     QueueResponse(ErrorResponse(400));
     return;
   }
+  if (draining_) {
+    keep_alive_ = false;
+    QueueResponse({503, "text/plain; charset=utf-8", kShuttingDown, {}});
+    return;
+  }
   const HttpRoutes::Match match = context_.routes.Find(ours.method, ours.path);
   if (match.handler == nullptr) {
     QueueResponse(ErrorResponse(match.status, match.allow));
@@ -369,8 +386,50 @@ void Connection::Dispatch() {
   }
 }
 
+void Connection::SetUnderWay(bool under_way) {
+  if (under_way_ == under_way) return;
+  under_way_ = under_way;
+  if (under_way) {
+    context_.connections->ResponseBegan();
+  } else {
+    context_.connections->ResponseEnded();
+  }
+}
+
+// A request that has begun to arrive counts as under way until its 503 has been sent
+// (or its request_timeout passed), so that Shutdown() waits for its answer too.
+void Connection::BeginDrain() {
+  draining_ = true;
+  switch (phase_) {
+    case Phase::kIdle:
+      if (RequestArrived()) {
+        SetUnderWay(true);
+      } else {
+        Shut();
+      }
+      return;
+    case Phase::kReading:
+      SetUnderWay(true);
+      return;
+    case Phase::kResponding:
+      // "Connection: close" in the head when it has not gone yet; else the connection
+      // ends after the response, unless a pipelined request is there for its 503.
+      if (!head_queued_) keep_alive_ = false;
+      return;
+    default:
+      return;  // kLingering, kClosed: closing already
+  }
+}
+
+// Whether bytes of another request have come (read or not yet).
+bool Connection::RequestArrived() {
+  ErrorCode ec;
+  return buffer_.size() > 0 || socket_.available(ec) > 0;
+}
+
 void Connection::QueueResponse(HttpResponse response) {
   if (phase_ != Phase::kResponding || final_queued_) return;
+  head_queued_ = true;
   QueueFinal(WireResponse(std::move(response), Framing()));
 }
 
@@ -378,6 +437,7 @@ void Connection::QueueStreamHead(int status, std::string content_type, HttpHeade
   if (phase_ != Phase::kResponding || final_queued_) return;
   chunked_ = version_ >= 11;
   if (!chunked_) keep_alive_ = false;  // The end of the connection ends the body.
+  head_queued_ = true;
   Queue(WireStreamHead(status, std::move(content_type), std::move(headers), Framing(), chunked_),
         0);
 }
@@ -456,13 +516,18 @@ void Connection::FinishResponse() {
     responder->Detach(/*response_sent=*/true);
   }
   responder_.reset();
+  head_queued_ = false;
   final_queued_ = false;
   chunked_ = false;
   if (client_gone_) {
     Shut();
-  } else if (keep_alive_) {
+  } else if (keep_alive_ && !draining_) {
+    SetUnderWay(false);
     AwaitRequest();
+  } else if (keep_alive_ && RequestArrived()) {
+    AwaitRequest();  // A pipelined request, under way until its 503 has been sent.
   } else {
+    SetUnderWay(false);
     Linger();
   }
 }
@@ -482,6 +547,7 @@ void Connection::Linger() {
 void Connection::Shut() {
   if (phase_ == Phase::kClosed) return;
   phase_ = Phase::kClosed;
+  SetUnderWay(false);
   CancelDeadline();
   ErrorCode ec;
   socket_.close(ec);
@@ -534,16 +600,41 @@ void ConnectionSet::Remove(const HttpConnection* connection) {
   open_.erase(connection);
 }
 
-void ConnectionSet::CloseAll() {
+std::vector<std::weak_ptr<HttpConnection>> ConnectionSet::RefuseMore() {
   std::vector<std::weak_ptr<HttpConnection>> open;
-  {
-    absl::MutexLock lock(&mu_);
-    closing_ = true;
-    for (const auto& [unused, connection] : open_) open.push_back(connection);
-  }
-  for (const std::weak_ptr<HttpConnection>& weak : open) {
+  absl::MutexLock lock(&mu_);
+  closing_ = true;
+  for (const auto& [unused, connection] : open_) open.push_back(connection);
+  return open;
+}
+
+void ConnectionSet::CloseAll() {
+  for (const std::weak_ptr<HttpConnection>& weak : RefuseMore()) {
     if (std::shared_ptr<HttpConnection> connection = weak.lock()) connection->Close();
   }
+}
+
+void ConnectionSet::DrainAll() {
+  for (const std::weak_ptr<HttpConnection>& weak : RefuseMore()) {
+    if (std::shared_ptr<HttpConnection> connection = weak.lock()) connection->Drain();
+  }
+}
+
+void ConnectionSet::ResponseBegan() {
+  absl::MutexLock lock(&mu_);
+  ++responses_under_way_;
+}
+
+void ConnectionSet::ResponseEnded() {
+  absl::MutexLock lock(&mu_);
+  --responses_under_way_;
+}
+
+bool ConnectionSet::AwaitResponsesEnded(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithDeadline(
+      absl::Condition(+[](size_t* under_way) { return *under_way == 0; }, &responses_under_way_),
+      deadline);
 }
 
 }  // namespace tpserve

@@ -11,9 +11,11 @@
 #include <cstddef>
 #include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/http/http_routes.h"
 #include "server/http/http_server.h"
 
@@ -24,6 +26,10 @@ class HttpConnection {
   virtual ~HttpConnection() = default;
   // Ends the connection now (from any thread); an unfinished response's OnClose runs.
   virtual void Close() = 0;
+  // Serves no further request (from any thread): an idle connection closes now, a busy
+  // one once its response under way has been sent; a request that arrives in full
+  // meanwhile gets 503 with "Connection: close" instead of reaching its handler.
+  virtual void Drain() = 0;
 };
 
 class ConnectionSet {
@@ -34,11 +40,25 @@ class ConnectionSet {
   void Remove(const HttpConnection* connection);
   // Refuses every connection from now on and closes the open ones.
   void CloseAll();
+  // Refuses every connection from now on and drains the open ones.
+  void DrainAll();
+
+  // A connection's response is under way (pending or streaming, or a request arriving
+  // while draining) / has been sent in full or abandoned: each connection calls them in
+  // pairs.
+  void ResponseBegan();
+  void ResponseEnded();
+  // Until no response is under way or `deadline`; true in the first case.
+  bool AwaitResponsesEnded(absl::Time deadline);
 
  private:
+  // Sets closing_; the open connections.
+  std::vector<std::weak_ptr<HttpConnection>> RefuseMore();
+
   const size_t max_;
   absl::Mutex mu_;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  size_t responses_under_way_ ABSL_GUARDED_BY(mu_) = 0;
   std::unordered_map<const HttpConnection*, std::weak_ptr<HttpConnection>> open_
       ABSL_GUARDED_BY(mu_);
 };

@@ -74,6 +74,7 @@ struct HttpServer::Impl {
 
   absl::Status Listen(const std::string& host, int port);
   void Accept();
+  void StopAccepting();  // from any thread
   void Run();
 
   net::io_context io;
@@ -127,6 +128,14 @@ void HttpServer::Impl::Accept() {
   });
 }
 
+void HttpServer::Impl::StopAccepting() {
+  net::post(acceptor.get_executor(), [this] {
+    ErrorCode ec;
+    acceptor.close(ec);
+    retry.cancel();
+  });
+}
+
 void HttpServer::Impl::Run() {
   while (true) {
     try {
@@ -172,14 +181,18 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
   return Start(config, std::move(routes));
 }
 
+void HttpServer::Shutdown(absl::Time deadline) {
+  if (stopped_.load()) return;
+  impl_->StopAccepting();
+  impl_->connections.DrainAll();  // From here on a new connection is closed at once.
+  impl_->connections.AwaitResponsesEnded(deadline);
+  Stop();
+}
+
 void HttpServer::Stop() {
   if (stopped_.exchange(true)) return;
   Impl* impl = impl_.get();
-  net::post(impl->acceptor.get_executor(), [impl] {
-    ErrorCode ec;
-    impl->acceptor.close(ec);
-    impl->retry.cancel();
-  });
+  impl->StopAccepting();
   impl->connections.CloseAll();
   impl->work.reset();  // run() returns once every connection's last handler has run.
   for (std::thread& thread : impl->threads) thread.join();

@@ -22,7 +22,8 @@
 // different connections' at once) and must not block. Stop() (and the destructor)
 // closes the listener and every connection (running OnClose for unfinished
 // responses), then joins the I/O threads; it returns within milliseconds, and is
-// idempotent. Do not call it from a handler. port() is safe from any thread.
+// idempotent. Shutdown() drains first (see there), then Stops. Do not call either from a
+// handler. port() is safe from any thread.
 #ifndef TPSERVE_SERVER_HTTP_HTTP_SERVER_H_
 #define TPSERVE_SERVER_HTTP_HTTP_SERVER_H_
 
@@ -77,6 +78,20 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   void Stop();
+  // A graceful Stop(), for a drain: closes the listener (a new connection is refused, or
+  // closed at once) and idle keep-alive connections, and waits until every response
+  // under way has been sent in full (whole, or streamed to its End(), its last byte
+  // handed to the kernel) or `deadline` passes; then Stop() closes what is left, running
+  // OnClose for unfinished responses. It returns as soon as the last response has been
+  // sent, not at the deadline; a handler that never answers holds it to the deadline.
+  // Meanwhile no request reaches a handler, and each connection closes after its
+  // response under way ("Connection: close" in that response's head if it has not gone
+  // yet). A request that had begun to arrive, or is pipelined behind a response whose
+  // head said keep-alive, gets 503 with "Connection: close" (and is waited for like a
+  // response); one sent on an idle connection after it was closed gets no answer, as
+  // after idle_timeout, for the client to retry elsewhere. Idempotent; does nothing
+  // after Stop().
+  void Shutdown(absl::Time deadline);
   int port() const { return port_; }
 
  private:

@@ -118,6 +118,8 @@ std::string ErrorText(int status) {
       return "request header fields too large\n";
     case 500:
       return "internal server error\n";
+    case 503:
+      return "service unavailable\n";
     default:
       return absl::StrCat("HTTP status ", status, "\n");
   }

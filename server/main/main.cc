@@ -323,7 +323,12 @@ int Serve(const ServerConfig& config, PublicPortSecurity security, const sigset_
   }
   const bool cancelled = core.generating() > 0;
   if (cancelled) core.CancelInFlight();
-  // Without cancelled calls, a short margin still lets finished calls send their status.
+  // HTTP answers finish sending (new requests there get 503), then gRPC's. Without
+  // cancelled calls, a short margin still lets finished calls send their status.
+  if (*http) {
+    (*http)->Shutdown(absl::Now() + (cancelled ? absl::FromChrono(kFlushMargin)
+                                              : absl::Milliseconds(250)));
+  }
   server->Shutdown(std::chrono::system_clock::now() +
                    (cancelled ? kFlushMargin : std::chrono::milliseconds(250)));
   supervisor.Stop();

@@ -363,6 +363,26 @@ def check_scripted_model(key_file):
     print("openai_test: tool calls and reasoning parsed (SDK whole and streamed, gRPC Chat, CLI)")
 
 
+def check_drain(client, server):
+    """SIGTERM with a stream in flight: the stream still ends with its finish_reason and
+    [DONE] (the SDK sees a complete stream), new requests get 503, and tpserve exits 0."""
+    import threading
+    stream = client.completions.create(model="demo", prompt="And", max_tokens=600,
+                                       stream=True, extra_body={"ignore_eos": True})
+    chunks = iter(stream)
+    next(chunks)
+    exit_code = []
+    stopper = threading.Thread(target=lambda: exit_code.append(server.stop()))
+    stopper.start()
+    finish = None
+    for chunk in chunks:
+        finish = chunk.choices[0].finish_reason or finish
+    assert finish in ("length", "abort"), finish
+    stopper.join()
+    assert exit_code == [0], exit_code
+    print("openai_test: a drain finishes the HTTP stream in flight (finish_reason %s)" % finish)
+
+
 def main():
     key_file = os.path.join(os.environ.get("TEST_TMPDIR", "/tmp"), "openai_keys")
     with open(key_file, "w") as f:
@@ -379,8 +399,10 @@ def main():
         check_tools(client, base)
         check_errors(client, base)
         check_disconnect(client, stub, metadata, pb)
+        check_drain(client, server)
     finally:
-        assert server.stop() == 0
+        if server.proc.poll() is None:
+            assert server.stop() == 0
     check_scripted_model(key_file)
     print("openai_test: PASS")
 
