@@ -36,24 +36,15 @@ double Since(absl::Time start) { return absl::ToDoubleSeconds(absl::Now() - star
 RequestTiming TimeOne(v1::Inference::Stub& stub, const v1::GenerateRequest& request) {
   RequestTiming t;
   grpc::ClientContext context;
-  const absl::Time start = absl::Now();
+  RequestClock clock;
   auto reader = stub.Generate(&context, request);
   v1::GenerateResponse chunk;
-  double last = 0;
   while (reader->Read(&chunk)) {
     if (chunk.has_usage()) t.cached_prompt_tokens = chunk.usage().cached_prompt_tokens();
-    if (chunk.token_ids_size() == 0) continue;
-    const double now = Since(start);
-    if (t.output_tokens == 0) {
-      t.ttft_s = now;
-    } else {
-      t.itl_s.push_back(now - last);
-    }
-    last = now;
-    t.output_tokens += chunk.token_ids_size();
+    clock.Chunk(chunk.token_ids_size(), &t);
   }
   const grpc::Status status = reader->Finish();
-  t.e2e_s = Since(start);
+  clock.Finish(&t);
   t.ok = status.ok();
   if (!t.ok) t.error_code = StatusCodeName(status.error_code());
   return t;
@@ -71,6 +62,26 @@ v1::GenerateRequest BenchRequest(const std::vector<int32_t>& prompt, const Bench
 }
 
 }  // namespace
+
+void RequestClock::Chunk(int tokens, RequestTiming* t) {
+  if (tokens == 0) return;
+  const double now = Since(start_);
+  if (t->output_tokens == 0) {
+    t->ttft_s = now;
+  } else {
+    t->itl_s.push_back(now - last_s_);
+  }
+  last_s_ = now;
+  t->output_tokens += tokens;
+}
+
+void RequestClock::Finish(RequestTiming* t) const { t->e2e_s = Since(start_); }
+
+RequestTimer GrpcTimer(v1::Inference::Stub& stub, const BenchOptions& options) {
+  return [&stub, options](const std::vector<int32_t>& prompt) {
+    return TimeOne(stub, BenchRequest(prompt, options));
+  };
+}
 
 std::vector<std::vector<int32_t>> RandomPrompts(int count, int length, int vocab_size,
                                                 uint64_t seed) {
@@ -105,7 +116,7 @@ std::vector<double> ArrivalOffsets(int count, double rate, uint64_t seed) {
   return offsets;
 }
 
-BenchReport RunBench(v1::Inference::Stub& stub, const BenchOptions& o, int vocab_size) {
+BenchReport RunBench(const BenchOptions& o, int vocab_size, const RequestTimer& timer) {
   const auto prompts =
       SharedPrefixPrompts(o.num_prompts, o.prefix_len, o.input_len, vocab_size, o.seed);
   const auto offsets = ArrivalOffsets(o.num_prompts, o.request_rate, o.seed);
@@ -117,7 +128,7 @@ BenchReport RunBench(v1::Inference::Stub& stub, const BenchOptions& o, int vocab
     absl::SleepFor(start + absl::Seconds(offsets[i]) - absl::Now());
     slots.Acquire();
     threads.emplace_back([&, i] {
-      timings[i] = TimeOne(stub, BenchRequest(prompts[i], o));
+      timings[i] = timer(prompts[i]);
       slots.Release();
     });
   }

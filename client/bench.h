@@ -6,16 +6,25 @@
 // prefix_len random tokens (a shared system prompt) before its own input_len. Requests arrive all
 // at once or as a Poisson process at request_rate per second; at most `concurrency` are in flight
 // (0: no limit). One thread per request; RunBench blocks until all have ended.
+//
+// Two backends send the same requests: gRPC Generate streams (GrpcTimer, here) and the
+// OpenAI-compatible HTTP API's streamed /v1/completions (OpenAiTimer, openai_bench.h).
+// Both time a request with RequestClock, so their reports compare.
 #ifndef TPSERVE_CLIENT_BENCH_H_
 #define TPSERVE_CLIENT_BENCH_H_
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "client/bench_stats.h"
 #include "tpserve/v1/inference.grpc.pb.h"
 
 namespace tpserve {
+
+enum class BenchBackend { kGrpc, kOpenAi };
 
 struct BenchOptions {
   int input_len = 32;
@@ -26,7 +35,28 @@ struct BenchOptions {
   double request_rate = 0;  // requests/s, Poisson arrivals; 0: all at once
   uint64_t seed = 0;
   float temperature = 0;
+  BenchBackend backend = BenchBackend::kGrpc;
+  std::string openai_url;  // kOpenAi: "http://HOST:PORT", optionally with a path ("/v1")
+  std::string api_key;     // kOpenAi: sent as "Authorization: Bearer KEY"; "": none
 };
+
+// One request's clock, started at construction (when the request is sent): TTFT at the
+// first chunk that carries tokens, an ITL gap between each later one and the one before.
+class RequestClock {
+ public:
+  RequestClock() : start_(absl::Now()) {}
+  // A chunk of `tokens` output tokens arrived now; a chunk without tokens counts nothing.
+  void Chunk(int tokens, RequestTiming* timing);
+  // The request ended now.
+  void Finish(RequestTiming* timing) const;
+
+ private:
+  const absl::Time start_;
+  double last_s_ = 0;  // when the last chunk with tokens arrived
+};
+
+// Sends one prompt and times it; called from many threads at once.
+using RequestTimer = std::function<RequestTiming(const std::vector<int32_t>& prompt)>;
 
 std::vector<std::vector<int32_t>> RandomPrompts(int count, int length, int vocab_size,
                                                 uint64_t seed);
@@ -37,7 +67,10 @@ std::vector<std::vector<int32_t>> SharedPrefixPrompts(int count, int prefix_len,
 // Send times in seconds from the start: exponential gaps of mean 1/rate (0: all zero).
 std::vector<double> ArrivalOffsets(int count, double rate, uint64_t seed);
 
-BenchReport RunBench(v1::Inference::Stub& stub, const BenchOptions& options, int vocab_size);
+// The gRPC backend: each request a Generate stream on `stub`, which must outlive it.
+RequestTimer GrpcTimer(v1::Inference::Stub& stub, const BenchOptions& options);
+
+BenchReport RunBench(const BenchOptions& options, int vocab_size, const RequestTimer& timer);
 
 }  // namespace tpserve
 

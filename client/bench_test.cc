@@ -1,8 +1,10 @@
 #include "client/bench.h"
 
 #include <algorithm>
+#include <atomic>
 #include <numeric>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace tpserve {
@@ -78,6 +80,49 @@ TEST(BenchTest, ArrivalsArePoissonAtTheRate) {
   EXPECT_EQ(t.front(), 0);
   for (size_t i = 1; i < t.size(); ++i) ASSERT_GE(t[i], t[i - 1]);
   EXPECT_NEAR(t.back() / static_cast<double>(t.size() - 1), 0.1, 0.005);
+}
+
+TEST(BenchTest, ClockCountsOnlyChunksWithTokens) {
+  RequestTiming t;
+  RequestClock clock;
+  clock.Chunk(0, &t);  // a chunk of text or usage only
+  EXPECT_EQ(t.output_tokens, 0);
+  absl::SleepFor(absl::Milliseconds(20));
+  clock.Chunk(2, &t);
+  clock.Chunk(0, &t);
+  absl::SleepFor(absl::Milliseconds(20));
+  clock.Chunk(3, &t);
+  clock.Finish(&t);
+  EXPECT_EQ(t.output_tokens, 5);
+  EXPECT_GE(t.ttft_s, 0.02);
+  ASSERT_EQ(t.itl_s.size(), 1u);
+  EXPECT_GE(t.itl_s[0], 0.02);
+  EXPECT_GE(t.e2e_s, t.ttft_s + t.itl_s[0]);
+}
+
+TEST(BenchTest, RunBenchTimesEachPromptOnceWithinTheConcurrency) {
+  BenchOptions o;
+  o.num_prompts = 12;
+  o.input_len = 4;
+  o.concurrency = 3;
+  std::atomic<int> in_flight{0}, most{0}, calls{0};
+  const BenchReport r = RunBench(o, 50, [&](const std::vector<int32_t>& prompt) {
+    const int now = ++in_flight;
+    int seen = most.load();
+    while (now > seen && !most.compare_exchange_weak(seen, now)) {
+    }
+    ++calls;
+    absl::SleepFor(absl::Milliseconds(10));
+    --in_flight;
+    RequestTiming t;
+    t.ok = prompt.size() == 4;
+    t.output_tokens = 1;
+    return t;
+  });
+  EXPECT_EQ(calls.load(), 12);
+  EXPECT_LE(most.load(), 3);
+  EXPECT_EQ(r.completed, 12);
+  EXPECT_EQ(r.output_tokens, 12);
 }
 
 }  // namespace

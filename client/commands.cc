@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/grpc_status.h"
+#include "client/openai_bench.h"
 #include "client/output.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -130,8 +132,12 @@ grpc::Status RunChat(const Cli& cli, const v1::ChatRequest& request, bool stream
 
 int ChatCommand(const Cli& cli, v1::ChatRequest request, bool stream, bool interactive) {
   for (bool first = true;; first = false) {
-    if (!first || request.messages_size() == 0 ||
-        request.messages(request.messages_size() - 1).role() != "user") {
+    // The first turn is the conversation as given (interactive: when it ends with the
+    // user's turn); every later one starts with a line read.
+    const bool given = first && request.messages_size() > 0 &&
+                       (!interactive ||
+                        request.messages(request.messages_size() - 1).role() == "user");
+    if (!given) {
       if (!interactive) break;
       if (!cli.json) std::cout << "> " << std::flush;
       std::string line;
@@ -280,7 +286,17 @@ int BenchCommand(const Cli& cli, const BenchOptions& options) {
   v1::ModelInfo info;
   const grpc::Status status = cli.stub->GetModelInfo(&context, {}, &info);
   if (!status.ok()) return Fail(cli, status);
-  BenchReport report = RunBench(*cli.stub, options, info.vocab_size());
+  RequestTimer timer = GrpcTimer(*cli.stub, options);
+  if (options.backend == BenchBackend::kOpenAi) {
+    // The HTTP API of the server behind --target; each call within --timeout-s, or a
+    // generous deadline so that a stuck one cannot hang the run.
+    absl::StatusOr<RequestTimer> http =
+        OpenAiTimer(options, info.model_name(),
+                    cli.timeout_s > 0 ? absl::Seconds(cli.timeout_s) : absl::Seconds(600));
+    if (!http.ok()) return Fail(cli, ToGrpcStatus(http.status()));
+    timer = *std::move(http);
+  }
+  BenchReport report = RunBench(options, info.vocab_size(), timer);
   grpc::ClientContext after_context;
   SetDeadline(cli, &after_context);
   v1::ModelInfo after;

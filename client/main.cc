@@ -9,6 +9,7 @@
 //     info                     health
 //     bench [--input-len N] [--prefix-len N] [--output-len N] [--num-prompts N]
 //           [--concurrency N | --request-rate R] [--seed S]
+//           [--backend grpc | --backend openai --openai-url http://HOST:PORT]
 //
 // Exit codes: 0 success, 1 the server answered with an error (or is not serving),
 // 2 bad command line (unusable TLS or API-key files included).
@@ -18,12 +19,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/args.h"
+#include "base/status_macros.h"
 #include "base/utf8.h"
 #include "client/channel.h"
 #include "client/chat_flags.h"
 #include "client/commands.h"
 #include "client/generate_flags.h"
+#include "client/openai_bench.h"
 #include "client/output.h"
+#include "server/auth.h"
 
 namespace tpserve {
 namespace {
@@ -38,6 +42,8 @@ struct Flags {
   ChatFlags chat;
   int64_t input_len = 32, prefix_len = 0, output_len = 32, num_prompts = 64, concurrency = 0;
   double request_rate = 0;
+  std::string backend = "grpc";
+  std::string openai_url;
 };
 
 void Register(ArgParser& args, Flags& f) {
@@ -63,6 +69,12 @@ void Register(ArgParser& args, Flags& f) {
   args.AddInt("num-prompts", &f.num_prompts, "bench: requests");
   args.AddInt("concurrency", &f.concurrency, "bench: most requests in flight (0: no limit)");
   args.AddDouble("request-rate", &f.request_rate, "bench: Poisson arrivals per second (0: all at once)");
+  args.AddString("backend", &f.backend,
+                 "bench: grpc (Generate streams on --target) or openai (streamed "
+                 "/v1/completions at --openai-url; --target still gives the model's info)");
+  args.AddString("openai-url", &f.openai_url,
+                 "bench --backend openai: the server's HTTP API, http://HOST:PORT (tpserve "
+                 "--http-port)");
 }
 
 int Usage(const ArgParser& args, const std::string& problem) {
@@ -98,6 +110,21 @@ absl::StatusOr<BenchOptions> BenchFrom(const ArgParser& args, const Flags& f) {
   o.seed = static_cast<uint64_t>(f.generate.seed);
   // Greedy unless asked, as vLLM's benchmark.
   o.temperature = args.Seen("temperature") ? static_cast<float>(f.generate.temperature) : 0.0f;
+  if (f.backend == "grpc") {
+    if (!f.openai_url.empty()) return absl::InvalidArgumentError("--openai-url needs --backend openai");
+    return o;
+  }
+  if (f.backend != "openai") return absl::InvalidArgumentError("--backend is grpc or openai");
+  if (f.openai_url.empty()) {
+    return absl::InvalidArgumentError("--backend openai needs --openai-url http://HOST:PORT");
+  }
+  o.backend = BenchBackend::kOpenAi;
+  TPSERVE_RETURN_IF_ERROR(ParseOpenAiUrl(f.openai_url).status());
+  o.openai_url = f.openai_url;
+  if (!f.channel.api_key_file.empty()) {
+    TPSERVE_ASSIGN_OR_RETURN(ApiKeys keys, ApiKeys::Load("api-key-file", f.channel.api_key_file));
+    o.api_key = keys.first();
+  }
   return o;
 }
 
