@@ -1,5 +1,5 @@
 // The one place where absl::Status becomes grpc::Status, for every gRPC service of the
-// process: the public API's handlers (server/service.cc) and the control plane's
+// process: the public API's handlers (server/grpc/inference_service.cc) and the control plane's
 // (server/pool/worker_connection.cc).
 //
 // The canonical codes are the same numbers in both. The message is kept up to

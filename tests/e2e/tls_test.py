@@ -20,7 +20,7 @@ from harness import SERVER, WORKER, Server, cli, stubs
 
 MODEL = "tests/data/models/llama_gqa"
 KEYS = "# tpserve test keys\n\nkey-one\n  key-two  \n"
-# Measured with the 128 MiB gRPC memory bound (server/main.cc): a peak 225-350 MB over
+# Measured with the 128 MiB gRPC memory bound (server/main/main.cc): a peak 225-350 MB over
 # the RSS before; without the bound 310-1100 MB, most runs over 690.
 RSS_GROWTH_BOUND_MB = 512
 
