@@ -1,6 +1,7 @@
 #include "server/metrics.h"
 
 #include <algorithm>
+#include <charconv>
 #include <limits>
 #include <utility>
 
@@ -29,7 +30,11 @@ std::string Number(double v) {
   if (v != v) return "NaN";
   if (v == std::numeric_limits<double>::infinity()) return "+Inf";
   if (v == -std::numeric_limits<double>::infinity()) return "-Inf";
-  return absl::StrFormat("%.17g", v);
+  // The shortest text that reads back as v: bucket bounds print as le="0.005", which is
+  // what dashboards match, not as %.17g's 0.0050000000000000001.
+  char text[64];
+  const std::to_chars_result r = std::to_chars(text, text + sizeof(text), v);
+  return std::string(text, r.ptr);
 }
 
 void Family(const std::string& name, const char* type, const char* help, std::string* out) {

@@ -21,8 +21,8 @@ TEST(HistogramTest, BucketsAreCumulativeWithInfSumAndCount) {
   std::string out = "\n";
   h.Render("x", &out);
   EXPECT_EQ(out,
-            "\nx_bucket{le=\"0.10000000000000001\"} 2\nx_bucket{le=\"1\"} 3\n"
-            "x_bucket{le=\"+Inf\"} 4\nx_sum 7.6500000000000004\nx_count 4\n");
+            "\nx_bucket{le=\"0.1\"} 2\nx_bucket{le=\"1\"} 3\n"
+            "x_bucket{le=\"+Inf\"} 4\nx_sum 7.65\nx_count 4\n");
 }
 
 TEST(ServerMetricsTest, RecordsCallsFinishesTokensAndLatencies) {
@@ -74,12 +74,12 @@ TEST(ServerMetricsTest, RecordsCallsFinishesTokensAndLatencies) {
   EXPECT_TRUE(Has(text, "tpserve_time_to_first_token_seconds_count 2"));
   EXPECT_TRUE(Has(text, "tpserve_time_to_first_token_seconds_bucket{le=\"0.25\"} 2"));
   EXPECT_TRUE(
-      Has(text, "tpserve_time_to_first_token_seconds_bucket{le=\"0.10000000000000001\"} 1"));
+      Has(text, "tpserve_time_to_first_token_seconds_bucket{le=\"0.1\"} 1"));
   EXPECT_TRUE(Has(text, "tpserve_time_per_output_token_seconds_count 1"));
   EXPECT_TRUE(
-      Has(text, "tpserve_time_per_output_token_seconds_bucket{le=\"0.10000000000000001\"} 1"));
+      Has(text, "tpserve_time_per_output_token_seconds_bucket{le=\"0.1\"} 1"));
   EXPECT_TRUE(
-      Has(text, "tpserve_time_per_output_token_seconds_bucket{le=\"0.050000000000000003\"} 0"));
+      Has(text, "tpserve_time_per_output_token_seconds_bucket{le=\"0.05\"} 0"));
   EXPECT_TRUE(Has(text, "tpserve_serving 1"));
   EXPECT_TRUE(Has(text, "tpserve_requests_running 2"));
   EXPECT_TRUE(Has(text, "tpserve_kv_blocks 64"));
