@@ -85,7 +85,7 @@ class Connection final : public HttpConnection,
  public:
   Connection(tcp::socket socket, const ConnectionContext& context)
       : context_(context), config_(context.config), socket_(std::move(socket)),
-        timer_(socket_.get_executor()) {}
+        timer_(socket_.get_executor()), body_(context.body_budget) {}
 
   void Start() {
     Post([this] { Begin(); });
@@ -142,8 +142,11 @@ class Connection final : public HttpConnection,
   void OnHead(ErrorCode ec);
   void ReadBody();
   void OnBody(ErrorCode ec);
+  bool HoldBody();
   void OnReadError(ErrorCode ec);
+  void AnswerUnread(HttpResponse response);
   void Dispatch();
+  void Route(bool valid, HttpRequest request);
   void SetUnderWay(bool under_way);
   void BeginDrain();
   bool RequestArrived();
@@ -178,6 +181,7 @@ class Connection final : public HttpConnection,
   bool client_gone_ = false;   // it closed while the last bytes were being sent
   size_t lingered_ = 0;
   std::optional<http::request_parser<http::string_body>> parser_;
+  BodyReservation body_;  // of the request being read, in context_.body_budget
   size_t served_ = 0;
   bool draining_ = false;  // Drain(): no further request reaches a handler
 
@@ -289,6 +293,7 @@ void Connection::OnHead(ErrorCode ec) {
     OnReadError(ec);
     return;
   }
+  if (!HoldBody()) return;
   const http::request<http::string_body>& request = parser_->get();
   if (parser_->is_done() || request.version() < 11 ||
       !beast::iequals(request[http::field::expect], "100-continue")) {
@@ -307,18 +312,39 @@ void Connection::OnHead(ErrorCode ec) {
                    });
 }
 
+// A read at a time, so that a chunked body is held to the budget as it grows.
 void Connection::ReadBody() {
-  http::async_read(socket_, buffer_, *parser_,
-                   [self = shared_from_this()](ErrorCode ec, size_t) { self->OnBody(ec); });
+  if (parser_->is_done()) {
+    Dispatch();
+    return;
+  }
+  parser_->eager(true);  // each read parses all it can, as http::async_read would
+  http::async_read_some(socket_, buffer_, *parser_,
+                        [self = shared_from_this()](ErrorCode ec, size_t) { self->OnBody(ec); });
 }
 
 void Connection::OnBody(ErrorCode ec) {
   if (phase_ == Phase::kClosed) return;
   if (ec) {
     OnReadError(ec);
-  } else {
-    Dispatch();
+  } else if (HoldBody()) {
+    ReadBody();
   }
+}
+
+// Reserves the request's body in the server's budget: its Content-Length once the head
+// has come, a chunked body's size so far after each read. False when the budget lacks
+// it: then the request has been answered with 503.
+bool Connection::HoldBody() {
+  const auto length = parser_->content_length();  // a boost::optional<uint64_t>
+  const size_t bytes = length ? static_cast<size_t>(*length) : parser_->get().body().size();
+  if (bytes <= body_.bytes() || body_.Resize(bytes)) return true;
+  AnswerUnread({503, "text/plain; charset=utf-8",
+                absl::StrCat("request bodies being received would pass the server's limit of ",
+                             context_.body_budget->limit(),
+                             " bytes (max_buffered_body_bytes); retry later\n"),
+                {}});
+  return false;
 }
 
 void Connection::OnReadError(ErrorCode ec) {
@@ -338,13 +364,21 @@ void Connection::OnReadError(ErrorCode ec) {
     Shut();
     return;
   }
+  AnswerUnread(ErrorResponse(status));
+}
+
+// Answers a request that is not read to its end, then closes: the rest of the stream is
+// not a request. Its body, read so far, is dropped and its reservation given back.
+void Connection::AnswerUnread(HttpResponse response) {
   CancelDeadline();
+  parser_.reset();
+  body_.Release();
   phase_ = Phase::kResponding;
   SetUnderWay(true);
   version_ = 11;
   head_ = false;
-  keep_alive_ = false;  // The rest of the stream is not a request.
-  QueueResponse(ErrorResponse(status));
+  keep_alive_ = false;
+  QueueResponse(std::move(response));
 }
 
 void Connection::Dispatch() {
@@ -361,6 +395,11 @@ void Connection::Dispatch() {
   const bool valid = (version_ == 10 || version_ == 11) &&
                      ToRequest(std::move(request), peer_, &ours);
   if (!reading_ && buffer_.size() < kMaxReadAhead) ReadSome();  // to see the client go
+  Route(valid, std::move(ours));
+  body_.Release();  // The handler has returned: what it kept of the body is its own.
+}
+
+void Connection::Route(bool valid, HttpRequest request) {
   if (!valid) {
     version_ = 11;
     keep_alive_ = false;
@@ -372,7 +411,7 @@ void Connection::Dispatch() {
     QueueResponse({503, "text/plain; charset=utf-8", kShuttingDown, {}});
     return;
   }
-  const HttpRoutes::Match match = context_.routes.Find(ours.method, ours.path);
+  const HttpRoutes::Match match = context_.routes.Find(request.method, request.path);
   if (match.handler == nullptr) {
     QueueResponse(ErrorResponse(match.status, match.allow));
     return;
@@ -380,7 +419,7 @@ void Connection::Dispatch() {
   auto responder = std::make_shared<ConnectionResponder>(this, config_.max_queued_stream_bytes);
   responder_ = responder;
   try {
-    (*match.handler)(std::move(ours), responder);
+    (*match.handler)(std::move(request), responder);
   } catch (const std::exception&) {
     responder->Respond(ErrorResponse(500));
   }
@@ -552,6 +591,7 @@ void Connection::Shut() {
   ErrorCode ec;
   socket_.close(ec);
   out_.clear();
+  body_.Release();  // The parser's body goes with the connection (a read may still use it).
   context_.connections->Remove(this);
   if (std::shared_ptr<ConnectionResponder> responder = responder_.lock()) {
     responder->Detach(/*response_sent=*/false);  // runs its OnClose here

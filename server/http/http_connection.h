@@ -16,6 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/http/body_budget.h"
 #include "server/http/http_routes.h"
 #include "server/http/http_server.h"
 
@@ -68,6 +69,7 @@ struct ConnectionContext {
   HttpServerConfig config;
   HttpRoutes routes;
   ConnectionSet* connections = nullptr;
+  BodyBudget* body_budget = nullptr;  // config.max_buffered_body_bytes
 };
 
 // Serves `socket` (whose executor is a strand of its own) until either side closes it.

@@ -75,7 +75,9 @@ class HttpResponder {
 };
 
 // Both kinds run on an I/O thread and must not block. An async handler hands the work
-// elsewhere and answers through `responder` later, from any thread.
+// elsewhere and answers through `responder` later, from any thread. The server counts a
+// request's body in max_buffered_body_bytes only until its handler returns: a handler
+// that keeps requests (or their bodies) must bound how many it keeps.
 using HttpAsyncHandler =
     std::function<void(HttpRequest request, std::shared_ptr<HttpResponder> responder)>;
 // A quick synchronous one (metrics, health).

@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "server/http/body_budget.h"
 #include "server/http/http_connection.h"
 #include "server/http/http_wire.h"
 
@@ -56,6 +57,11 @@ absl::Status HttpServerConfig::Validate() const {
         "HTTP max_connections, max_requests_per_connection, max_head_bytes and "
         "max_queued_stream_bytes must be at least 1");
   }
+  if (max_buffered_body_bytes < max_body_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "HTTP max_buffered_body_bytes ", max_buffered_body_bytes,
+        " is less than max_body_bytes ", max_body_bytes, ": no such request could be read"));
+  }
   if (idle_timeout <= absl::ZeroDuration() || request_timeout <= absl::ZeroDuration() ||
       write_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("HTTP timeouts must be positive");
@@ -69,7 +75,8 @@ struct HttpServer::Impl {
         acceptor(net::make_strand(io)),
         retry(acceptor.get_executor()),
         connections(config.max_connections),
-        context{config, std::move(routes), &connections},
+        body_budget(config.max_buffered_body_bytes),
+        context{config, std::move(routes), &connections, &body_budget},
         work(net::make_work_guard(io)) {}
 
   absl::Status Listen(const std::string& host, int port);
@@ -81,6 +88,7 @@ struct HttpServer::Impl {
   tcp::acceptor acceptor;  // on a strand of its own
   net::steady_timer retry;
   ConnectionSet connections;
+  BodyBudget body_budget;
   const ConnectionContext context;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   std::vector<std::thread> threads;

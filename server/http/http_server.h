@@ -12,9 +12,18 @@
 // however slowly it trickles in (408), when a write makes no progress for
 // write_timeout, or when a stream's queue passes max_queued_stream_bytes. A head over
 // max_head_bytes gets 431, a body over max_body_bytes 413, a malformed request 400,
-// each closing the connection. While a response is pending or streaming the server
-// keeps reading the socket, so a client that disconnects (or half-closes) is noticed
-// at once and the request's OnClose callback runs: that is how a client cancels.
+// each closing the connection. Request bodies are also bounded server-wide, by
+// max_buffered_body_bytes over all connections: a request's body counts from when it
+// begins to arrive (its whole Content-Length once the head has come, before any 100
+// Continue; a chunked body as it grows) until its handler has returned; heads count
+// toward nothing. A request that would take the total past the limit gets 503 with
+// "Connection: close" and a line naming the limit, what it held is given back, and its
+// connection closes after the answer; other requests go on. From its handler on the
+// body is the handler's, so handlers must bound how many they keep (tpserve's queue a
+// bounded number for preparation and refuse more). While a response is pending or
+// streaming the server keeps reading the socket, so a client that disconnects (or
+// half-closes) is noticed at once and the request's OnClose callback runs: that is how
+// a client cancels.
 // A streamed response has no idle limit between writes, only the write progress one.
 // Writes never raise SIGPIPE; sockets are close-on-exec.
 //
@@ -54,6 +63,9 @@ struct HttpServerConfig {
   absl::Duration write_timeout = absl::Seconds(5);    // for each write to make progress
   size_t max_head_bytes = 16 << 10;                   // request line and headers
   size_t max_body_bytes = 4 << 20;                    // a larger request body gets 413
+  // Request-body bytes held at once, over all connections (a request past it gets 503);
+  // at least max_body_bytes.
+  size_t max_buffered_body_bytes = 256 << 20;
   size_t max_queued_stream_bytes = 8 << 20;           // per stream, written but not yet sent
 
   absl::Status Validate() const;
