@@ -212,11 +212,22 @@ void OpenAiApi::Prepare(HttpRequest request, std::shared_ptr<HttpResponder> resp
         "missing or wrong API key: send \"Authorization: Bearer KEY\"")));
     return;
   }
+  // The HTTP server bounds bodies while it reads them; this bounds those waiting here.
+  const size_t bytes = request.body.size();
+  if (queued_bytes_.fetch_add(bytes) + bytes > options_.max_queued_prepare_bytes) {
+    queued_bytes_.fetch_sub(bytes);
+    responder->Respond(ErrorResponse(absl::UnavailableError(
+        "the server is overloaded: too many request bytes are waiting to be prepared")));
+    return;
+  }
   auto shared_request = std::make_shared<HttpRequest>(std::move(request));
-  const bool queued = pool_->TrySubmit([this, shared_request, responder, work] {
-    (this->*work)(std::move(*shared_request), responder);
+  const bool queued = pool_->TrySubmit([this, shared_request, responder, work, bytes] {
+    HttpRequest taken = std::move(*shared_request);
+    queued_bytes_.fetch_sub(bytes);
+    (this->*work)(std::move(taken), responder);
   });
   if (!queued) {
+    queued_bytes_.fetch_sub(bytes);
     responder->Respond(ErrorResponse(
         absl::UnavailableError("the server is overloaded: too many requests are being prepared")));
   }

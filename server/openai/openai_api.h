@@ -8,7 +8,7 @@
 //
 // A request is read on an HTTP I/O thread and handed to a small pool of prepare threads
 // (parse, render the chat template, tokenize, submit), so that no I/O thread does
-// request-sized work; a full pool queue is 503. The engine's chunks become events on
+// request-sized work; a full pool queue (by count, or by the bodies' bytes) is 503. The engine's chunks become events on
 // the engine thread and are queued on the connection (HttpResponder::Write never
 // waits). A client that disconnects cancels its generations at once (their KV blocks
 // are free within a step); a drain refuses new requests (503) and finishes the running
@@ -23,6 +23,7 @@
 #ifndef TPSERVE_SERVER_OPENAI_OPENAI_API_H_
 #define TPSERVE_SERVER_OPENAI_OPENAI_API_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -45,6 +46,7 @@ struct OpenAiApiOptions {
   const ApiKeys* api_keys = nullptr;  // null: open
   size_t prepare_threads = 2;
   size_t max_queued_prepares = 4096;  // requests read but not yet submitted
+  size_t max_queued_prepare_bytes = size_t{256} << 20;  // their bodies, in all
 };
 
 class OpenAiApi {
@@ -82,6 +84,7 @@ class OpenAiApi {
   const OpenAiApiOptions options_;
   const int64_t created_;  // the model's "created": when the server started
   std::unique_ptr<TaskPool> pool_;
+  std::atomic<size_t> queued_bytes_{0};  // bodies of the requests waiting in pool_
 };
 
 }  // namespace tpserve

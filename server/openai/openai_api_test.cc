@@ -46,6 +46,7 @@ struct Options {
   int max_queue = 64;
   bool engine = true;
   absl::Duration http_timeouts = absl::Seconds(5);  // idle, request and write
+  size_t prepare_bytes = size_t{256} << 20;
 };
 
 class OpenAiApiTest : public ::testing::Test {
@@ -94,6 +95,7 @@ class OpenAiApiTest : public ::testing::Test {
     options.chat.reasoning_parser = o.reasoning_parser;
     options.chat.tool_call_ids = [n = 0]() mutable { return absl::StrCat("call_", n++); };
     options.api_keys = o.keys;
+    options.max_queued_prepare_bytes = o.prepare_bytes;
     api_ = std::make_unique<OpenAiApi>(core_.get(), options);
     HttpRoutes routes;
     api_->AddRoutes(routes);
@@ -349,6 +351,16 @@ TEST_F(OpenAiApiTest, AFullQueueIs429AndOthersAreServed) {
   a.Close();
   b.Close();
   ExpectEverythingFreed();
+}
+
+TEST_F(OpenAiApiTest, RequestBytesWaitingToBePreparedAreBounded) {
+  Start(Options{.prepare_bytes = 64});
+  EXPECT_EQ(Post("/v1/completions", R"({"prompt": "x"})").status, 200);
+  RawHttpResponse big = Post("/v1/completions", absl::StrCat(R"({"prompt": ")",
+                                                             std::string(100, 'a'), R"("})"));
+  EXPECT_EQ(big.status, 503);
+  EXPECT_EQ(Json::parse(big.body)["error"]["type"], "service_unavailable");
+  EXPECT_EQ(Post("/v1/completions", R"({"prompt": "x"})").status, 200);  // nothing leaked
 }
 
 TEST_F(OpenAiApiTest, NotServingIs503AndHealthSaysSo) {
