@@ -10,7 +10,8 @@ ConnectionResponder::~ConnectionResponder() {
   if (sink_ == nullptr) return;
   if (state_ == State::kUnanswered) {
     sink_->SendResponse(HttpResponse{500, "text/plain; charset=utf-8",
-                                     "the request was dropped without an answer\n"});
+                                     "the request was dropped without an answer\n"},
+                        ByteReservation(queue_budget_));
   } else if (state_ == State::kStreaming) {
     sink_->Abort();
   }
@@ -20,7 +21,12 @@ void ConnectionResponder::Respond(HttpResponse response) {
   absl::MutexLock lock(&mu_);
   if (sink_ == nullptr || state_ != State::kUnanswered) return;
   state_ = State::kDone;
-  sink_->SendResponse(std::move(response));
+  ByteReservation held(queue_budget_);
+  if (!held.Resize(response.body.size())) {  // The server holds too much unsent already.
+    sink_->Abort();
+    return;
+  }
+  sink_->SendResponse(std::move(response), std::move(held));
 }
 
 bool ConnectionResponder::StartStream(int status, std::string content_type,
@@ -35,13 +41,16 @@ bool ConnectionResponder::StartStream(int status, std::string content_type,
 bool ConnectionResponder::Write(std::string data) {
   absl::MutexLock lock(&mu_);
   if (sink_ == nullptr || state_ != State::kStreaming) return false;
-  if (data.size() > max_queued_bytes_ - queued_bytes_) {  // The client is too slow.
+  // Either this client is too slow for its stream's bound, or the server holds too much
+  // unsent over all its clients.
+  ByteReservation held(queue_budget_);
+  if (data.size() > max_queued_bytes_ - queued_bytes_ || !held.Resize(data.size())) {
     state_ = State::kDone;
     sink_->Abort();
     return false;
   }
   queued_bytes_ += data.size();
-  sink_->SendStreamData(std::move(data));
+  sink_->SendStreamData(std::move(data), std::move(held));
   return true;
 }
 

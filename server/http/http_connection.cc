@@ -98,19 +98,23 @@ class Connection final : public HttpConnection,
     Post([this] { BeginDrain(); });
   }
 
-  void SendResponse(HttpResponse response) override {
-    Post([this, response = std::move(response)]() mutable { QueueResponse(std::move(response)); });
+  void SendResponse(HttpResponse response, ByteReservation held) override {
+    Post([this, response = std::move(response), held = std::move(held)]() mutable {
+      QueueResponse(std::move(response), std::move(held));
+    });
   }
   void SendStreamHead(int status, std::string content_type, HttpHeaders headers) override {
     Post([this, status, type = std::move(content_type), headers = std::move(headers)]() mutable {
       QueueStreamHead(status, std::move(type), std::move(headers));
     });
   }
-  void SendStreamData(std::string data) override {
-    Post([this, data = std::move(data)]() mutable { QueueStreamData(std::move(data)); });
+  void SendStreamData(std::string data, ByteReservation held) override {
+    Post([this, data = std::move(data), held = std::move(held)]() mutable {
+      QueueStreamData(std::move(data), std::move(held));
+    });
   }
   void SendStreamEnd() override {
-    Post([this] { QueueFinal(chunked_ && !head_ ? std::string(kWireLastChunk) : ""); });
+    Post([this] { QueueFinal(chunked_ && !head_ ? std::string(kWireLastChunk) : "", Unheld()); });
   }
   void Abort() override {
     Post([this] { Shut(); });
@@ -123,7 +127,8 @@ class Connection final : public HttpConnection,
 
   struct Output {
     std::string bytes;
-    size_t stream_bytes;  // of Write() data, reported to the responder once sent
+    size_t stream_bytes;   // of Write() data, reported to the responder once sent
+    ByteReservation held;  // its handler bytes' share of the queue budget, at most those unsent
   };
 
   template <class F>
@@ -152,11 +157,13 @@ class Connection final : public HttpConnection,
   bool RequestArrived();
 
   WireFraming Framing() const { return {version_, head_, keep_alive_}; }
-  void QueueResponse(HttpResponse response);
+  // For the server's own bytes (heads, framing, its answers), which the budget skips.
+  ByteReservation Unheld() const { return ByteReservation(context_.queue_budget); }
+  void QueueResponse(HttpResponse response, ByteReservation held);
   void QueueStreamHead(int status, std::string content_type, HttpHeaders headers);
-  void QueueStreamData(std::string data);
-  void QueueFinal(std::string bytes);
-  void Queue(std::string bytes, size_t stream_bytes);
+  void QueueStreamData(std::string data, ByteReservation held);
+  void QueueFinal(std::string bytes, ByteReservation held);
+  void Queue(std::string bytes, size_t stream_bytes, ByteReservation held);
   void WriteMore();
   void OnWrite(ErrorCode ec, size_t bytes);
   void FinishResponse();
@@ -181,7 +188,7 @@ class Connection final : public HttpConnection,
   bool client_gone_ = false;   // it closed while the last bytes were being sent
   size_t lingered_ = 0;
   std::optional<http::request_parser<http::string_body>> parser_;
-  BodyReservation body_;  // of the request being read, in context_.body_budget
+  ByteReservation body_;  // of the request being read, in context_.body_budget
   size_t served_ = 0;
   bool draining_ = false;  // Drain(): no further request reaches a handler
 
@@ -378,7 +385,7 @@ void Connection::AnswerUnread(HttpResponse response) {
   version_ = 11;
   head_ = false;
   keep_alive_ = false;
-  QueueResponse(std::move(response));
+  QueueResponse(std::move(response), Unheld());
 }
 
 void Connection::Dispatch() {
@@ -403,20 +410,21 @@ void Connection::Route(bool valid, HttpRequest request) {
   if (!valid) {
     version_ = 11;
     keep_alive_ = false;
-    QueueResponse(ErrorResponse(400));
+    QueueResponse(ErrorResponse(400), Unheld());
     return;
   }
   if (draining_) {
     keep_alive_ = false;
-    QueueResponse({503, "text/plain; charset=utf-8", kShuttingDown, {}});
+    QueueResponse({503, "text/plain; charset=utf-8", kShuttingDown, {}}, Unheld());
     return;
   }
   const HttpRoutes::Match match = context_.routes.Find(request.method, request.path);
   if (match.handler == nullptr) {
-    QueueResponse(ErrorResponse(match.status, match.allow));
+    QueueResponse(ErrorResponse(match.status, match.allow), Unheld());
     return;
   }
-  auto responder = std::make_shared<ConnectionResponder>(this, config_.max_queued_stream_bytes);
+  auto responder = std::make_shared<ConnectionResponder>(this, config_.max_queued_stream_bytes,
+                                                         context_.queue_budget);
   responder_ = responder;
   try {
     (*match.handler)(std::move(request), responder);
@@ -466,10 +474,10 @@ bool Connection::RequestArrived() {
   return buffer_.size() > 0 || socket_.available(ec) > 0;
 }
 
-void Connection::QueueResponse(HttpResponse response) {
+void Connection::QueueResponse(HttpResponse response, ByteReservation held) {
   if (phase_ != Phase::kResponding || final_queued_) return;
   head_queued_ = true;
-  QueueFinal(WireResponse(std::move(response), Framing()));
+  QueueFinal(WireResponse(std::move(response), Framing()), std::move(held));
 }
 
 void Connection::QueueStreamHead(int status, std::string content_type, HttpHeaders headers) {
@@ -478,10 +486,11 @@ void Connection::QueueStreamHead(int status, std::string content_type, HttpHeade
   if (!chunked_) keep_alive_ = false;  // The end of the connection ends the body.
   head_queued_ = true;
   Queue(WireStreamHead(status, std::move(content_type), std::move(headers), Framing(), chunked_),
-        0);
+        0, Unheld());
 }
 
-void Connection::QueueStreamData(std::string data) {
+// Data that is not sent (after the end, for HEAD) gives its share back as it is dropped.
+void Connection::QueueStreamData(std::string data, ByteReservation held) {
   if (phase_ != Phase::kResponding || final_queued_) return;
   if (head_ || data.empty()) {
     if (std::shared_ptr<ConnectionResponder> responder = responder_.lock()) {
@@ -490,17 +499,18 @@ void Connection::QueueStreamData(std::string data) {
     return;
   }
   const size_t size = data.size();
-  Queue(chunked_ ? WireChunk(data) : std::move(data), size);
+  Queue(chunked_ ? WireChunk(data) : std::move(data), size, std::move(held));
 }
 
-void Connection::QueueFinal(std::string bytes) {
+void Connection::QueueFinal(std::string bytes, ByteReservation held) {
   if (phase_ != Phase::kResponding || final_queued_) return;
   final_queued_ = true;
-  Queue(std::move(bytes), 0);
+  Queue(std::move(bytes), 0, std::move(held));
 }
 
-void Connection::Queue(std::string bytes, size_t stream_bytes) {
-  if (!bytes.empty()) out_.push_back({std::move(bytes), stream_bytes});
+void Connection::Queue(std::string bytes, size_t stream_bytes, ByteReservation held) {
+  held.Resize(std::min(held.bytes(), bytes.size()));  // A HEAD answer's body is not sent.
+  if (!bytes.empty()) out_.push_back({std::move(bytes), stream_bytes, std::move(held)});
   WriteMore();
 }
 
@@ -533,11 +543,14 @@ void Connection::OnWrite(ErrorCode ec, size_t bytes) {
   }
   size_t stream_bytes = 0;
   while (bytes > 0 && !out_.empty()) {
-    const size_t take = std::min(bytes, out_.front().bytes.size() - out_offset_);
+    Output& front = out_.front();
+    const size_t take = std::min(bytes, front.bytes.size() - out_offset_);
     out_offset_ += take;
     bytes -= take;
-    if (out_offset_ == out_.front().bytes.size()) {
-      stream_bytes += out_.front().stream_bytes;
+    const size_t unsent = front.bytes.size() - out_offset_;
+    front.held.Resize(std::min(front.held.bytes(), unsent));  // The rest is the kernel's.
+    if (unsent == 0) {
+      stream_bytes += front.stream_bytes;
       out_.pop_front();
       out_offset_ = 0;
     }
@@ -590,7 +603,7 @@ void Connection::Shut() {
   CancelDeadline();
   ErrorCode ec;
   socket_.close(ec);
-  out_.clear();
+  out_.clear();  // gives back its share of the queue budget
   body_.Release();  // The parser's body goes with the connection (a read may still use it).
   context_.connections->Remove(this);
   if (std::shared_ptr<ConnectionResponder> responder = responder_.lock()) {

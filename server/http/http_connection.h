@@ -16,7 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/http/body_budget.h"
+#include "server/http/byte_budget.h"
 #include "server/http/http_routes.h"
 #include "server/http/http_server.h"
 
@@ -69,7 +69,8 @@ struct ConnectionContext {
   HttpServerConfig config;
   HttpRoutes routes;
   ConnectionSet* connections = nullptr;
-  BodyBudget* body_budget = nullptr;  // config.max_buffered_body_bytes
+  ByteBudget* body_budget = nullptr;   // config.max_buffered_body_bytes
+  ByteBudget* queue_budget = nullptr;  // config.max_queued_bytes_total
 };
 
 // Serves `socket` (whose executor is a strand of its own) until either side closes it.

@@ -54,18 +54,21 @@ class HttpResponder {
  public:
   virtual ~HttpResponder() = default;
 
+  // When its body would take the server's unsent bytes past max_queued_bytes_total, the
+  // connection is closed instead (and OnClose's callback runs).
   virtual void Respond(HttpResponse response) = 0;
   // A streamed response: chunked transfer encoding on HTTP/1.1 (on HTTP/1.0 the body
   // ends with the connection). False when the connection is gone.
   virtual bool StartStream(int status, std::string content_type, HttpHeaders headers = {}) = 0;
   // Queues `data` to be sent after everything written before. False once the
-  // connection is gone, or when more than max_queued_stream_bytes are waiting for a
-  // slow client: then the connection is closed (and OnClose's callback runs).
+  // connection is gone, or when more than max_queued_stream_bytes would be waiting for
+  // a slow client, or more than max_queued_bytes_total for all of the server's: then the
+  // connection is closed (and OnClose's callback runs).
   virtual bool Write(std::string data) = 0;
   virtual void End() = 0;
   // `on_close` runs once, on an I/O thread, if the connection ends before the response
   // was sent in full: the client disconnected (noticed within milliseconds even while
-  // nothing is being written), a write timed out, the stream's queue overflowed or
+  // nothing is being written), a write timed out, a queue bound was passed or
   // the server is stopping. It must not block. Set it before the handler returns;
   // set later, after the connection has already ended, it runs at once on the
   // caller's thread.

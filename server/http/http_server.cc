@@ -20,7 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "server/http/body_budget.h"
+#include "server/http/byte_budget.h"
 #include "server/http/http_connection.h"
 #include "server/http/http_wire.h"
 
@@ -62,6 +62,12 @@ absl::Status HttpServerConfig::Validate() const {
         "HTTP max_buffered_body_bytes ", max_buffered_body_bytes,
         " is less than max_body_bytes ", max_body_bytes, ": no such request could be read"));
   }
+  if (max_queued_bytes_total < max_queued_stream_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "HTTP max_queued_bytes_total ", max_queued_bytes_total,
+        " is less than max_queued_stream_bytes ", max_queued_stream_bytes,
+        ": no stream could queue its share"));
+  }
   if (idle_timeout <= absl::ZeroDuration() || request_timeout <= absl::ZeroDuration() ||
       write_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("HTTP timeouts must be positive");
@@ -71,12 +77,13 @@ absl::Status HttpServerConfig::Validate() const {
 
 struct HttpServer::Impl {
   Impl(const HttpServerConfig& config, HttpRoutes routes)
-      : io(static_cast<int>(config.io_threads)),
+      : body_budget(config.max_buffered_body_bytes),
+        queue_budget(config.max_queued_bytes_total),
+        io(static_cast<int>(config.io_threads)),
         acceptor(net::make_strand(io)),
         retry(acceptor.get_executor()),
         connections(config.max_connections),
-        body_budget(config.max_buffered_body_bytes),
-        context{config, std::move(routes), &connections, &body_budget},
+        context{config, std::move(routes), &connections, &body_budget, &queue_budget},
         work(net::make_work_guard(io)) {}
 
   absl::Status Listen(const std::string& host, int port);
@@ -84,11 +91,13 @@ struct HttpServer::Impl {
   void StopAccepting();  // from any thread
   void Run();
 
+  // Before io, so that they outlive every handler it holds (a queued write holds a share).
+  ByteBudget body_budget;
+  ByteBudget queue_budget;
   net::io_context io;
   tcp::acceptor acceptor;  // on a strand of its own
   net::steady_timer retry;
   ConnectionSet connections;
-  BodyBudget body_budget;
   const ConnectionContext context;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   std::vector<std::thread> threads;

@@ -10,22 +10,34 @@
 // closed when it stays idle for idle_timeout (before its first request and between
 // requests), when a request has not arrived in full request_timeout after it began,
 // however slowly it trickles in (408), when a write makes no progress for
-// write_timeout, or when a stream's queue passes max_queued_stream_bytes. A head over
-// max_head_bytes gets 431, a body over max_body_bytes 413, a malformed request 400,
-// each closing the connection. Request bodies are also bounded server-wide, by
-// max_buffered_body_bytes over all connections: a request's body counts from when it
-// begins to arrive (its whole Content-Length once the head has come, before any 100
-// Continue; a chunked body as it grows) until its handler has returned; heads count
-// toward nothing. A request that would take the total past the limit gets 503 with
-// "Connection: close" and a line naming the limit, what it held is given back, and its
-// connection closes after the answer; other requests go on. From its handler on the
-// body is the handler's, so handlers must bound how many they keep (tpserve's queue a
-// bounded number for preparation and refuse more). While a response is pending or
-// streaming the server keeps reading the socket, so a client that disconnects (or
-// half-closes) is noticed at once and the request's OnClose callback runs: that is how
-// a client cancels.
-// A streamed response has no idle limit between writes, only the write progress one.
-// Writes never raise SIGPIPE; sockets are close-on-exec.
+// write_timeout, or when its queue passes a bound (below). A head over max_head_bytes
+// gets 431, a body over max_body_bytes 413, a malformed request 400, each closing the
+// connection. While a response is pending or streaming the server keeps reading the
+// socket, so a client that disconnects (or half-closes) is noticed at once and the
+// request's OnClose callback runs: that is how a client cancels. A streamed response
+// has no idle limit between writes, only the write progress one. Writes never raise
+// SIGPIPE; sockets are close-on-exec.
+//
+// Request bodies are also bounded server-wide, by max_buffered_body_bytes over all
+// connections: a request's body counts from when it begins to arrive (its whole
+// Content-Length once the head has come, before any 100 Continue; a chunked body as it
+// grows) until its handler has returned; heads count toward nothing. A request that
+// would take the total past the limit gets 503 with "Connection: close" and a line
+// naming the limit, what it held is given back, and its connection closes after the
+// answer; other requests go on. From its handler on the body is the handler's, so
+// handlers must bound how many they keep (tpserve's queue a bounded number for
+// preparation and refuse more).
+//
+// Response bytes that handlers have handed over (Write() data, Respond()'s body) and
+// that are not yet on the socket are bounded twice: per stream by
+// max_queued_stream_bytes, and over all connections by max_queued_bytes_total, so that
+// many clients reading slowly (yet fast enough for write_timeout) cannot make the server
+// hold max_connections × max_queued_stream_bytes. The server's own bytes (heads, chunk
+// framing, its error answers) count toward neither. A Write() that would pass either
+// bound, or a Respond() whose body would pass the total, closes its connection (OnClose
+// runs; Write() returns false) and what that connection held is given back; other
+// connections go on. Bytes are given back as they reach the socket (the kernel's
+// buffers count as sent) and whenever their connection ends.
 //
 // Threading: handlers run on the I/O threads (one connection's calls one at a time,
 // different connections' at once) and must not block. Stop() (and the destructor)
@@ -67,6 +79,9 @@ struct HttpServerConfig {
   // at least max_body_bytes.
   size_t max_buffered_body_bytes = 256 << 20;
   size_t max_queued_stream_bytes = 8 << 20;           // per stream, written but not yet sent
+  // Bytes written by handlers (streams and whole responses) and not yet sent, over all
+  // connections (one past it closes its connection); at least max_queued_stream_bytes.
+  size_t max_queued_bytes_total = 512 << 20;
 
   absl::Status Validate() const;
 };
