@@ -112,6 +112,7 @@ void Engine::Impl::WaitForInput(absl::Time deadline) {
 
 absl::Status Engine::Impl::RunStep(const ScheduledStep& step) {
   const absl::Time start = absl::Now();
+  for (const ScheduledSequence& s : step.batch) s.seq->MarkScheduled(start);
   absl::StatusOr<worker::v1::StepResult> result = executor.RunStep(step.plan);
   const absl::Duration elapsed = absl::Now() - start;
   if (!result.ok()) {

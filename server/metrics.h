@@ -1,14 +1,22 @@
 // ServerMetrics: what tpserve exposes to Prometheus (`--metrics-port`, GET /metrics, text
-// exposition format 0.0.4). Two kinds of figures:
-//  - per request, recorded by the service when a Generate call ends (Record): calls by
-//    status code, finished completions by reason, their prompt, generated and cached
-//    prompt tokens (a prompt counts once per completion), and histograms of time to
-//    first token, time per output token after the first (calls of one completion), and
-//    the call's duration;
+// exposition format 0.0.4). Three kinds of figures:
+//  - per call, recorded by the service when a Generate call ends (Record): calls by
+//    status code, and histograms of time to first token, time per output token after
+//    the first (calls of one completion), and the call's duration (successful calls);
+//    per completion the engine finished, whatever the call's status: its finish reason,
+//    its prompt, generated and cached prompt tokens (a prompt counts once per
+//    completion), and histograms of its queue, prefill and decode times (the engine's
+//    StageTimes), the gaps between its streamed tokens, and its prompt and
+//    generation lengths — so each of those histograms but the gaps' counts exactly the
+//    finished completions, and the length histograms' sums equal the token counters;
 //  - the engine's state and counters at scrape time (ServingSnapshot, over every worker
 //    pool the server has had): running and waiting requests, KV blocks in use and
-//    cached, steps and their time, preemptions, prefix-cache lookups and hits.
-// Metric names are prefixed tpserve_; README.md lists them.
+//    cached and their share of the pool, steps and their time, preemptions,
+//    prefix-cache lookups and hits;
+//  - the process's own (ProcessSnapshot, read from /proc/self at scrape time), under
+//    Prometheus's standard process_* names.
+// Bucket bounds follow vLLM's for the same figures. Metric names are prefixed tpserve_
+// (but process_*); README.md lists them beside vLLM's.
 //
 // Thread-safe: Record from every gRPC handler thread, Render from the scrape thread.
 #ifndef TPSERVE_SERVER_METRICS_H_
@@ -28,14 +36,23 @@
 
 namespace tpserve {
 
+// One completion the engine finished: its last chunk, and the gaps the call saw.
+struct FinishedCompletion {
+  FinishReason reason = FinishReason::kLength;
+  int prompt_tokens = 0;  // its usage
+  int completion_tokens = 0;
+  int cached_prompt_tokens = 0;
+  StageTimes timing;
+  // Seconds between its consecutive chunks with tokens, as they reached the call (a
+  // chunk carries one token here: completion_tokens - 1 gaps).
+  std::vector<double> inter_token_s;
+};
+
 // One Generate call as the service saw it.
 struct RequestRecord {
   absl::StatusCode code = absl::StatusCode::kOk;  // what the call returned
   int completions = 1;                            // SamplingParams.n
-  std::vector<FinishReason> finish_reasons;       // of the completions the engine finished
-  int prompt_tokens = 0;                          // their usages, summed
-  int completion_tokens = 0;
-  int cached_prompt_tokens = 0;
+  std::vector<FinishedCompletion> finished;       // in the order they finished
   std::optional<double> first_token_s;  // since the call started: its first token
   std::optional<double> last_token_s;   // and its last
   double duration_s = 0;                // the whole call
@@ -57,6 +74,19 @@ struct ServingSnapshot {
   uint64_t prefix_cache_hit_tokens = 0;
 };
 
+// The process at scrape time: Prometheus's standard process metrics.
+struct ProcessSnapshot {
+  int64_t resident_memory_bytes = 0;
+  int64_t virtual_memory_bytes = 0;
+  double cpu_seconds = 0;  // user + system
+  int64_t open_fds = 0;
+  int64_t max_fds = 0;            // the soft RLIMIT_NOFILE
+  double start_time_seconds = 0;  // since the Unix epoch
+};
+
+// From /proc/self (and /proc/stat's boot time); nullopt where they cannot be read.
+std::optional<ProcessSnapshot> ReadProcessSnapshot();
+
 // Cumulative buckets of observations, as a Prometheus histogram.
 class Histogram {
  public:
@@ -72,17 +102,24 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
+// 1, 2, 5, 10, 20, 50, ... up to `max` (vLLM's build_1_2_5_buckets): token counts.
+std::vector<double> OneTwoFiveBounds(int64_t max);
+
 class ServerMetrics {
  public:
-  ServerMetrics();
+  // `max_context`: the served context, the top of the token-count histograms' bounds.
+  explicit ServerMetrics(int max_context);
 
   void Record(const RequestRecord& record);
-  // The exposition text: the model's info line, the recorded request figures, then
-  // `snapshot`.
+  // The exposition text: the model's info line, the recorded request figures,
+  // `snapshot`, then the process's figures (ReadProcessSnapshot, when it can be read).
   std::string Render(const std::map<std::string, std::string>& info,
                      const ServingSnapshot& snapshot) const;
 
  private:
+  void RecordFinished(const FinishedCompletion& completion) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RenderRecorded(std::string* out) const;
+
   mutable absl::Mutex mu_;
   std::map<absl::StatusCode, uint64_t> calls_ ABSL_GUARDED_BY(mu_);
   std::array<uint64_t, 4> finished_ ABSL_GUARDED_BY(mu_) = {};  // by FinishReason
@@ -92,6 +129,12 @@ class ServerMetrics {
   Histogram time_to_first_token_ ABSL_GUARDED_BY(mu_);
   Histogram time_per_output_token_ ABSL_GUARDED_BY(mu_);
   Histogram duration_ ABSL_GUARDED_BY(mu_);
+  Histogram queue_time_ ABSL_GUARDED_BY(mu_);
+  Histogram prefill_time_ ABSL_GUARDED_BY(mu_);
+  Histogram decode_time_ ABSL_GUARDED_BY(mu_);
+  Histogram inter_token_latency_ ABSL_GUARDED_BY(mu_);
+  Histogram prompt_length_ ABSL_GUARDED_BY(mu_);
+  Histogram generation_length_ ABSL_GUARDED_BY(mu_);
 };
 
 // `value` as a label value: backslash, double quote and newline escaped.

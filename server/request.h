@@ -59,6 +59,16 @@ struct EngineRequest {
   absl::Time deadline = absl::InfiniteFuture();
 };
 
+// How long a finished request spent in each stage, as the engine saw it: submitted →
+// first scheduled in a step (queue) → its first token sampled (prefill) → its last
+// (decode). A preempted request keeps its first scheduling. A stage it never reached
+// (cancelled while waiting or prefilling) is 0, and the one it was in runs to its end.
+struct StageTimes {
+  double queue_s = 0;
+  double prefill_s = 0;
+  double decode_s = 0;
+};
+
 struct EngineChunk {
   int index = 0;  // which of the call's completions (SamplingParams.n); set by the service
   std::vector<int32_t> token_ids;             // new tokens in this chunk
@@ -69,6 +79,7 @@ struct EngineChunk {
   int prompt_tokens = 0;                      // last chunk only
   int completion_tokens = 0;                  // last chunk only
   int cached_prompt_tokens = 0;               // last chunk only: from the prefix cache
+  StageTimes timing;                          // last chunk only
 };
 
 }  // namespace tpserve

@@ -51,6 +51,8 @@ bool Sequence::StartsWith(absl::Span<const int32_t> prefix) const {
 
 absl::StatusOr<std::optional<FinishReason>> Sequence::AppendToken(
     int32_t token, const worker::v1::PositionLogprobs& logprobs) {
+  last_token_ = absl::Now();
+  if (!first_token_.has_value()) first_token_ = last_token_;
   output_ids_.push_back(token);
   unsent_.token_ids.push_back(token);
   if (request_.sampling.logprobs() >= 0) unsent_.logprobs.push_back(ToLogprobs(logprobs));
@@ -93,6 +95,7 @@ absl::Status Sequence::Finish(FinishReason reason) {
   }
   finish_reason_ = reason;
   status_ = SequenceStatus::kFinished;
+  finished_ = absl::Now();
   return absl::OkStatus();
 }
 
@@ -107,8 +110,19 @@ EngineChunk Sequence::TakeChunk() {
     chunk.prompt_tokens = static_cast<int>(num_prompt_tokens());
     chunk.completion_tokens = static_cast<int>(num_output_tokens());
     chunk.cached_prompt_tokens = static_cast<int>(num_cached_prompt_tokens_);
+    chunk.timing = Timing();
   }
   return chunk;
+}
+
+StageTimes Sequence::Timing() const {
+  const absl::Time end = finished_.value_or(absl::Now());
+  const absl::Time first_token = first_token_.value_or(end);
+  const absl::Time scheduled = std::min(first_scheduled_.value_or(end), first_token);
+  const absl::Time last_token = last_token_.value_or(first_token);
+  return {absl::ToDoubleSeconds(scheduled - submitted_),
+          absl::ToDoubleSeconds(first_token - scheduled),
+          absl::ToDoubleSeconds(last_token - first_token)};
 }
 
 PositionLogprobs Sequence::ToLogprobs(const worker::v1::PositionLogprobs& logprobs) const {

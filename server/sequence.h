@@ -14,6 +14,9 @@
 // id is appended to the token ids but never decoded into the text. Without a
 // tokenizer the text stays empty and stop strings are not checked.
 //
+// Timing. It notes when it was created (submitted), first scheduled (MarkScheduled),
+// sampled its first and last tokens, and finished: the last chunk's StageTimes.
+//
 // Owned by the engine; used from the engine thread only.
 #ifndef TPSERVE_SERVER_SEQUENCE_H_
 #define TPSERVE_SERVER_SEQUENCE_H_
@@ -24,6 +27,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "server/request.h"
 #include "server/stop_strings.h"
@@ -75,6 +80,10 @@ class Sequence {
   // Prompt tokens the prefix cache held at the sequence's first admission (usage).
   int64_t num_cached_prompt_tokens() const { return num_cached_prompt_tokens_; }
   void set_num_cached_prompt_tokens(int64_t n) { num_cached_prompt_tokens_ = n; }
+  // It is in a step that starts at `now`; only the first call counts (queue time ends).
+  void MarkScheduled(absl::Time now) {
+    if (!first_scheduled_.has_value()) first_scheduled_ = now;
+  }
 
   // Output side.
   // Appends a sampled token (and its logprobs, when the request asked for them);
@@ -98,6 +107,7 @@ class Sequence {
   absl::Status AppendText(int32_t token);
   PositionLogprobs ToLogprobs(const worker::v1::PositionLogprobs& logprobs) const;
   TokenLogprob ToTokenLogprob(const worker::v1::Logprob& logprob) const;
+  StageTimes Timing() const;
 
   const uint64_t id_;
   const EngineRequest request_;
@@ -110,6 +120,12 @@ class Sequence {
   int64_t num_tokens_sent_ = 0;
   int64_t num_cached_prompt_tokens_ = 0;
   int num_prefix_deferrals_ = 0;
+  // The moments of StageTimes; unset: not reached.
+  const absl::Time submitted_ = absl::Now();
+  std::optional<absl::Time> first_scheduled_;
+  std::optional<absl::Time> first_token_;
+  std::optional<absl::Time> last_token_;
+  std::optional<absl::Time> finished_;
 
   std::unique_ptr<IncrementalDetokenizer> detokenizer_;  // null without a tokenizer
   StopStringFilter stop_filter_;

@@ -14,6 +14,8 @@
 namespace tpserve {
 
 struct CallLedger {
+  explicit CallLedger(int max_context) : metrics(max_context) {}
+
   ServerMetrics metrics;
   std::atomic<int> generating{0};
 
@@ -49,6 +51,12 @@ struct GenerateCall::Shared {
   bool detached ABSL_GUARDED_BY(mu) = false;  // StartGenerate failed: no sink at all
   std::optional<absl::Status> failure ABSL_GUARDED_BY(mu);  // the first one
   RequestRecord record ABSL_GUARDED_BY(mu);
+  // Per completion: when its last chunk with tokens arrived (since start), and the gaps.
+  struct Stream {
+    std::optional<double> last_token_s;
+    std::vector<double> inter_token_s;
+  };
+  std::vector<Stream> streams ABSL_GUARDED_BY(mu);  // one per completion
 
   // Serialises the sink's callbacks.
   absl::Mutex sink_mu;
@@ -84,15 +92,19 @@ struct GenerateCall::Shared {
       if (ended) return;
       chunk.index = index;
       const double now = absl::ToDoubleSeconds(absl::Now() - start);
+      Stream& stream = streams[index];
       if (!chunk.token_ids.empty()) {
         if (!record.first_token_s.has_value()) record.first_token_s = now;
         record.last_token_s = now;
+        if (stream.last_token_s.has_value()) {
+          stream.inter_token_s.push_back(now - *stream.last_token_s);
+        }
+        stream.last_token_s = now;
       }
       if (chunk.finish_reason.has_value()) {
-        record.finish_reasons.push_back(*chunk.finish_reason);
-        record.prompt_tokens += chunk.prompt_tokens;
-        record.completion_tokens += chunk.completion_tokens;
-        record.cached_prompt_tokens += chunk.cached_prompt_tokens;
+        record.finished.push_back({*chunk.finish_reason, chunk.prompt_tokens,
+                                   chunk.completion_tokens, chunk.cached_prompt_tokens,
+                                   chunk.timing, std::move(stream.inter_token_s)});
       }
     }
     std::optional<absl::Status> done;
@@ -149,7 +161,7 @@ ServingCore::ServingCore(ServedModel model, const Tokenizer* tokenizer)
       tokenizer_(tokenizer),
       limits_{model_.vocab_size, model_.limits.max_context(), tokenizer != nullptr},
       seed_source_(std::random_device{}()),
-      ledger_(std::make_shared<CallLedger>()) {}
+      ledger_(std::make_shared<CallLedger>(model_.limits.max_context())) {}
 
 ServingCore::~ServingCore() = default;
 
@@ -216,6 +228,7 @@ absl::StatusOr<std::shared_ptr<GenerateCall>> ServingCore::StartGenerate(
   {
     absl::MutexLock lock(&shared->mu);
     shared->record.completions = n;
+    shared->streams.resize(n);
     shared->remaining = n;
   }
   for (int i = 0; i < n; ++i) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -234,6 +235,64 @@ TEST_F(ServingCoreTest, TheDeadlineEndsTheCall) {
   seen.finished.WaitForNotification();
   absl::MutexLock lock(&seen.mu);
   EXPECT_TRUE(absl::IsDeadlineExceeded(seen.done[0])) << seen.done[0];
+}
+
+// The value of sample `name` (no labels) in the exposition text, -1 when absent.
+double MetricValue(const std::string& text, const std::string& name) {
+  const size_t at = text.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + name.size() + 2));
+}
+
+// The engine's stage times of each finished completion fit the call as its sink saw it
+// (queue ≥ 0, queue + prefill ≤ its time to first token, all three ≤ its whole time),
+// and the histograms count each completion once, each gap between its tokens once, and
+// sum its usage.
+TEST_F(ServingCoreTest, StageTimesFitTheCallAndFillTheHistograms) {
+  FakeExecutorConfig fake;
+  fake.step_delay = absl::Milliseconds(5);
+  Start(fake);
+  Seen seen;
+  const absl::Time start = absl::Now();
+  std::vector<double> first_token_s(2, -1);
+  auto call = core_->StartGenerate(Request(6, 2), absl::InfiniteFuture(),
+                                   seen.Sink([&](const EngineChunk& c) {
+                                     if (first_token_s[c.index] < 0 && !c.token_ids.empty()) {
+                                       first_token_s[c.index] =
+                                           absl::ToDoubleSeconds(absl::Now() - start);
+                                     }
+                                   }));
+  ASSERT_TRUE(call.ok()) << call.status();
+  seen.finished.WaitForNotification();
+  const double duration_s = absl::ToDoubleSeconds(absl::Now() - start);
+  absl::MutexLock lock(&seen.mu);
+  int finished = 0;
+  for (const EngineChunk& c : seen.chunks) {
+    if (!c.finish_reason.has_value()) continue;
+    ++finished;
+    const StageTimes& t = c.timing;
+    EXPECT_GE(t.queue_s, 0);
+    EXPECT_GE(t.prefill_s, 0.005);  // at least its prompt's step
+    EXPECT_GE(t.decode_s, 5 * 0.005);  // five more steps
+    EXPECT_LE(t.queue_s + t.prefill_s, first_token_s[c.index]);
+    EXPECT_LE(t.queue_s + t.prefill_s + t.decode_s, duration_s);
+  }
+  EXPECT_EQ(finished, 2);
+  const std::string text = "\n" + core_->RenderMetrics();
+  for (const char* stage : {"queue", "prefill", "decode"}) {
+    const std::string name = absl::StrCat("tpserve_request_", stage, "_time_seconds");
+    EXPECT_EQ(MetricValue(text, name + "_count"), 2) << name;
+    EXPECT_GE(MetricValue(text, name + "_sum"), 0) << name;
+  }
+  EXPECT_LE(MetricValue(text, "tpserve_request_queue_time_seconds_sum") +
+                MetricValue(text, "tpserve_request_prefill_time_seconds_sum") +
+                MetricValue(text, "tpserve_request_decode_time_seconds_sum"),
+            2 * duration_s);
+  EXPECT_EQ(MetricValue(text, "tpserve_inter_token_latency_seconds_count"), 2 * 5);
+  EXPECT_LE(MetricValue(text, "tpserve_inter_token_latency_seconds_sum"), 2 * duration_s);
+  EXPECT_EQ(MetricValue(text, "tpserve_request_prompt_tokens_sum"), 2 * 3);
+  EXPECT_EQ(MetricValue(text, "tpserve_request_generation_tokens_sum"), 2 * 6);
+  EXPECT_EQ(MetricValue(text, "tpserve_request_generation_tokens_count"), 2);
 }
 
 }  // namespace

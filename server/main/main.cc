@@ -24,6 +24,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/status_macros.h"
+#include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -159,6 +160,10 @@ std::unique_ptr<grpc::Server> StartGrpc(const ServerConfig& config,
                                         grpc::Service* inference, std::string* address) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // Reflection describes services from the generated descriptor pool, and gRPC's
+  // built-in health service has no generated code: this reference links
+  // grpc.health.v1's, so that reflection can describe the Health service it lists.
+  grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(absl::StrCat(config.host, ":", config.port), std::move(credentials),

@@ -6,10 +6,16 @@ python3-prometheus-client), every family has its type, and after a known mix of 
 deadline) the counters equal what the clients saw: calls by status code, finished
 requests by reason, prompt, generated and cached tokens from the usage, one TTFT and
 duration observation per successful call, and the engine's figures as GetModelInfo has
-them. Other paths are 404, other methods 405; a scrape answers within 1 s while 100
+them. Per finished completion, the queue, prefill, decode and length histograms count
+each once (their buckets cumulative to +Inf), the length histograms' sums equal the
+usage, and the inter-token latency histogram counts every gap after a first token;
+tpserve_kv_cache_usage_ratio is in [0, 1] (in_use / total, mid-stream and idle), and
+the process_* figures are this server's (RSS over 1 MB, open fds, its start time).
+Other paths are 404, other methods 405; a scrape answers within 1 s while 100
 idle connections and a slowloris client are open (the times are printed), and those
 are dropped within a few seconds; a port already taken stops the start.
 """
+import os
 import socket
 import subprocess
 import threading
@@ -24,6 +30,7 @@ from harness import SERVER, WORKER, Server, metric_value as value, scrape_metric
 MODEL = "tests/data/models/llama_gqa"
 IDLE_CONNECTIONS = 100
 DROPPED_WITHIN_S = 8  # the server's idle and request timeouts are 5 s
+TEST_START = time.time()
 
 
 def scrape_times(port, count=5):
@@ -91,6 +98,73 @@ def check_idle_connections(port):
             sock.close()
 
 
+def check_histogram(samples, name, count):
+    """`name` has `count` observations, cumulative buckets ending at +Inf, sum ≥ 0; its
+    sum."""
+    buckets = sorted((float(dict(labels)["le"]), v) for (sample, labels), v in samples.items()
+                     if sample == name + "_bucket")
+    assert len(buckets) > 1 and buckets[-1][0] == float("inf"), (name, buckets)
+    assert all(a[1] <= b[1] for a, b in zip(buckets, buckets[1:])), (name, buckets)
+    assert buckets[-1][1] == value(samples, name + "_count") == count, (name, buckets, count)
+    total = value(samples, name + "_sum")
+    assert total >= 0, (name, total)
+    return total
+
+
+def check_per_completion_histograms(samples, usages, early, room):
+    """The histograms of finished completions after main's calls: the 4 successful ones
+    and the `early` completions of the deadline call that finished by length."""
+    finished = sum(v for (name, _), v in samples.items()
+                   if name == "tpserve_requests_finished_total")
+    assert finished == 4 + early, (finished, early)
+    stages = {stage: check_histogram(samples, "tpserve_request_%s_time_seconds" % stage, finished)
+              for stage in ("queue", "prefill", "decode")}
+    prompt = check_histogram(samples, "tpserve_request_prompt_tokens", finished)
+    generated = check_histogram(samples, "tpserve_request_generation_tokens", finished)
+    assert prompt == sum(u.prompt_tokens for u in usages) + early * 3 == \
+        value(samples, "tpserve_prompt_tokens_total"), (prompt, usages)
+    assert generated == sum(u.completion_tokens for u in usages) + early * room == \
+        value(samples, "tpserve_generation_tokens_total"), (generated, usages)
+    # One token per streamed chunk: each completion's tokens after its first are a gap.
+    gaps = check_histogram(samples, "tpserve_inter_token_latency_seconds", generated - finished)
+    print("PASS per completion: %d finished, queue %.3f s, prefill %.3f s, decode %.3f s in "
+          "all, %d gaps (%.3f s), %d prompt and %d generated tokens" % (
+              finished, stages["queue"], stages["prefill"], stages["decode"],
+              generated - finished, gaps, prompt, generated), flush=True)
+
+
+def check_kv_cache_usage(samples):
+    ratio = value(samples, "tpserve_kv_cache_usage_ratio")
+    assert 0 <= ratio <= 1, ratio
+    assert ratio == value(samples, "tpserve_kv_blocks_in_use") / value(
+        samples, "tpserve_kv_blocks"), samples
+
+
+def check_process_metrics(samples, types, server):
+    """process_* are the server's own: its RSS as /proc/PID/statm has it, open
+    descriptors, CPU time, and a start time within the test's life."""
+    for name in ("process_resident_memory_bytes", "process_virtual_memory_bytes",
+                 "process_open_fds", "process_max_fds", "process_start_time_seconds"):
+        assert types[name] == "gauge", (name, types.get(name))
+    assert types["process_cpu_seconds"] == "counter", types  # the parser drops _total
+    rss = value(samples, "process_resident_memory_bytes")
+    assert rss > 1 << 20, rss
+    assert value(samples, "process_virtual_memory_bytes") >= rss
+    fds = value(samples, "process_open_fds")
+    assert 0 < fds <= value(samples, "process_max_fds"), samples
+    cpu = value(samples, "process_cpu_seconds_total")
+    assert 0 < cpu < (time.time() - TEST_START) * os.cpu_count(), cpu
+    # From /proc/stat's boot time (whole seconds) and the clock ticks since.
+    started = value(samples, "process_start_time_seconds")
+    assert TEST_START - 60 <= started <= time.time(), (started, TEST_START)
+    with open("/proc/%d/statm" % server.proc.pid) as f:
+        _, resident_pages = (int(x) for x in f.read().split()[:2])
+    page = os.sysconf("SC_PAGE_SIZE")
+    assert abs(rss - resident_pages * page) < 256 << 20, (rss, resident_pages * page)
+    print("PASS process_*: RSS %.1f MB, %d open fds, started %.1f s into the test" % (
+        rss / 1e6, fds, started - TEST_START), flush=True)
+
+
 def main():
     pb, pb_grpc = stubs()
     server = Server(MODEL, tp=2, extra_args=["--metrics-port", "0", "--kv-block-size", "4"])
@@ -113,10 +187,14 @@ def main():
                 sampling=pb.SamplingParams(max_tokens=5, temperature=0, ignore_eos=True)),
                 timeout=120)
             usages.append(r.usage)
-        streamed = list(stub.Generate(pb.GenerateRequest(
-            token_ids=pb.TokenIds(ids=[1, 2, 3]),
-            sampling=pb.SamplingParams(max_tokens=4, temperature=0, ignore_eos=True)),
-            timeout=120))
+        streamed = []
+        for response in stub.Generate(pb.GenerateRequest(
+                token_ids=pb.TokenIds(ids=[1, 2, 3]),
+                sampling=pb.SamplingParams(max_tokens=4, temperature=0, ignore_eos=True)),
+                timeout=120):
+            if not streamed:
+                check_kv_cache_usage(scrape_metrics(port)[0])
+            streamed.append(response)
         usages.append(streamed[-1].usage)
         try:
             stub.GenerateUnary(pb.GenerateRequest(
@@ -169,6 +247,9 @@ def main():
         assert value(samples, "tpserve_engine_steps_total") == model_info.engine_steps, samples
         assert value(samples, "tpserve_kv_blocks_cached") == model_info.kv_blocks_cached > 0
         print("PASS /metrics counts every call as its client saw it", flush=True)
+        check_per_completion_histograms(samples, usages, early, room)
+        check_kv_cache_usage(samples)
+        check_process_metrics(samples, types, server)
 
         try:
             urllib.request.urlopen("http://127.0.0.1:%d/other" % port, timeout=10)
