@@ -34,7 +34,9 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
                  "name reported by GetModelInfo (default: the hub id, or the directory's name)");
   args.AddInt("tp", &i.tp, "tensor-parallel size: worker ranks");
   args.AddString("device", &c.device, "cpu or cuda");
-  args.AddString("dtype", &c.dtype, "compute dtype: float32 (cpu, cuda) or bfloat16 (cuda, its default)");
+  args.AddString("dtype", &c.dtype,
+                 "float32 (cpu's default) or bfloat16 (cuda's default; on cpu: the layers' "
+                 "weights in bf16, activations and accumulation in fp32)");
   args.AddDouble("gpu-memory-fraction", &c.gpu_memory_fraction,
                  "cuda: share of each GPU for weights, activations and KV cache (default 0.9)");
   args.AddString("host", &c.host,
@@ -150,10 +152,10 @@ absl::Status ServerConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("--device must be cpu or cuda, got \"", device, "\""));
   }
-  if (!dtype.empty() && dtype != "float32" && (device == "cpu" || dtype != "bfloat16")) {
+  if (!dtype.empty() && dtype != "float32" && dtype != "bfloat16") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--dtype \"", dtype, "\": ", device == "cpu" ? "the CPU backend computes in float32"
-                                                      : "cuda computes in float32 or bfloat16"));
+        "--dtype \"", dtype, "\": expected float32 or bfloat16 (on cpu, bfloat16 keeps the "
+        "layers' weights in bf16 and computes in fp32)"));
   }
   if (!(gpu_memory_fraction > 0 && gpu_memory_fraction <= 1)) {
     return absl::InvalidArgumentError(

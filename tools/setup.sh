@@ -18,6 +18,7 @@ PACKAGES=(
   libboost1.74-dev
   libicu-dev
   libopenblas-dev
+  libdnnl-dev
   python3 python3-venv python3-grpcio python3-protobuf python3-numpy python3-yaml
   python3-prometheus-client
 )

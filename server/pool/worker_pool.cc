@@ -29,7 +29,7 @@ absl::Status WorkerPoolOptions::Validate() const {
   if (device != "cpu" && device != "cuda") {
     return bad(absl::StrCat("worker pool: device \"", device, "\": expected cpu or cuda"));
   }
-  if (dtype != "float32" && (device == "cpu" || dtype != "bfloat16")) {
+  if (dtype != "float32" && dtype != "bfloat16") {
     return bad(absl::StrCat("worker pool: dtype \"", dtype, "\" is not supported on ", device));
   }
   if (spawn_workers && worker_binary.empty()) return bad("worker pool: worker_binary is empty");

@@ -289,7 +289,7 @@ TEST_F(WorkerPoolTest, BadOptionsAndMissingBinaryFailStart) {
   o.tp = 0;
   EXPECT_EQ(WorkerPool::Start(o).status().code(), absl::StatusCode::kInvalidArgument);
   o = Options();
-  o.dtype = "bfloat16";  // cpu computes in float32
+  o.dtype = "float16";  // neither backend computes in it
   EXPECT_EQ(WorkerPool::Start(o).status().code(), absl::StatusCode::kInvalidArgument);
   o = Options();
   o.device = "cuda";

@@ -26,6 +26,7 @@ ColumnParallelLinear::ColumnParallelLinear(CommGroup* comm, int64_t input_size,
                                            bool gather_output, bool skip_bias_add)
     : comm_(comm),
       input_size_(input_size),
+      output_size_per_partition_(output_size_per_partition),
       has_bias_(bias),
       gather_output_(gather_output),
       skip_bias_add_(skip_bias_add),
@@ -46,9 +47,13 @@ absl::StatusOr<LinearOutput> ColumnParallelLinear::Forward(const Tensor& x) cons
         "ColumnParallelLinear input: expected [n, ", input_size_, "], got ",
         ShapeToString(x.shape())));
   }
-  const int64_t n = x.dim(0), out = weight_.dim(0);
+  const int64_t n = x.dim(0), out = output_size_per_partition_;
   Tensor y({n, out});  // [n, out/T]
-  MatMulTransB(x.data(), weight_.data(), n, input_size_, out, y.data());
+  if (packed_ != nullptr) {
+    TPSERVE_RETURN_IF_ERROR(MatMulBf16(x.data(), n, *packed_, y.data()));
+  } else {
+    MatMulTransB(x.data(), weight_.data(), n, input_size_, out, y.data());
+  }
   LinearOutput result;
   if (has_bias_ && !skip_bias_add_) {
     for (int64_t i = 0; i < n; ++i) {
@@ -65,9 +70,18 @@ absl::StatusOr<LinearOutput> ColumnParallelLinear::Forward(const Tensor& x) cons
   return result;
 }
 
+absl::Status ColumnParallelLinear::PackWeightBf16() {
+  if (packed_ != nullptr) return absl::OkStatus();
+  TPSERVE_ASSIGN_OR_RETURN(packed_, PackAndFreeBf16(weight_));
+  return absl::OkStatus();
+}
+
 absl::Status ColumnParallelLinear::CopyRows(Tensor& param, const Tensor& loaded,
                                             int64_t dst_row, int64_t src_row, int64_t rows,
                                             const char* what) const {
+  if (packed_ != nullptr && &param == &weight_) {
+    return absl::FailedPreconditionError(absl::StrCat(what, ": the weight is packed to bf16 already"));
+  }
   const int64_t width = param.rank() == 1 ? 1 : param.dim(1);
   const int64_t loaded_width = loaded.rank() == 1 ? 1 : loaded.dim(1);
   if (loaded.rank() != param.rank() || loaded_width != width) {
@@ -91,6 +105,10 @@ absl::Status ColumnParallelLinear::WeightLoader(Tensor& param, const Tensor& loa
   if (!std::holds_alternative<std::monostate>(shard_id)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ColumnParallelLinear takes no shard id, got ", ShardIdToString(shard_id)));
+  }
+  if (packed_ != nullptr && &param == &weight_) {
+    return absl::FailedPreconditionError(
+        "ColumnParallelLinear: the weight is packed to bf16 already");
   }
   const int64_t rows = param.dim(0);
   if (loaded_weight.dim(0) != rows * tp_size()) {

@@ -6,7 +6,10 @@
 //  - QKVParallelLinear: q, k, v heads split by rank, kv heads replicated when T > K.
 //  - RowParallelLinear: weight [out, in/T] = columns [r·in/T, (r+1)·in/T); all-reduce.
 // Each layer cuts its own slice of a full checkpoint tensor in WeightLoader and runs
-// its own collective in Forward. Layers are created once per rank and used by that
+// its own collective in Forward. After loading, PackWeightBf16() may turn a layer's
+// weight into bf16 packed for MatMulBf16 (worker/kernels/cpu/bf16_gemm.h), freeing the
+// fp32 copy: Forward then reads half the bytes (activations and accumulation stay fp32)
+// and weight() is empty. Layers are created once per rank and used by that
 // rank's compute thread only; the CommGroup must outlive them.
 #ifndef TPSERVE_WORKER_LAYERS_LINEAR_H_
 #define TPSERVE_WORKER_LAYERS_LINEAR_H_
@@ -19,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/comm/comm_group.h"
+#include "worker/kernels/cpu/bf16_gemm.h"
 #include "worker/layers/shard_id.h"
 #include "worker/tensor.h"
 
@@ -46,12 +50,16 @@ class ColumnParallelLinear {
   virtual absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
                                     const ShardId& shard_id = kNoShard);
 
-  Tensor& weight() { return weight_; }  // [out/T, in]
+  // The loaded weight as bf16, packed once; the fp32 weight is freed. Idempotent.
+  absl::Status PackWeightBf16();
+  bool weight_is_bf16() const { return packed_ != nullptr; }
+
+  Tensor& weight() { return weight_; }  // [out/T, in]; empty once packed
   Tensor* bias() { return has_bias_ ? &bias_ : nullptr; }  // [out/T]
   const Tensor& weight() const { return weight_; }
   const Tensor* bias() const { return has_bias_ ? &bias_ : nullptr; }
   int64_t input_size() const { return input_size_; }
-  int64_t output_size_per_partition() const { return weight_.dim(0); }
+  int64_t output_size_per_partition() const { return output_size_per_partition_; }
   bool gather_output() const { return gather_output_; }
   bool skip_bias_add() const { return skip_bias_add_; }
 
@@ -68,11 +76,13 @@ class ColumnParallelLinear {
  private:
   CommGroup* comm_;
   int64_t input_size_;
+  int64_t output_size_per_partition_;
   bool has_bias_;
   bool gather_output_;
   bool skip_bias_add_;
   Tensor weight_;  // [out/T, in]
   Tensor bias_;    // [out/T]
+  std::unique_ptr<PackedBf16Weight> packed_;  // [out/T, in] in bf16, once packed
 };
 
 class MergedColumnParallelLinear : public ColumnParallelLinear {
@@ -136,7 +146,11 @@ class RowParallelLinear {
   absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
                             const ShardId& shard_id = kNoShard);
 
-  Tensor& weight() { return weight_; }  // [out, in/T]
+  // The loaded weight as bf16, packed once; the fp32 weight is freed. Idempotent.
+  absl::Status PackWeightBf16();
+  bool weight_is_bf16() const { return packed_ != nullptr; }
+
+  Tensor& weight() { return weight_; }  // [out, in/T]; empty once packed
   Tensor* bias() { return has_bias_ ? &bias_ : nullptr; }  // [out]
   const Tensor& weight() const { return weight_; }
   const Tensor* bias() const { return has_bias_ ? &bias_ : nullptr; }
@@ -149,9 +163,11 @@ class RowParallelLinear {
                     bool input_is_parallel, bool skip_bias_add, bool reduce_results);
   CommGroup* comm_;
   int64_t input_size_;
+  int64_t output_size_;
   bool has_bias_, input_is_parallel_, skip_bias_add_, reduce_results_;
   Tensor weight_;  // [out, in/T]
   Tensor bias_;    // [out]
+  std::unique_ptr<PackedBf16Weight> packed_;  // [out, in/T] in bf16, once packed
 };
 
 }  // namespace tpserve

@@ -128,6 +128,51 @@ TEST_P(LinearTest, RejectsSizesThatDoNotDivide) {
   });
 }
 
+// PackWeightBf16: the same outputs within bf16's rounding of weights and inputs (fp32
+// sums), the fp32 weight freed, and no loading into a packed weight.
+TEST_P(LinearTest, Bf16WeightsGiveTheSameOutputsWithinBf16Rounding) {
+  const int tp = GetParam();
+  const Tensor x = RandomTensor({7, 96}, 11), w = RandomTensor({48, 96}, 12);
+  const Tensor b = RandomTensor({48}, 13), w_row = RandomTensor({40, 96}, 14);
+  constexpr double kBf16Tol = 2e-2;
+  RunOnLocalRanks(tp, [&](int rank, CommGroup& comm) {
+    auto column = ColumnParallelLinear::Create(&comm, 96, 48, true, /*gather_output=*/true);
+    ASSERT_TRUE(column.ok());
+    ASSERT_TRUE((*column)->WeightLoader((*column)->weight(), w).ok());
+    ASSERT_TRUE((*column)->WeightLoader(*(*column)->bias(), b).ok());
+    auto fp32 = (*column)->Forward(x);
+    ASSERT_TRUE(fp32.ok());
+    ASSERT_TRUE((*column)->PackWeightBf16().ok());
+    ASSERT_TRUE((*column)->PackWeightBf16().ok());  // idempotent
+    EXPECT_TRUE((*column)->weight_is_bf16());
+    EXPECT_TRUE((*column)->weight().empty());
+    EXPECT_EQ((*column)->output_size_per_partition(), 48 / tp);
+    auto bf16 = (*column)->Forward(x);
+    ASSERT_TRUE(bf16.ok()) << bf16.status();
+    EXPECT_LT(RelativeError(bf16->output, fp32->output), kBf16Tol);
+    EXPECT_GT(RelativeError(bf16->output, fp32->output), 0.0);  // it really is bf16
+    EXPECT_EQ((*column)->WeightLoader((*column)->weight(), w).code(),
+              absl::StatusCode::kFailedPrecondition);
+
+    auto row = RowParallelLinear::Create(&comm, 96, 40, true);
+    ASSERT_TRUE(row.ok());
+    ASSERT_TRUE((*row)->WeightLoader((*row)->weight(), w_row).ok());
+    const int64_t in_local = 96 / tp;
+    Tensor x_local({7, in_local});  // this rank's columns of x
+    for (int64_t i = 0; i < 7; ++i) {
+      for (int64_t j = 0; j < in_local; ++j) x_local.row(i)[j] = x.row(i)[rank * in_local + j];
+    }
+    auto row32 = (*row)->Forward(x_local);
+    ASSERT_TRUE(row32.ok());
+    ASSERT_TRUE((*row)->PackWeightBf16().ok());
+    auto row16 = (*row)->Forward(x_local);
+    ASSERT_TRUE(row16.ok()) << row16.status();
+    EXPECT_LT(RelativeError(row16->output, row32->output), kBf16Tol);
+    EXPECT_EQ((*row)->WeightLoader((*row)->weight(), w_row).code(),
+              absl::StatusCode::kFailedPrecondition);
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Tp, LinearTest, ::testing::Values(1, 2, 3, 4));
 
 TEST(RowParallelLinearTest, ReduceOffWithBiasAddedIsAnError) {

@@ -14,6 +14,7 @@ RowParallelLinear::RowParallelLinear(CommGroup* comm, int64_t input_size, int64_
                                      bool reduce_results)
     : comm_(comm),
       input_size_(input_size),
+      output_size_(output_size),
       has_bias_(bias),
       input_is_parallel_(input_is_parallel),
       skip_bias_add_(skip_bias_add),
@@ -39,7 +40,7 @@ absl::StatusOr<std::unique_ptr<RowParallelLinear>> RowParallelLinear::Create(
 }
 
 absl::StatusOr<LinearOutput> RowParallelLinear::Forward(const Tensor& x) const {
-  const int64_t in_local = weight_.dim(1), out = weight_.dim(0);
+  const int64_t in_local = input_size_ / comm_->size(), out = output_size_;
   const int64_t expected_in = input_is_parallel_ ? in_local : input_size_;
   if (x.rank() != 2 || x.dim(1) != expected_in) {
     return absl::InvalidArgumentError(absl::StrCat("RowParallelLinear input: expected [n, ",
@@ -57,7 +58,11 @@ absl::StatusOr<LinearOutput> RowParallelLinear::Forward(const Tensor& x) const {
     input = &x_local;
   }
   Tensor y({n, out});  // [n, out], this rank's partial sum
-  MatMulTransB(input->data(), weight_.data(), n, in_local, out, y.data());
+  if (packed_ != nullptr) {
+    TPSERVE_RETURN_IF_ERROR(MatMulBf16(input->data(), n, *packed_, y.data()));
+  } else {
+    MatMulTransB(input->data(), weight_.data(), n, in_local, out, y.data());
+  }
   LinearOutput result;
   // The bias joins rank 0's partial sum only, so the all-reduce adds it exactly once.
   const bool add_bias = has_bias_ && !skip_bias_add_ && comm_->rank() == 0;
@@ -72,6 +77,12 @@ absl::StatusOr<LinearOutput> RowParallelLinear::Forward(const Tensor& x) const {
   }
   result.output = std::move(y);
   return result;
+}
+
+absl::Status RowParallelLinear::PackWeightBf16() {
+  if (packed_ != nullptr) return absl::OkStatus();
+  TPSERVE_ASSIGN_OR_RETURN(packed_, PackAndFreeBf16(weight_));
+  return absl::OkStatus();
 }
 
 absl::Status RowParallelLinear::WeightLoader(Tensor& param, const Tensor& loaded_weight,
@@ -89,6 +100,9 @@ absl::Status RowParallelLinear::WeightLoader(Tensor& param, const Tensor& loaded
     }
     std::memcpy(bias_.data(), loaded_weight.data(), bias_.numel() * sizeof(float));
     return absl::OkStatus();
+  }
+  if (packed_ != nullptr) {
+    return absl::FailedPreconditionError("RowParallelLinear: the weight is packed to bf16 already");
   }
   const int64_t out = weight_.dim(0), in_local = weight_.dim(1);
   if (&param != &weight_ || loaded_weight.shape() != Shape{out, input_size_}) {

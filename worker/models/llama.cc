@@ -49,7 +49,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelConfig
   return model;
 }
 
-absl::Status LlamaModel::LoadWeights(const Checkpoint& ckpt) {
+absl::Status LlamaModel::LoadWeights(const Checkpoint& ckpt, CpuWeights weights) {
   const int64_t hidden = config_.hidden_size, vocab = config_.vocab_size;
   WeightReader reader(ckpt);
   TPSERVE_RETURN_IF_ERROR(
@@ -64,6 +64,10 @@ absl::Status LlamaModel::LoadWeights(const Checkpoint& ckpt) {
         LoadNorm(reader, prefix + "input_layernorm.weight", hidden, layer.input_norm));
     TPSERVE_RETURN_IF_ERROR(
         LoadNorm(reader, prefix + "post_attention_layernorm.weight", hidden, layer.post_attn_norm));
+    if (weights == CpuWeights::kBFloat16) {
+      TPSERVE_RETURN_IF_ERROR(layer.attn->PackWeightsBf16());
+      TPSERVE_RETURN_IF_ERROR(layer.mlp->PackWeightsBf16());
+    }
   }
   TPSERVE_RETURN_IF_ERROR(LoadNorm(reader, "model.norm.weight", hidden, final_norm_));
   if (config_.tie_word_embeddings) return absl::OkStatus();

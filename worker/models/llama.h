@@ -25,6 +25,9 @@
 
 namespace tpserve {
 
+// How the CPU backend holds the weights it computes with.
+enum class CpuWeights { kFloat32, kBFloat16 };
+
 class LlamaModel {
  public:
   // Validates the config for comm->size() ranks and builds this rank's shards (zeroed).
@@ -32,7 +35,12 @@ class LlamaModel {
                                                             CommGroup* comm);
 
   // Loads every tensor the model needs from `ckpt`, each layer cutting its own slice.
-  absl::Status LoadWeights(const Checkpoint& ckpt);
+  // kBFloat16 (the CPU backend's bf16 mode): each decoder layer's linear weights
+  // (attention and MLP) are packed to bf16 for MatMulBf16 as soon as that layer has
+  // loaded, and their fp32 copies freed, so the load never holds the fp32 layers at
+  // once; the embedding and the LM head stay fp32 for now. Backends that copy the shards
+  // to a device read the fp32 weights: they load kFloat32.
+  absl::Status LoadWeights(const Checkpoint& ckpt, CpuWeights weights = CpuWeights::kFloat32);
 
   // The KV cache geometry of this rank for `num_blocks` blocks of `block_size` tokens.
   KvCacheShape CacheShape(int num_blocks, int block_size) const;

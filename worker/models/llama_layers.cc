@@ -119,6 +119,16 @@ absl::StatusOr<std::unique_ptr<LlamaMlp>> LlamaMlp::Create(const ModelConfig& co
   return mlp;
 }
 
+absl::Status LlamaAttention::PackWeightsBf16() {
+  TPSERVE_RETURN_IF_ERROR(qkv_->PackWeightBf16());
+  return o_proj_->PackWeightBf16();
+}
+
+absl::Status LlamaMlp::PackWeightsBf16() {
+  TPSERVE_RETURN_IF_ERROR(gate_up_->PackWeightBf16());
+  return down_->PackWeightBf16();
+}
+
 absl::Status LlamaMlp::LoadWeights(WeightReader& reader, const std::string& prefix) {
   int shard = 0;
   for (const char* name : {"gate_proj.", "up_proj."}) {

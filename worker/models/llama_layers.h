@@ -61,6 +61,8 @@ class LlamaAttention {
                                                                 int layer);
   // prefix: "model.layers.{i}.self_attn."
   absl::Status LoadWeights(WeightReader& reader, const std::string& prefix);
+  // qkv and o_proj to bf16 (ColumnParallelLinear::PackWeightBf16).
+  absl::Status PackWeightsBf16();
   // x: [n, hidden] -> [n, hidden], all-reduced.
   absl::StatusOr<Tensor> Forward(const Tensor& x, const AttentionInputs& in, KvCache& cache) const;
 
@@ -88,6 +90,8 @@ class LlamaMlp {
                                                           CommGroup* comm);
   // prefix: "model.layers.{i}.mlp."
   absl::Status LoadWeights(WeightReader& reader, const std::string& prefix);
+  // gate_up and down to bf16.
+  absl::Status PackWeightsBf16();
   // x: [n, hidden] -> [n, hidden], all-reduced.
   absl::StatusOr<Tensor> Forward(const Tensor& x) const;
 

@@ -21,10 +21,11 @@ absl::StatusOr<ModelFiles> OpenModel(const std::string& dir, int tp) {
   return files;
 }
 
-absl::StatusOr<std::unique_ptr<LlamaModel>> LoadModel(const ModelFiles& files, CommGroup* comm) {
+absl::StatusOr<std::unique_ptr<LlamaModel>> LoadModel(const ModelFiles& files, CommGroup* comm,
+                                                      CpuWeights weights) {
   TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
                            LlamaModel::Create(files.config, comm));
-  TPSERVE_RETURN_IF_ERROR(model->LoadWeights(*files.checkpoint));
+  TPSERVE_RETURN_IF_ERROR(model->LoadWeights(*files.checkpoint, weights));
   return model;
 }
 

@@ -24,8 +24,10 @@ struct ModelFiles {
 };
 absl::StatusOr<ModelFiles> OpenModel(const std::string& dir, int tp);
 
-// Builds this rank's shards (rank and size from `comm`) and loads them from `files`.
-absl::StatusOr<std::unique_ptr<LlamaModel>> LoadModel(const ModelFiles& files, CommGroup* comm);
+// Builds this rank's shards (rank and size from `comm`) and loads them from `files`
+// (`weights`: LlamaModel::LoadWeights).
+absl::StatusOr<std::unique_ptr<LlamaModel>> LoadModel(const ModelFiles& files, CommGroup* comm,
+                                                      CpuWeights weights = CpuWeights::kFloat32);
 
 }  // namespace tpserve
 

@@ -81,9 +81,10 @@ absl::Status ValidateAssignment(const Assignment& a) {
     }
     return absl::OkStatus();
   }
-  if (!a.dtype().empty() && a.dtype() != "float32") {
-    return absl::UnimplementedError(
-        absl::StrCat("assignment: dtype \"", a.dtype(), "\": the CPU backend computes in float32"));
+  if (!a.dtype().empty() && a.dtype() != "float32" && a.dtype() != "bfloat16") {
+    return absl::UnimplementedError(absl::StrCat(
+        "assignment: dtype \"", a.dtype(),
+        "\": the CPU backend computes in float32, or with bfloat16 weights"));
   }
   if (a.world_size() > 1 && a.comm_backend() != "gloo") {
     return absl::UnimplementedError(absl::StrCat("assignment: comm_backend \"", a.comm_backend(),
@@ -164,7 +165,10 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> BuildCpuRank(const Assignment& a,
   gloo.connect_timeout = std::max(gloo.timeout, absl::Minutes(5));
   TPSERVE_RETURN_IF_ERROR(CheckHostWeightsFit(files.config, a.world_size()));
   TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<GlooCommGroup> comm, GlooCommGroup::Create(gloo));
-  TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LoadModel(files, comm.get()));
+  const CpuWeights weights =
+      a.dtype() == "bfloat16" ? CpuWeights::kBFloat16 : CpuWeights::kFloat32;
+  TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
+                           LoadModel(files, comm.get(), weights));
   auto runner = std::make_unique<CpuModelRunner>(std::move(model));
   return MakeRank(a, ExecutorOptions(a), std::move(comm), std::move(runner),
                   [&a]() -> absl::StatusOr<int64_t> {

@@ -158,8 +158,8 @@ TEST(BuildRankTest, BadCudaAssignmentsNameTheField) {
   ExpectError(a, absl::StatusCode::kInvalidArgument, "nccl");
   a = CudaAssignment();
   a.set_device("cpu");
-  a.set_dtype("bfloat16");
-  ExpectError(a, absl::StatusCode::kUnimplemented, "float32");
+  a.set_dtype("float16");
+  ExpectError(a, absl::StatusCode::kUnimplemented, "float32, or with bfloat16 weights");
 }
 
 // Limits out of range (a frontend of another build, a hand-written Assignment) are refused

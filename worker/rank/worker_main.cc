@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/args.h"
 #include "rendezvous/worker_token.h"
+#include "worker/kernels/cpu/bf16_gemm.h"
 #include "worker/kernels/cpu/gemm.h"
 #include "worker/rank/worker_loop.h"
 
@@ -86,6 +87,7 @@ int Main(int argc, char** argv) {
   options.token = *std::move(secret);
   options.connect_timeout = absl::Seconds(connect_timeout_s);
   SetGemmThreads(1);  // one rank per process; ranks share the host's cores
+  SetBf16GemmThreads(1);
   s = RunWorkerLoop(options);
   if (!s.ok()) {
     std::fprintf(stderr, "tpserve_worker: %s\n", s.ToString().c_str());

@@ -21,6 +21,7 @@
 #include "base/subprocess.h"
 #include "worker/comm/gloo_comm_group.h"
 #include "worker/comm/rank_launcher.h"
+#include "worker/kernels/cpu/bf16_gemm.h"
 #include "worker/kernels/cpu/gemm.h"
 #include "worker/loader/npy.h"
 #include "worker/rank/rank_builder.h"
@@ -79,6 +80,7 @@ absl::Status RunCudaRank(const Flags& f, const std::vector<int32_t>& ids) {
 absl::Status RunRank(const Flags& f, const std::vector<int32_t>& ids) {
   if (f.device == "cuda") return RunCudaRank(f, ids);
   SetGemmThreads(1);
+  SetBf16GemmThreads(1);
   GlooOptions options;
   options.rank = static_cast<int>(f.rank);
   options.size = static_cast<int>(f.tp);
@@ -88,7 +90,10 @@ absl::Status RunRank(const Flags& f, const std::vector<int32_t>& ids) {
   options.connect_timeout = absl::Seconds(f.timeout_s);
   TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<GlooCommGroup> comm, GlooCommGroup::Create(options));
   TPSERVE_ASSIGN_OR_RETURN(ModelFiles files, OpenModel(f.model, static_cast<int>(f.tp)));
-  TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LoadModel(files, comm.get()));
+  TPSERVE_ASSIGN_OR_RETURN(
+      std::unique_ptr<LlamaModel> model,
+      LoadModel(files, comm.get(),
+                f.dtype == "bfloat16" ? CpuWeights::kBFloat16 : CpuWeights::kFloat32));
   TPSERVE_ASSIGN_OR_RETURN(std::vector<Tensor> logits, ForwardSequences(*model, {ids}, Mode(f)));
   if (f.rank == 0) return WriteNpy(f.output, logits[0]);
   return absl::OkStatus();
@@ -133,7 +138,8 @@ int Main(int argc, char** argv) {
   p.AddString("output", &f.output, "where to write logits .npy [num_tokens, vocab_size]");
   p.AddBool("incremental", &f.incremental, "feed one token per step through the KV cache");
   p.AddString("device", &f.device, "cpu (default) or cuda (rank r on GPU r)");
-  p.AddString("dtype", &f.dtype, "cuda only: float32 (default) or bfloat16");
+  p.AddString("dtype", &f.dtype,
+              "float32 (default) or bfloat16 (cpu: the layers' weights in bf16, fp32 compute)");
   p.AddInt("timeout-s", &f.timeout_s, "bound on rendezvous and each collective (default 60)");
   p.AddInt("rank", &f.rank, "internal: run as this rank");
   p.AddInt("store-port", &f.store_port, "internal: the coordinator's rendezvous store port");
@@ -146,9 +152,6 @@ int Main(int argc, char** argv) {
   if (s.ok() && f.device != "cpu" && f.device != "cuda") {
     s = absl::InvalidArgumentError(
         absl::StrCat("--device ", f.device, ": expected cpu or cuda"));
-  }
-  if (s.ok() && f.device == "cpu" && f.dtype != "float32") {
-    s = absl::InvalidArgumentError("--dtype: the CPU backend computes in float32");
   }
   if (s.ok()) s = ParseDeviceDType(f.dtype).status();
   if (s.ok() && !p.positional().empty()) {

@@ -23,6 +23,7 @@
 #include "base/subprocess.h"
 #include "worker/comm/gloo_comm_group.h"
 #include "worker/comm/rank_launcher.h"
+#include "worker/kernels/cpu/bf16_gemm.h"
 #include "worker/kernels/cpu/gemm.h"
 #include "worker/tools/forward_lib.h"
 #include "worker/tools/membw.h"
@@ -36,6 +37,7 @@ struct Flags {
   int64_t prompt_len = 128, decode_steps = 32, layers = 8, hidden = 768, vocab = 32000;
   int64_t rank = -1, tp_size = 1, store_port = 0;
   bool tcp_only = false;  // collectives over Gloo's TCP even on one host
+  std::string dtype = "float32";  // or bfloat16: the layers' weights in bf16
 };
 
 double Seconds(std::chrono::steady_clock::time_point start) {
@@ -44,6 +46,7 @@ double Seconds(std::chrono::steady_clock::time_point start) {
 
 absl::Status RunRank(const Flags& f) {
   SetGemmThreads(1);
+  SetBf16GemmThreads(1);
   GlooOptions options;
   options.rank = static_cast<int>(f.rank);
   options.size = static_cast<int>(f.tp_size);
@@ -53,7 +56,9 @@ absl::Status RunRank(const Flags& f) {
   options.shared_memory = !f.tcp_only;
   TPSERVE_ASSIGN_OR_RETURN(auto comm, GlooCommGroup::Create(options));
   TPSERVE_ASSIGN_OR_RETURN(auto files, OpenModel(f.dir, static_cast<int>(f.tp_size)));
-  TPSERVE_ASSIGN_OR_RETURN(auto model, LoadModel(files, comm.get()));
+  TPSERVE_ASSIGN_OR_RETURN(
+      auto model, LoadModel(files, comm.get(),
+                            f.dtype == "bfloat16" ? CpuWeights::kBFloat16 : CpuWeights::kFloat32));
   const int block = 16;
   const int total = static_cast<int>(f.prompt_len + f.decode_steps);
   TPSERVE_ASSIGN_OR_RETURN(
@@ -104,6 +109,8 @@ absl::Status RunPool(const Flags& f, int tp) {
                                      "--vocab",
                                      std::to_string(f.vocab)};
     if (f.tcp_only) argv.push_back("--tcp-only");
+    argv.push_back("--dtype");
+    argv.push_back(f.dtype);
     return argv;
   });
 }
@@ -118,12 +125,15 @@ absl::Status Coordinate(const Flags& f) {
   spec.vocab_size = static_cast<int>(f.vocab);
   TPSERVE_RETURN_IF_ERROR(WriteSyntheticLlama(f.dir, spec));
   const double params = static_cast<double>(spec.NumParameters());
-  // A decode step reads every weight once, except that only one embedding row is read.
-  const double step_bytes = 4.0 * (params - double(spec.vocab_size) * spec.hidden_size);
+  // A decode step reads every weight once, except that only one embedding row is read;
+  // in bf16 mode the layers' weights are 2 bytes each and the LM head stays fp32.
+  const double head = double(spec.vocab_size) * spec.hidden_size;
+  const double step_bytes = f.dtype == "bfloat16" ? 2.0 * (params - 2 * head) + 4.0 * head
+                                                  : 4.0 * (params - head);
   std::printf("model: %.1fM parameters (hidden %d, %d layers, heads %d/%d, intermediate %d, "
-              "vocab %d), fp32 weights %.0f MB, decode reads %.0f MB/step\n",
+              "vocab %d), %s layer weights, decode reads %.0f MB/step\n",
               params / 1e6, spec.hidden_size, spec.num_layers, spec.num_heads,
-              spec.num_kv_heads, spec.intermediate_size, spec.vocab_size, 4 * params / 1e6,
+              spec.num_kv_heads, spec.intermediate_size, spec.vocab_size, f.dtype.c_str(),
               step_bytes / 1e6);
   std::vector<int32_t> tps;
   TPSERVE_RETURN_IF_ERROR(ParseIdList(f.tp, &tps));
@@ -145,6 +155,8 @@ int Main(int argc, char** argv) {
   p.AddString("dir", &f.dir, "where to write the synthetic checkpoint (kept; default: a "
               "temporary directory, removed afterwards)");
   p.AddInt("prompt-len", &f.prompt_len, "prefill tokens (default 128)");
+  p.AddString("dtype", &f.dtype,
+              "float32 (default) or bfloat16 (the layers' weights in bf16, fp32 compute)");
   p.AddInt("decode-steps", &f.decode_steps, "batch-1 decode steps (default 32)");
   p.AddInt("layers", &f.layers, "decoder layers (default 8)");
   p.AddInt("hidden", &f.hidden, "hidden size, a multiple of 64 (default 768)");
@@ -156,6 +168,11 @@ int Main(int argc, char** argv) {
   p.AddInt("store-port", &f.store_port, "internal");
   if (absl::Status s = p.Parse(argc, argv); !s.ok()) {
     std::fprintf(stderr, "%s\n%s", std::string(s.message()).c_str(), p.Usage().c_str());
+    return 2;
+  }
+  if (f.dtype != "float32" && f.dtype != "bfloat16") {
+    std::fprintf(stderr, "model_benchmark: --dtype must be float32 or bfloat16, got %s\n",
+                 f.dtype.c_str());
     return 2;
   }
   std::string temp_dir;

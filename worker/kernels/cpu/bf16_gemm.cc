@@ -1,0 +1,323 @@
+#include "worker/kernels/cpu/bf16_gemm.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "base/status_macros.h"
+#include "oneapi/dnnl/dnnl.hpp"
+#include "worker/dtype.h"
+#include "worker/tensor.h"
+
+// Design, from measurements on this project's 2-core AVX512-BF16/AMX host (oneDNN 2.6.3;
+// docs/design.md, "Model core"):
+// - oneDNN 2.6 picks brgemm (AMX or AVX512-BF16) only for a static M; a primitive for a
+//   runtime M (DNNL_RUNTIME_DIM_VAL) falls back to "gemm:jit", which wants plain weights
+//   and packs them on every call. So primitives are made per row count, all reading the
+//   one layout chosen at packing. brgemm chose the same layout (BA16a64b2a) for every M
+//   from 1 to 2048 and every shape tried, on AMX and on AVX512-BF16 alike.
+// - A primitive costs ~0.6 ms to create and ~135 KiB of JIT code, so row counts are
+//   capped: a call runs 64-row chunks plus one remainder chunk, which bounds a weight at
+//   64 row counts (x2 for accumulate). At M = 2048 64-row chunks ran as fast as one
+//   2048-row primitive (the weight chunk stays in cache between chunks).
+// - oneDNN's own primitive cache (1024 entries) hands weights of one shape the same
+//   JIT code, so the per-weight cache here costs a lookup, not a copy of the code.
+// - Scratchpads are per call (scratchpad_mode::user): oneDNN's library-managed scratchpad
+//   is shared by all primitives and ties each primitive to the thread that created it.
+
+namespace tpserve {
+namespace {
+
+using dnnl::memory;
+using DataType = memory::data_type;
+using Tag = memory::format_tag;
+
+constexpr size_t kAlignment = 64;
+// The fallback widens the weight a panel at a time: for up to 16 rows of x a small panel
+// (read by sgemv/sgemm from L1/L2), for more a large one, since sgemm repacks x for every
+// panel. Chosen from panels of 2^14..2^22 floats timed at 1 to 512 rows.
+constexpr int64_t kFallbackSmallPanelMaxRows = 16;
+constexpr int64_t kFallbackSmallPanelFloats = int64_t{1} << 14;
+constexpr int64_t kFallbackLargePanelFloats = int64_t{1} << 22;
+
+std::atomic<int> bf16_gemm_threads{0};
+
+// OpenMP keeps its thread count per calling thread; apply the process setting to this one.
+void ApplyThreadSetting() {
+  const int threads = bf16_gemm_threads.load(std::memory_order_relaxed);
+  if (threads > 0 && omp_get_max_threads() != threads) omp_set_num_threads(threads);
+}
+
+// bf16 -> fp32 is a 16-bit shift; blocks of 16 let -O2's cost model vectorise it.
+void WidenBf16(const uint16_t* src, int64_t count, float* dst) {
+  int64_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    for (int j = 0; j < 16; ++j) dst[i + j] = Bf16ToFloat(src[i + j]);
+  }
+  for (; i < count; ++i) dst[i] = Bf16ToFloat(src[i]);
+}
+
+absl::Status CheckFinite(const uint16_t* w, int64_t n_out, int64_t k) {
+  for (int64_t i = 0; i < n_out * k; ++i) {
+    if ((w[i] & 0x7f80) == 0x7f80) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "bf16 weight [%d, %d] is not finite (bits 0x%04x)", i / k, i % k, w[i]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// HF's [n_out, k] row-major weight is oneDNN's [k, n_out] matrix in "ba" order.
+memory::desc PlainWeightDesc(int64_t n_out, int64_t k) {
+  return memory::desc({k, n_out}, DataType::bf16, Tag::ba);
+}
+
+// The blocked layout oneDNN's matmul reads without repacking, or nullopt if it would
+// only run from a plain layout (no bf16 brgemm on this ISA).
+std::optional<memory::desc> PackedLayout(const dnnl::engine& engine, int64_t n_out, int64_t k) {
+  const int64_t m = PackedBf16Weight::kRowsPerPrimitive;
+  const memory::desc any({k, n_out}, DataType::bf16, Tag::any);
+  try {
+    dnnl::matmul::primitive_desc pd(
+        dnnl::matmul::desc(memory::desc({m, k}, DataType::bf16, Tag::ab), any,
+                           memory::desc({m, n_out}, DataType::f32, Tag::ab)),
+        engine);
+    memory::desc chosen = pd.weights_desc();
+    if (chosen.data.format_kind == dnnl_blocked &&
+        chosen.data.format_desc.blocking.inner_nblks > 0) {
+      return chosen;
+    }
+  } catch (const dnnl::error&) {
+    // No bf16 matmul at all on this ISA (below AVX-512).
+  }
+  return std::nullopt;
+}
+
+// One row count's matmul, and the reorder that rounds its x to bf16 (oneDNN's, with
+// vcvtneps2bf16 where the CPU has it: ~6x faster than a scalar loop, which at prefill
+// sizes cost a fifth of the matmul).
+struct Primitive {
+  dnnl::reorder to_bf16;
+  dnnl::matmul matmul;
+  memory::desc x, src, dst;                          // x: f32 [rows, k]; src: its bf16
+  memory::desc to_bf16_scratchpad, matmul_scratchpad;
+};
+
+dnnl::primitive_attr UserScratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+}  // namespace
+
+struct PackedBf16Weight::Impl {
+  // (rows, accumulate, OpenMP threads): a primitive's parallel split is fixed when made.
+  using Key = std::tuple<int64_t, bool, int>;
+
+  // Storage for `n` bytes, zeroed (oneDNN's padding must read as zeros) and aligned.
+  void Allocate(size_t n);
+  // The cached primitive for `rows` rows, made on first use; throws dnnl::error.
+  std::shared_ptr<const Primitive> GetPrimitive(int64_t rows, bool accumulate, int threads) const;
+  // x: [m, k] -> y: [m, n_out]; the caller has applied the thread setting.
+  absl::Status MatMulOneDnn(const float* x, int64_t m, float* y, bool accumulate) const;
+  absl::Status MatMulFallback(const float* x, int64_t m, float* y, bool accumulate) const;
+
+  dnnl::engine engine;
+  std::unique_ptr<void, decltype(&std::free)> storage{nullptr, &std::free};
+  void* data = nullptr;  // kAlignment-aligned, inside storage
+  size_t bytes = 0;
+  std::optional<memory> packed;  // oneDNN's view of data; nullopt: plain [n_out, k] bf16
+  int64_t n_out = 0, k = 0;
+  mutable absl::Mutex mu;
+  mutable absl::flat_hash_map<Key, std::shared_ptr<const Primitive>> cache ABSL_GUARDED_BY(mu);
+};
+
+std::shared_ptr<const Primitive> PackedBf16Weight::Impl::GetPrimitive(int64_t rows,
+                                                                    bool accumulate,
+                                                                    int threads) const {
+  absl::MutexLock lock(&mu);
+  auto it = cache.find(Key{rows, accumulate, threads});
+  if (it != cache.end()) return it->second;
+  auto p = std::make_shared<Primitive>();
+  p->x = memory::desc({rows, k}, DataType::f32, Tag::ab);
+  p->src = memory::desc({rows, k}, DataType::bf16, Tag::ab);
+  p->dst = memory::desc({rows, n_out}, DataType::f32, Tag::ab);
+  dnnl::reorder::primitive_desc to_bf16(engine, p->x, engine, p->src, UserScratchpad());
+  p->to_bf16_scratchpad = to_bf16.scratchpad_desc();
+  p->to_bf16 = dnnl::reorder(to_bf16);
+  dnnl::primitive_attr attr = UserScratchpad();
+  if (accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->src, packed->get_desc(), p->dst), attr,
+                                  engine);
+  p->matmul_scratchpad = pd.scratchpad_desc();
+  p->matmul = dnnl::matmul(pd);
+  cache.emplace(Key{rows, accumulate, threads}, p);
+  return p;
+}
+
+void PackedBf16Weight::Impl::Allocate(size_t n) {
+  storage.reset(AllocateZeroed(n + kAlignment));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(storage.get());
+  data = reinterpret_cast<void*>((begin + kAlignment - 1) & ~uintptr_t{kAlignment - 1});
+  bytes = n;
+}
+
+absl::Status PackedBf16Weight::Impl::MatMulOneDnn(const float* x, int64_t m, float* y,
+                                                  bool accumulate) const {
+  const int threads = omp_get_max_threads();
+  const int64_t chunk = std::min(m, kRowsPerPrimitive);
+  std::unique_ptr<uint16_t[]> x_bf16(new uint16_t[chunk * k]);  // [chunk, k]
+  std::vector<uint8_t> scratchpad;  // shared by the reorder and the matmul, run in turn
+  // `args` plus the scratchpad argument for `desc`, if it needs one.
+  auto with_scratchpad = [&](const memory::desc& desc, std::unordered_map<int, memory> args) {
+    if (desc.get_size() > 0) args.emplace(DNNL_ARG_SCRATCHPAD, memory(desc, engine, scratchpad.data()));
+    return args;
+  };
+  dnnl::stream stream(engine);
+  for (int64_t row = 0; row < m; row += chunk) {
+    const int64_t rows = std::min(chunk, m - row);
+    const std::shared_ptr<const Primitive> p = GetPrimitive(rows, accumulate, threads);
+    scratchpad.resize(std::max({scratchpad.size(), p->to_bf16_scratchpad.get_size(),
+                                p->matmul_scratchpad.get_size()}));
+    memory x_f32(p->x, engine, const_cast<float*>(x + row * k));
+    memory src(p->src, engine, x_bf16.get());
+    memory dst(p->dst, engine, y + row * n_out);
+    p->to_bf16.execute(stream, with_scratchpad(p->to_bf16_scratchpad,
+                                               {{DNNL_ARG_FROM, x_f32}, {DNNL_ARG_TO, src}}));
+    p->matmul.execute(stream, with_scratchpad(p->matmul_scratchpad, {{DNNL_ARG_SRC, src},
+                                                                      {DNNL_ARG_WEIGHTS, *packed},
+                                                                      {DNNL_ARG_DST, dst}}));
+    stream.wait();  // x_bf16 is refilled next chunk
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PackedBf16Weight::Impl::MatMulFallback(const float* x, int64_t m, float* y,
+                                                    bool accumulate) const {
+  const uint16_t* w = static_cast<const uint16_t*>(data);  // [n_out, k]
+  std::unique_ptr<float[]> x_rounded(new float[m * k]);    // [m, k], bf16 values
+  for (int64_t i = 0; i < m * k; ++i) x_rounded[i] = Bf16ToFloat(FloatToBf16(x[i]));
+  const int64_t panel_floats =
+      m <= kFallbackSmallPanelMaxRows ? kFallbackSmallPanelFloats : kFallbackLargePanelFloats;
+  const int64_t panel_rows = std::clamp<int64_t>(panel_floats / k, 1, n_out);
+  std::unique_ptr<float[]> panel(new float[panel_rows * k]);  // [panel_rows, k]
+  const float beta = accumulate ? 1.0f : 0.0f;
+  for (int64_t j = 0; j < n_out; j += panel_rows) {
+    const int64_t rows = std::min(panel_rows, n_out - j);
+    WidenBf16(w + j * k, rows * k, panel.get());
+    const auto r = static_cast<blasint>(rows), kk = static_cast<blasint>(k);
+    if (m == 1) {
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, r, kk, 1.0f, panel.get(), kk, x_rounded.get(), 1,
+                  beta, y + j, 1);
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), r, kk, 1.0f,
+                  x_rounded.get(), kk, panel.get(), kk, beta, y + j,
+                  static_cast<blasint>(n_out));
+    }
+  }
+  return absl::OkStatus();
+}
+
+PackedBf16Weight::PackedBf16Weight(int64_t n_out, int64_t k, std::unique_ptr<Impl> impl)
+    : n_out_(n_out), k_(k), impl_(std::move(impl)) {}
+PackedBf16Weight::PackedBf16Weight(PackedBf16Weight&&) noexcept = default;
+PackedBf16Weight& PackedBf16Weight::operator=(PackedBf16Weight&&) noexcept = default;
+PackedBf16Weight::~PackedBf16Weight() = default;
+
+absl::StatusOr<PackedBf16Weight> PackedBf16Weight::FromBf16(const uint16_t* data, int64_t n_out,
+                                                            int64_t k) {
+  if (n_out <= 0 || k <= 0 || data == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("bf16 weight [%d, %d]: sizes must be positive, data set", n_out, k));
+  }
+  TPSERVE_RETURN_IF_ERROR(CheckFinite(data, n_out, k));
+  auto impl = std::make_unique<Impl>();
+  impl->n_out = n_out;
+  impl->k = k;
+  try {
+    ApplyThreadSetting();
+    impl->engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
+    const std::optional<memory::desc> layout = PackedLayout(impl->engine, n_out, k);
+    if (!layout) {
+      impl->Allocate(static_cast<size_t>(n_out * k) * sizeof(uint16_t));
+      std::memcpy(impl->data, data, impl->bytes);
+      return PackedBf16Weight(n_out, k, std::move(impl));
+    }
+    impl->Allocate(layout->get_size());
+    memory plain(PlainWeightDesc(n_out, k), impl->engine, const_cast<uint16_t*>(data));
+    impl->packed = memory(*layout, impl->engine, impl->data);
+    dnnl::stream stream(impl->engine);
+    dnnl::reorder(plain, *impl->packed).execute(stream, plain, *impl->packed);
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    return absl::InternalError(absl::StrCat("oneDNN packing a bf16 weight: ", e.what()));
+  }
+  return PackedBf16Weight(n_out, k, std::move(impl));
+}
+
+absl::StatusOr<PackedBf16Weight> PackedBf16Weight::FromFloat(const float* data, int64_t n_out,
+                                                             int64_t k) {
+  if (n_out <= 0 || k <= 0 || data == nullptr) return FromBf16(nullptr, n_out, k);
+  std::vector<uint16_t> bf16(static_cast<size_t>(n_out * k));  // [n_out, k]
+  FloatsToBf16(data, bf16.size(), bf16.data());
+  return FromBf16(bf16.data(), n_out, k);
+}
+
+size_t PackedBf16Weight::bytes() const { return impl_->bytes; }
+bool PackedBf16Weight::packed_for_onednn() const { return impl_->packed.has_value(); }
+size_t PackedBf16Weight::num_cached_primitives() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->cache.size();
+}
+
+absl::Status MatMulBf16(const float* x, int64_t m, const PackedBf16Weight& w, float* y,
+                        bool accumulate) {
+  if (m < 0 || (m > 0 && (x == nullptr || y == nullptr))) {
+    return absl::InvalidArgumentError(absl::StrCat("MatMulBf16: bad input, m = ", m));
+  }
+  if (w.impl_ == nullptr) return absl::FailedPreconditionError("MatMulBf16: moved-from weight");
+  if (m == 0) return absl::OkStatus();
+  try {
+    ApplyThreadSetting();
+    return w.impl_->packed ? w.impl_->MatMulOneDnn(x, m, y, accumulate)
+                           : w.impl_->MatMulFallback(x, m, y, accumulate);
+  } catch (const dnnl::error& e) {
+    return absl::InternalError(absl::StrCat("oneDNN bf16 matmul: ", e.what()));
+  }
+}
+
+void SetBf16GemmThreads(int threads) {
+  bf16_gemm_threads.store(threads, std::memory_order_relaxed);
+}
+
+absl::StatusOr<std::unique_ptr<PackedBf16Weight>> PackAndFreeBf16(Tensor& weight) {
+  if (weight.rank() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat("PackAndFreeBf16: expected a [n_out, k] weight, got ",
+                                                   ShapeToString(weight.shape())));
+  }
+  absl::StatusOr<PackedBf16Weight> packed =
+      PackedBf16Weight::FromFloat(weight.data(), weight.dim(0), weight.dim(1));
+  if (!packed.ok()) return packed.status();
+  weight = Tensor();
+  return std::make_unique<PackedBf16Weight>(*std::move(packed));
+}
+
+}  // namespace tpserve

@@ -1,0 +1,92 @@
+// bf16-weight GEMM for the CPU linear layers: y = x · wᵀ with HF's [out, in] weight
+// layout, the weight held in bf16 (half of fp32's memory and of its bytes streamed per
+// decode step), activations and accumulation in fp32.
+//
+// A PackedBf16Weight is packed once, when the model loads, into the blocked layout that
+// oneDNN's brgemm matmul reads directly (BA16a64b2a on AVX512-BF16 and AMX); MatMulBf16
+// then never repacks it, so a decode step streams each weight once whatever the batch.
+// Where oneDNN has no such implementation (no AVX512-BF16: it would only offer a GEMM
+// that repacks per call, and below AVX-512 no bf16 matmul at all) the weight stays
+// plain bf16 and MatMulBf16 widens it panel by panel into an L2-sized fp32 buffer for
+// OpenBLAS. Both paths give the same results up to fp32 summation order.
+//
+// Numerics: x is rounded to bf16 (nearest even) before the products, which are exact
+// in fp32 and summed in fp32. Non-finite weights are rejected at packing, as the
+// checkpoint loader does; NaN or ±Inf in x propagate to the rows of y they touch. On the
+// oneDNN path bf16 subnormals (below 1.2e-38) count as zero, as the bf16 instructions
+// treat them.
+//
+// Threading: a PackedBf16Weight is immutable after creation; MatMulBf16 may run on any
+// threads at once, including on one weight (its primitive cache is locked).
+#ifndef TPSERVE_WORKER_KERNELS_CPU_BF16_GEMM_H_
+#define TPSERVE_WORKER_KERNELS_CPU_BF16_GEMM_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/tensor.h"
+
+namespace tpserve {
+
+class PackedBf16Weight {
+ public:
+  // data: [n_out, k] row-major bf16 bits, e.g. a safetensors BF16 tensor as stored; it
+  // is read once and not kept. InvalidArgument on a non-positive size or a NaN/±Inf.
+  static absl::StatusOr<PackedBf16Weight> FromBf16(const uint16_t* data, int64_t n_out,
+                                                   int64_t k);
+  // data: [n_out, k] fp32, rounded to bf16 (nearest even); a value that rounds to ±Inf
+  // is rejected like a non-finite one.
+  static absl::StatusOr<PackedBf16Weight> FromFloat(const float* data, int64_t n_out,
+                                                    int64_t k);
+
+  PackedBf16Weight(PackedBf16Weight&&) noexcept;
+  PackedBf16Weight& operator=(PackedBf16Weight&&) noexcept;
+  ~PackedBf16Weight();
+
+  int64_t n_out() const { return n_out_; }
+  int64_t k() const { return k_; }
+  // Bytes the packed weight occupies (oneDNN pads k to 32 and n_out to 64).
+  size_t bytes() const;
+  // True when oneDNN's matmul reads the weight (packed); false on the OpenBLAS path.
+  bool packed_for_onednn() const;
+  // How many matmul primitives this weight has created so far (for tests: at most
+  // 2·kRowsPerPrimitive per thread count, whatever the row counts seen).
+  size_t num_cached_primitives() const;
+
+  // Rows per oneDNN primitive: larger calls run as chunks of this many rows plus one
+  // remainder chunk, so a weight needs primitives for 1..64 rows only (see .cc).
+  static constexpr int64_t kRowsPerPrimitive = 64;
+
+ private:
+  struct Impl;
+  friend absl::Status MatMulBf16(const float* x, int64_t m, const PackedBf16Weight& w,
+                                 float* y, bool accumulate);
+  PackedBf16Weight(int64_t n_out, int64_t k, std::unique_ptr<Impl> impl);
+
+  int64_t n_out_ = 0;
+  int64_t k_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+// x: [m, k] fp32 -> y: [m, n_out] fp32, y = x · wᵀ (y += x · wᵀ if accumulate). m may be
+// 0. InvalidArgument on a negative m or null buffers; Internal if oneDNN fails.
+absl::Status MatMulBf16(const float* x, int64_t m, const PackedBf16Weight& w, float* y,
+                        bool accumulate = false);
+
+// A layer's fp32 weight tensor ([n_out, k]) packed, then freed (`weight` is left empty):
+// what a linear layer keeps in its bf16 mode.
+absl::StatusOr<std::unique_ptr<PackedBf16Weight>> PackAndFreeBf16(Tensor& weight);
+
+// Sets how many OpenMP threads oneDNN uses for MatMulBf16 and packing in this process
+// (one rank = one process), as SetGemmThreads does for OpenBLAS, which the fallback path
+// uses. OpenMP keeps the count per calling thread, so each call applies it to its own
+// thread. Until this is called (or with threads <= 0) OpenMP's default applies:
+// OMP_NUM_THREADS, else every core.
+void SetBf16GemmThreads(int threads);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_KERNELS_CPU_BF16_GEMM_H_

@@ -1,0 +1,194 @@
+// bf16_gemm_benchmark: MatMulBf16 (bf16 weights, oneDNN) beside MatMulTransB (fp32
+// weights, OpenBLAS) on Llama-shaped linear layers, at decode and prefill row counts,
+// beside this machine's memory read bandwidth measured in the same run.
+//
+//   bazel build -c opt //worker/kernels/cpu:bf16_gemm_benchmark
+//   bazel-bin/worker/kernels/cpu/bf16_gemm_benchmark [--threads 1,2]
+//       [--rows 1,8,32,64,512,2048] [--min-seconds 0.3] [--max-isa avx2|avx512_core]
+//
+// Each layer's weight is copied until the copies fill 1 GiB per format and every call
+// reads the next copy, so decode reads its weight from memory as a model step does, not
+// from a cache. "wGB/s" is weight bytes (2 per element for bf16, 4 for fp32) / time;
+// "gain" is fp32 time / bf16 time; "bf16 floor" is the weight's bf16 bytes over the
+// measured read bandwidth: the decode time of a kernel that only streams the weight.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "base/args.h"
+#include "oneapi/dnnl/dnnl.hpp"
+#include "worker/dtype.h"
+#include "worker/kernels/cpu/bf16_gemm.h"
+#include "worker/kernels/cpu/gemm.h"
+
+namespace tpserve {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+struct Layer {
+  const char* name;
+  int64_t n_out, k;
+};
+
+// TinyLlama-1.1B (hidden 2048, intermediate 5632, 4 kv heads of 64) and Llama-2-7B.
+constexpr Layer kLayers[] = {
+    {"tiny qkv", 2048 + 2 * 256, 2048}, {"tiny o", 2048, 2048},
+    {"tiny gate_up", 2 * 5632, 2048},   {"tiny down", 2048, 5632},
+    {"7b gate", 11008, 4096},           {"7b down", 4096, 11008},
+};
+
+double Seconds(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Best of three passes of `threads` threads summing their share of a 1 GiB buffer, each
+// reading its share as 8 interleaved streams (as a GEMM reads several weight rows at
+// once; one stream alone gets less from the prefetchers).
+double ReadBandwidth(int threads) {
+  constexpr int kStreams = 8, kLanes = 16;
+  std::vector<float> buffer(kGiB / sizeof(float), 1.0f);
+  const int64_t stream_floats = static_cast<int64_t>(buffer.size()) / threads / kStreams;
+  std::vector<double> sums(threads);
+  double best = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        float acc[kLanes] = {0};
+        const float* base = buffer.data() + t * kStreams * stream_floats;
+        for (int64_t i = 0; i + kLanes <= stream_floats; i += kLanes) {
+          for (int s = 0; s < kStreams; ++s) {
+            const float* p = base + s * stream_floats + i;
+            for (int j = 0; j < kLanes; ++j) acc[j] += p[j];
+          }
+        }
+        for (float a : acc) sums[t] += a;
+      });
+    }
+    for (std::thread& t : pool) t.join();
+    best = std::max(best, kGiB / Seconds(start) / 1e9);
+  }
+  return sums[0] > 0 ? best : 0;
+}
+
+std::vector<double> PrintReadBandwidth(const char* when, const std::vector<int32_t>& threads) {
+  std::printf("memory read bandwidth %s (1 GiB, 8 streams a thread):", when);
+  std::vector<double> bandwidth;
+  for (int t : threads) {
+    bandwidth.push_back(ReadBandwidth(t));
+    std::printf("  %d thread(s) %.1f GB/s", t, bandwidth.back());
+  }
+  std::printf("\n");
+  return bandwidth;
+}
+
+// Seconds per call of `call(copy)`, cycling through `copies` weight copies, after one
+// warm-up call (which makes the primitives): the best of three batches, each of at
+// least two calls and `min_seconds` / 3, so that a burst of load on a shared host
+// counts against one batch only.
+template <typename Call>
+double TimePerCall(int copies, double min_seconds, Call call) {
+  call(0);
+  double best = 1e30;
+  for (int batch = 0, copy = 0; batch < 3; ++batch) {
+    int calls = 0;
+    const auto start = std::chrono::steady_clock::now();
+    while (calls < 2 || Seconds(start) < min_seconds / 3) {
+      call(++copy % copies);
+      ++calls;
+    }
+    best = std::min(best, Seconds(start) / calls);
+  }
+  return best;
+}
+
+struct Flags {
+  std::string threads = "1,2", rows = "1,8,32,64,512,2048", max_isa;
+  double min_seconds = 0.3;
+};
+
+absl::Status Run(const Flags& f) {
+  std::vector<int32_t> thread_counts, row_counts;
+  if (absl::Status s = ParseIdList(f.threads, &thread_counts); !s.ok()) return s;
+  if (absl::Status s = ParseIdList(f.rows, &row_counts); !s.ok()) return s;
+  if (f.max_isa == "avx2") dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
+  if (f.max_isa == "avx512_core") dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx512_core);
+  const std::vector<double> bandwidth = PrintReadBandwidth("before", thread_counts);
+  const int64_t max_rows = *std::max_element(row_counts.begin(), row_counts.end());
+  std::vector<float> x(max_rows * 11008), y(max_rows * 11264);  // [M, k], [M, n_out]
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist;
+  for (float& v : x) v = dist(rng);
+  std::printf("%-13s %11s %5s %3s | %9s %6s %7s | %9s %6s %7s | %5s  %s\n", "layer",
+              "n_out x k", "M", "thr", "bf16 ms", "wGB/s", "GFLOP/s", "fp32 ms", "wGB/s",
+              "GFLOP/s", "gain", "bf16 floor ms");
+  for (const Layer& layer : kLayers) {
+    const int64_t elements = layer.n_out * layer.k;
+    const int copies = static_cast<int>(std::max<int64_t>(2, kGiB / (2 * elements)));
+    std::vector<float> w(elements);
+    for (float& v : w) v = dist(rng);
+    std::vector<uint16_t> w_bf16(elements);
+    FloatsToBf16(w.data(), w.size(), w_bf16.data());
+    std::vector<PackedBf16Weight> packed;
+    std::vector<std::vector<float>> fp32(std::max(2, copies / 2), w);  // 1 GiB of fp32 too
+    for (int c = 0; c < copies; ++c) {
+      absl::StatusOr<PackedBf16Weight> p = PackedBf16Weight::FromBf16(w_bf16.data(), layer.n_out, layer.k);
+      if (!p.ok()) return p.status();
+      packed.push_back(*std::move(p));
+    }
+    for (size_t ti = 0; ti < thread_counts.size(); ++ti) {
+      SetBf16GemmThreads(thread_counts[ti]);
+      SetGemmThreads(thread_counts[ti]);
+      for (int32_t m : row_counts) {
+        absl::Status status;
+        const double bf16_s = TimePerCall(copies, f.min_seconds, [&](int c) {
+          status.Update(MatMulBf16(x.data(), m, packed[c], y.data()));
+        });
+        if (!status.ok()) return status;
+        const double fp32_s = TimePerCall(static_cast<int>(fp32.size()), f.min_seconds, [&](int c) {
+          MatMulTransB(x.data(), fp32[c].data(), m, layer.k, layer.n_out, y.data());
+        });
+        const double flop = 2.0 * m * elements;
+        const bool prefill = m >= 512;
+        std::printf("%-13s %5ldx%-5ld %5d %3d | %9.3f %6.1f %7s | %9.3f %6.1f %7s | %5.2f  %.3f\n",
+                    layer.name, long(layer.n_out), long(layer.k), m, thread_counts[ti],
+                    bf16_s * 1e3, 2 * elements / bf16_s / 1e9,
+                    prefill ? absl::StrFormat("%.0f", flop / bf16_s / 1e9).c_str() : "-",
+                    fp32_s * 1e3, 4 * elements / fp32_s / 1e9,
+                    prefill ? absl::StrFormat("%.0f", flop / fp32_s / 1e9).c_str() : "-",
+                    fp32_s / bf16_s, 2 * elements / bandwidth[ti] / 1e6);
+      }
+    }
+    std::printf("  (%s: %s)\n", layer.name,
+                packed[0].packed_for_onednn() ? "oneDNN, packed" : "fallback, plain bf16");
+  }
+  PrintReadBandwidth("after", thread_counts);
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace tpserve
+
+int main(int argc, char** argv) {
+  tpserve::Flags f;
+  tpserve::ArgParser p("bf16_gemm_benchmark");
+  p.AddString("threads", &f.threads, "thread counts to run, e.g. 1,2");
+  p.AddString("rows", &f.rows, "row counts M to run, e.g. 1,8,32,64,512,2048");
+  p.AddDouble("min-seconds", &f.min_seconds, "time each case for at least this long");
+  p.AddString("max-isa", &f.max_isa, "cap oneDNN's ISA: avx2 or avx512_core (default: all)");
+  absl::Status s = p.Parse(argc, argv);
+  if (s.ok()) s = tpserve::Run(f);
+  if (!s.ok()) {
+    std::fprintf(stderr, "bf16_gemm_benchmark: %s\n%s", std::string(s.message()).c_str(),
+                 p.Usage().c_str());
+    return 1;
+  }
+  return 0;
+}
