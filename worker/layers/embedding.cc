@@ -98,6 +98,7 @@ ParallelLMHead::ParallelLMHead(int64_t hidden_size, int64_t vocab_size, CommGrou
     : comm_(comm),
       vocab_size_(vocab_size),
       tied_(tied),
+      hidden_size_(hidden_size),
       own_weight_(tied ? Tensor()
                        : Tensor({PaddedVocabSize(vocab_size, comm->size()) / comm->size(),
                                  hidden_size})) {}
@@ -114,15 +115,29 @@ absl::StatusOr<std::unique_ptr<ParallelLMHead>> ParallelLMHead::Create(
   return std::unique_ptr<ParallelLMHead>(new ParallelLMHead(hidden_size, vocab_size, comm, tied));
 }
 
+absl::Status ParallelLMHead::PackWeightBf16() {
+  if (tied_ != nullptr) {
+    return absl::FailedPreconditionError("ParallelLMHead: a tied head reads the embedding's weight");
+  }
+  if (packed_ != nullptr) return absl::OkStatus();
+  TPSERVE_ASSIGN_OR_RETURN(packed_, PackAndFreeBf16(own_weight_));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Tensor> ParallelLMHead::Forward(const Tensor& x) const {
-  const Tensor& w = tied_ ? tied_->weight() : own_weight_;  // [Vp/T, H]
-  if (x.rank() != 2 || x.dim(1) != w.dim(1)) {
-    return absl::InvalidArgumentError(absl::StrCat("LM head input: expected [n, ", w.dim(1),
+  if (x.rank() != 2 || x.dim(1) != hidden_size_) {
+    return absl::InvalidArgumentError(absl::StrCat("LM head input: expected [n, ", hidden_size_,
                                                    "], got ", ShapeToString(x.shape())));
   }
-  const int64_t n = x.dim(0), rows = w.dim(0);
+  const int64_t n = x.dim(0);
+  const int64_t rows = packed_ != nullptr ? packed_->n_out() : shard().dim(0);
   Tensor local({n, rows});  // [n, Vp/T]
-  MatMulTransB(x.data(), w.data(), n, w.dim(1), rows, local.data());
+  if (packed_ != nullptr) {
+    TPSERVE_RETURN_IF_ERROR(MatMulBf16(x.data(), n, *packed_, local.data()));
+  } else {
+    const Tensor& w = shard();  // [Vp/T, H]
+    MatMulTransB(x.data(), w.data(), n, hidden_size_, rows, local.data());
+  }
   TPSERVE_ASSIGN_OR_RETURN(Tensor padded, AllGatherLastDim(*comm_, local));  // [n, Vp]
   const int64_t vp = padded.dim(1);
   if (vp == vocab_size_) return padded;
@@ -135,7 +150,7 @@ absl::StatusOr<Tensor> ParallelLMHead::Forward(const Tensor& x) const {
 
 absl::Status ParallelLMHead::WeightLoader(Tensor& param, const Tensor& loaded_weight,
                                           const ShardId& shard_id) {
-  if (tied_ != nullptr || &param != &own_weight_ ||
+  if (tied_ != nullptr || packed_ != nullptr || &param != &own_weight_ ||
       !std::holds_alternative<std::monostate>(shard_id)) {
     return absl::InvalidArgumentError(
         "ParallelLMHead loads only its own weight (none when tied), with no shard id");

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "worker/comm/comm_group.h"
+#include "worker/kernels/cpu/bf16_gemm.h"
 #include "worker/layers/shard_id.h"
 #include "worker/tensor.h"
 
@@ -69,7 +70,12 @@ class ParallelLMHead {
   // Untied only: slices the [V, H] lm_head.weight into this rank's [Vp/T, H].
   absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
                             const ShardId& shard_id = kNoShard);
-  Tensor& weight() { return own_weight_; }  // [Vp/T, H]; empty when tied
+  // Untied only: the loaded weight as bf16 packed for MatMulBf16, the fp32 copy freed
+  // (a tied head keeps reading the embedding's fp32 shard, which the lookups need).
+  // FailedPrecondition when tied. Idempotent.
+  absl::Status PackWeightBf16();
+  bool weight_is_bf16() const { return packed_ != nullptr; }
+  Tensor& weight() { return own_weight_; }  // [Vp/T, H]; empty when tied or packed
   // The weight the head multiplies by: the embedding's shard when tied. [Vp/T, H]
   const Tensor& shard() const { return tied_ != nullptr ? tied_->weight() : own_weight_; }
   int64_t vocab_size() const { return vocab_size_; }
@@ -80,7 +86,9 @@ class ParallelLMHead {
   CommGroup* comm_;
   int64_t vocab_size_;
   const VocabParallelEmbedding* tied_;
+  int64_t hidden_size_;
   Tensor own_weight_;  // [Vp/T, H]
+  std::unique_ptr<PackedBf16Weight> packed_;  // own_weight_ in bf16, once packed
 };
 
 }  // namespace tpserve

@@ -61,6 +61,33 @@ TEST_P(VocabParallelTest, LmHeadReturnsExactlyVLogits) {
   }
 }
 
+// An untied head in bf16: the same V logits within bf16's rounding; a tied one refuses
+// (the embedding's fp32 shard stays what it reads).
+TEST_P(VocabParallelTest, LmHeadInBf16ReturnsTheSameLogitsWithinBf16Rounding) {
+  const int tp = GetParam();
+  const Tensor w = RandomTensor({kVocab, kHidden}, 4), x = RandomTensor({5, kHidden}, 5);
+  const Tensor want = ReferenceLinear(x, w, Tensor());
+  RunOnLocalRanks(tp, [&](int, CommGroup& comm) {
+    auto head = ParallelLMHead::Create(kHidden, kVocab, &comm);
+    ASSERT_TRUE(head.ok());
+    ASSERT_TRUE((*head)->WeightLoader((*head)->weight(), w).ok());
+    ASSERT_TRUE((*head)->PackWeightBf16().ok());
+    EXPECT_TRUE((*head)->weight_is_bf16());
+    EXPECT_TRUE((*head)->weight().empty());
+    auto logits = (*head)->Forward(x);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    EXPECT_EQ(logits->shape(), (Shape{5, kVocab}));
+    EXPECT_LT(RelativeError(*logits, want), 2e-2);
+    EXPECT_FALSE((*head)->WeightLoader((*head)->weight(), w).ok());
+
+    auto emb = VocabParallelEmbedding::Create(kVocab, kHidden, &comm);
+    ASSERT_TRUE(emb.ok());
+    auto tied = ParallelLMHead::Create(kHidden, kVocab, &comm, emb->get());
+    ASSERT_TRUE(tied.ok());
+    EXPECT_EQ((*tied)->PackWeightBf16().code(), absl::StatusCode::kFailedPrecondition);
+  });
+}
+
 TEST_P(VocabParallelTest, RejectsOutOfRangeIdsOnEveryRank) {
   const int tp = GetParam();
   RunOnLocalRanks(tp, [&](int, CommGroup& comm) {

@@ -71,9 +71,11 @@ absl::Status LlamaModel::LoadWeights(const Checkpoint& ckpt, CpuWeights weights)
   }
   TPSERVE_RETURN_IF_ERROR(LoadNorm(reader, "model.norm.weight", hidden, final_norm_));
   if (config_.tie_word_embeddings) return absl::OkStatus();
-  return reader.Load("lm_head.weight", {vocab, hidden}, [&](const Tensor& t) {
+  TPSERVE_RETURN_IF_ERROR(reader.Load("lm_head.weight", {vocab, hidden}, [&](const Tensor& t) {
     return lm_head_->WeightLoader(lm_head_->weight(), t);
-  });
+  }));
+  if (weights == CpuWeights::kBFloat16) return lm_head_->PackWeightBf16();
+  return absl::OkStatus();
 }
 
 KvCacheShape LlamaModel::CacheShape(int num_blocks, int block_size) const {

@@ -126,10 +126,9 @@ absl::Status Coordinate(const Flags& f) {
   TPSERVE_RETURN_IF_ERROR(WriteSyntheticLlama(f.dir, spec));
   const double params = static_cast<double>(spec.NumParameters());
   // A decode step reads every weight once, except that only one embedding row is read;
-  // in bf16 mode the layers' weights are 2 bytes each and the LM head stays fp32.
+  // in bf16 mode the layers' and the (untied) LM head's weights are 2 bytes each.
   const double head = double(spec.vocab_size) * spec.hidden_size;
-  const double step_bytes = f.dtype == "bfloat16" ? 2.0 * (params - 2 * head) + 4.0 * head
-                                                  : 4.0 * (params - head);
+  const double step_bytes = (f.dtype == "bfloat16" ? 2.0 : 4.0) * (params - head);
   std::printf("model: %.1fM parameters (hidden %d, %d layers, heads %d/%d, intermediate %d, "
               "vocab %d), %s layer weights, decode reads %.0f MB/step\n",
               params / 1e6, spec.hidden_size, spec.num_layers, spec.num_heads,
