@@ -23,7 +23,8 @@ absl::Status CheckRange(const char* flag, int64_t value, int64_t low, int64_t hi
 // Integer flags, parsed as int64 and range-checked into the int fields by Validate.
 struct IntFlags {
   int64_t tp, port, metrics_port, http_port, kv_blocks, kv_memory_mb, kv_block_size, max_context,
-      max_batch_tokens, max_sequences, max_queue, step_timeout_ms, start_timeout_s, drain_grace_ms;
+      max_batch_tokens, max_sequences, max_queue, step_timeout_ms, step_timeout_per_token_ms,
+      start_timeout_s, drain_grace_ms;
 };
 
 void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
@@ -82,6 +83,9 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
   args.AddInt("max-sequences", &i.max_sequences, "sequences per engine step");
   args.AddInt("max-queue", &i.max_queue, "waiting requests before RESOURCE_EXHAUSTED");
   args.AddInt("step-timeout-ms", &i.step_timeout_ms, "deadline of one step on every rank");
+  args.AddInt("step-timeout-per-token-ms", &i.step_timeout_per_token_ms,
+              "added to a step's deadline for each token it computes (default 100), so a "
+              "long prefill on a slow machine is not taken for a hung rank");
   args.AddInt("start-timeout-s", &i.start_timeout_s, "deadline for the pool to be ready");
   args.AddInt("drain-grace-ms", &i.drain_grace_ms, "time in-flight requests get on SIGTERM");
   args.AddString("tls-cert-file", &c.tls_cert_file,
@@ -110,6 +114,7 @@ IntFlags Defaults(const ServerConfig& c) {
           c.limits.max_sequences(),
           c.max_queue,
           c.step_timeout_ms,
+          c.step_timeout_per_token_ms,
           c.start_timeout_s,
           c.drain_grace_ms};
 }
@@ -125,6 +130,7 @@ absl::Status Narrow(const IntFlags& i, ServerConfig& c) {
       {"kv-block-size", {i.kv_block_size, &c.kv_block_size}},
       {"max-queue", {i.max_queue, &c.max_queue}},
       {"step-timeout-ms", {i.step_timeout_ms, &c.step_timeout_ms}},
+      {"step-timeout-per-token-ms", {i.step_timeout_per_token_ms, &c.step_timeout_per_token_ms}},
       {"start-timeout-s", {i.start_timeout_s, &c.start_timeout_s}},
       {"drain-grace-ms", {i.drain_grace_ms, &c.drain_grace_ms}},
   };
@@ -200,6 +206,7 @@ absl::Status ServerConfig::Validate() const {
       {"max-sequences", limits.max_sequences(), 1, kMaxMaxSequences},
       {"max-queue", max_queue, 1, 1 << 24},
       {"step-timeout-ms", step_timeout_ms, 1, 3600000},
+      {"step-timeout-per-token-ms", step_timeout_per_token_ms, 0, 60000},
       {"start-timeout-s", start_timeout_s, 1, 86400},
       {"drain-grace-ms", drain_grace_ms, 0, 3600000},
   };

@@ -51,6 +51,7 @@ struct ServerConfig {
   BatchLimits limits = DefaultBatchLimits();
   int max_queue = 256;
   int step_timeout_ms = 30000;
+  int step_timeout_per_token_ms = 100;  // added to a step's deadline per token it computes
   int start_timeout_s = 300;
   int drain_grace_ms = 30000;         // in-flight requests get this long after SIGTERM
   // The public port's security; main reads the files at start (server/tls_files.h,

@@ -159,6 +159,7 @@ absl::StatusOr<WorkerPoolOptions> PoolOptions(const ServerConfig& config,
   pool.limits = limits;
   pool.start_timeout = absl::Seconds(config.start_timeout_s);
   pool.step_timeout = absl::Milliseconds(config.step_timeout_ms);
+  pool.step_timeout_per_token = absl::Milliseconds(config.step_timeout_per_token_ms);
   TPSERVE_RETURN_IF_ERROR(pool.Validate());
   return pool;
 }

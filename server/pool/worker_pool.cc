@@ -62,7 +62,8 @@ absl::Status WorkerPoolOptions::Validate() const {
   TPSERVE_RETURN_IF_ERROR(ValidateBatchLimits(limits, "worker pool: limits"));
   if (generation < 0) return bad("worker pool: generation must be ≥ 0");
   if (start_timeout <= absl::ZeroDuration() || step_timeout <= absl::ZeroDuration() ||
-      comm_timeout < absl::ZeroDuration() || stop_grace < absl::ZeroDuration()) {
+      comm_timeout < absl::ZeroDuration() || stop_grace < absl::ZeroDuration() ||
+      step_timeout_per_token < absl::ZeroDuration()) {
     return bad("worker pool: timeouts must be positive");
   }
   return absl::OkStatus();

@@ -17,7 +17,8 @@
 // any); everything it started is torn down by then. RunStep() with a step number that
 // does not follow the last one is INVALID_ARGUMENT and sends nothing (the pool stays
 // healthy). A failed step returns as soon as the failure is known (a missed deadline:
-// at step_timeout); the supervisor tears the ranks down meanwhile, and Shutdown() or
+// at step_timeout plus step_timeout_per_token for each token the step computes); the
+// supervisor tears the ranks down meanwhile, and Shutdown() or
 // the destructor waits for that.
 //
 // Threading: RunStep from one thread (the engine's); the rest from any. A supervisor
@@ -68,6 +69,11 @@ struct WorkerPoolOptions {
   BatchLimits limits = DefaultBatchLimits();
   absl::Duration start_timeout = absl::Minutes(5);  // attach + load + Ready
   absl::Duration step_timeout = absl::Seconds(30);  // one step, all ranks
+  // Added to a step's deadline per token the ranks compute in it (num_new_tokens of its
+  // sequences), so that a long prefill on a slow machine (a 2,048-token chunk took 80 s
+  // on one core) is waited for while a hung rank on a small step is still caught at
+  // step_timeout. 100 ms is ten tokens a second, below any healthy rank's rate.
+  absl::Duration step_timeout_per_token = absl::Milliseconds(100);
   // Bounds each collective inside a step; 0: step_timeout.
   absl::Duration comm_timeout = absl::ZeroDuration();
   // After Shutdown is sent, how long spawned workers get before SIGTERM, and again

@@ -81,6 +81,7 @@ struct WorkerPool::Impl : public WorkerListener {
   // there, so a rank that stops reading (its stream's window full, the sender's write
   // blocked) fails the step in time too.
   absl::Time step_started ABSL_GUARDED_BY(mu) = absl::InfiniteFuture();
+  absl::Duration step_allowed ABSL_GUARDED_BY(mu);  // its deadline, from step_started
   std::shared_ptr<const worker::v1::FrontendMessage> outbox ABSL_GUARDED_BY(mu);  // for sender
   int num_delivered ABSL_GUARDED_BY(mu) = 0;  // ranks the awaited plan was written to
   bool sender_exit ABSL_GUARDED_BY(mu) = false;

@@ -6,6 +6,7 @@
 // The writes run on the pool's sender thread, not the caller's: a rank that stops
 // reading blocks its stream's write (flow control) until the teardown ends the rank,
 // and that must not hold the step past its deadline.
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +24,18 @@ using worker::v1::FrontendMessage;
 using worker::v1::StepPlan;
 using worker::v1::StepResult;
 
+namespace {
+
+// Tokens the ranks compute in `plan`.
+int64_t ComputedTokens(const StepPlan& plan) {
+  int64_t tokens = 0;
+  for (const auto& seq : plan.new_sequences()) tokens += std::max(seq.num_new_tokens(), 0);
+  for (const auto& seq : plan.running()) tokens += std::max(seq.num_new_tokens(), 0);
+  return tokens;
+}
+
+}  // namespace
+
 absl::StatusOr<StepResult> WorkerPool::Impl::RunStep(const StepPlan& plan) {
   auto message = std::make_shared<FrontendMessage>();
   *message->mutable_step_plan() = plan;
@@ -37,6 +50,8 @@ absl::StatusOr<StepResult> WorkerPool::Impl::RunStep(const StepPlan& plan) {
   }
   awaited_step = plan.step();
   step_started = absl::Now();
+  // The deadline follows the step's work: a slow but healthy prefill is not a hang.
+  step_allowed = options.step_timeout + options.step_timeout_per_token * ComputedTokens(plan);
   results.assign(options.tp, std::nullopt);
   num_results = 0;
   num_delivered = 0;
@@ -44,7 +59,7 @@ absl::StatusOr<StepResult> WorkerPool::Impl::RunStep(const StepPlan& plan) {
   auto answered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return num_results == options.tp || !failure.ok();
   };
-  if (!mu.AwaitWithDeadline(absl::Condition(&answered), step_started + options.step_timeout)) {
+  if (!mu.AwaitWithDeadline(absl::Condition(&answered), step_started + step_allowed)) {
     Fail(absl::DeadlineExceededError(LateRanks()));
   }
   // The supervisor tears the ranks down; the caller learns of the failure now, not
@@ -64,7 +79,8 @@ std::string WorkerPool::Impl::LateRanks() const {
     if (!results[r]) absl::StrAppend(&late, late.empty() ? "" : ", ", r);
   }
   std::string text = absl::StrCat("rank(s) ", late, " did not answer step ", awaited_step,
-                                  " within ", absl::FormatDuration(options.step_timeout));
+                                  " within ", absl::FormatDuration(step_allowed),
+                                  " (the step timeout plus its tokens' allowance)");
   if (num_delivered < options.tp) {
     absl::StrAppend(&text, "; the plan reached ", num_delivered, " of ", options.tp,
                     " ranks (rank ", num_delivered, " stopped reading)");

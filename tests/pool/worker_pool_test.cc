@@ -215,6 +215,33 @@ TEST_F(WorkerPoolTest, HungWorkerFailsItsStepAtTheDeadline) {
   ExpectTornDown(**pool, pids);
 }
 
+// The deadline follows the step's work: a step computing N tokens is waited for
+// step_timeout + N × step_timeout_per_token (a long prefill on a slow machine is no
+// hang), and a hung rank is still caught right then.
+TEST_F(WorkerPoolTest, TheStepDeadlineGrowsWithTheTokensItComputes) {
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool;
+  absl::Mutex mu;
+  absl::Time lost_at = absl::InfiniteFuture();
+  WorkerPoolOptions o = Options();
+  o.step_timeout_per_token = absl::Milliseconds(1);
+  // Every rank stopped: a running one would refuse this bare plan at once.
+  const std::vector<int64_t> pids = StopRanks(pool, o, &mu, &lost_at, /*all=*/true);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  worker::v1::StepPlan plan;
+  plan.set_step(1);
+  plan.add_new_sequences()->set_num_new_tokens(600);
+  plan.add_running()->set_num_new_tokens(400);
+  const absl::Duration allowed = kStepTimeout + absl::Milliseconds(1000);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<worker::v1::StepResult> result = (*pool)->RunStep(plan);
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable) << result.status();
+  EXPECT_NE(result.status().message().find("within 2s"), std::string::npos) << result.status();
+  EXPECT_GE(took, allowed);
+  EXPECT_LT(took, allowed + kLateness);
+  ExpectTornDown(**pool, pids);
+}
+
 // Ranks that stop reading while a plan bigger than a stream's flow-control window is
 // sent (every rank, so the first write blocks whatever the rank order): the write
 // blocks, and the step deadline must still end the step (it counts from the sending),
