@@ -1,5 +1,7 @@
 #include "worker/layers/embedding.h"
 
+#include "worker/dtype.h"
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -40,8 +42,17 @@ VocabParallelEmbedding::VocabParallelEmbedding(int64_t num_embeddings, int64_t e
                                                std::optional<int64_t> padding_idx)
     : comm_(comm),
       num_embeddings_(num_embeddings),
+      embedding_dim_(embedding_dim),
+      rows_(PaddedVocabSize(num_embeddings, comm->size()) / comm->size()),
       padding_idx_(padding_idx),
-      weight_({PaddedVocabSize(num_embeddings, comm->size()) / comm->size(), embedding_dim}) {}
+      weight_({rows_, embedding_dim}) {}
+
+void VocabParallelEmbedding::ConvertWeightBf16() {
+  if (weight_is_bf16()) return;
+  bf16_weight_.resize(static_cast<size_t>(weight_.numel()));
+  FloatsToBf16(weight_.data(), bf16_weight_.size(), bf16_weight_.data());
+  weight_ = Tensor();
+}
 
 absl::StatusOr<std::unique_ptr<VocabParallelEmbedding>> VocabParallelEmbedding::Create(
     int64_t num_embeddings, int64_t embedding_dim, CommGroup* comm,
@@ -61,7 +72,7 @@ absl::StatusOr<std::unique_ptr<VocabParallelEmbedding>> VocabParallelEmbedding::
 }
 
 absl::StatusOr<Tensor> VocabParallelEmbedding::Forward(absl::Span<const int32_t> ids) const {
-  const int64_t rows = weight_.dim(0), hidden = weight_.dim(1);
+  const int64_t rows = rows_, hidden = embedding_dim_;
   const int64_t start = comm_->rank() * rows;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= num_embeddings_) {
@@ -74,7 +85,13 @@ absl::StatusOr<Tensor> VocabParallelEmbedding::Forward(absl::Span<const int32_t>
   for (size_t i = 0; i < ids.size(); ++i) {
     const int64_t local = ids[i] - start;  // ids of other ranks' slices stay zero here
     if (local >= 0 && local < rows) {
-      std::memcpy(out.row(i), weight_.row(local), hidden * sizeof(float));
+      if (weight_is_bf16()) {
+        const uint16_t* row = bf16_weight_.data() + local * hidden;
+        float* dst = out.row(i);
+        for (int64_t j = 0; j < hidden; ++j) dst[j] = Bf16ToFloat(row[j]);
+      } else {
+        std::memcpy(out.row(i), weight_.row(local), hidden * sizeof(float));
+      }
     }
   }
   if (comm_->size() > 1) {
@@ -88,6 +105,9 @@ absl::Status VocabParallelEmbedding::WeightLoader(Tensor& param, const Tensor& l
   if (&param != &weight_ || !std::holds_alternative<std::monostate>(shard_id)) {
     return absl::InvalidArgumentError(
         "VocabParallelEmbedding has one parameter (weight) and takes no shard id");
+  }
+  if (weight_is_bf16()) {
+    return absl::FailedPreconditionError("VocabParallelEmbedding: the table is bf16 already");
   }
   return LoadVocabShard(weight_, loaded_weight, num_embeddings_, comm_->rank(),
                         "VocabParallelEmbedding");
@@ -116,11 +136,19 @@ absl::StatusOr<std::unique_ptr<ParallelLMHead>> ParallelLMHead::Create(
 }
 
 absl::Status ParallelLMHead::PackWeightBf16() {
-  if (tied_ != nullptr) {
-    return absl::FailedPreconditionError("ParallelLMHead: a tied head reads the embedding's weight");
-  }
   if (packed_ != nullptr) return absl::OkStatus();
-  TPSERVE_ASSIGN_OR_RETURN(packed_, PackAndFreeBf16(own_weight_));
+  if (tied_ == nullptr) {
+    TPSERVE_ASSIGN_OR_RETURN(packed_, PackAndFreeBf16(own_weight_));
+    return absl::OkStatus();
+  }
+  if (tied_->weight_is_bf16()) {
+    return absl::FailedPreconditionError(
+        "ParallelLMHead: pack a tied head before its embedding goes to bf16");
+  }
+  const Tensor& w = tied_->weight();  // [Vp/T, H], the embedding's
+  TPSERVE_ASSIGN_OR_RETURN(PackedBf16Weight packed,
+                           PackedBf16Weight::FromFloat(w.data(), w.dim(0), w.dim(1)));
+  packed_ = std::make_unique<PackedBf16Weight>(std::move(packed));
   return absl::OkStatus();
 }
 
@@ -130,6 +158,10 @@ absl::StatusOr<Tensor> ParallelLMHead::Forward(const Tensor& x) const {
                                                    "], got ", ShapeToString(x.shape())));
   }
   const int64_t n = x.dim(0);
+  if (packed_ == nullptr && tied_ != nullptr && tied_->weight_is_bf16()) {
+    return absl::FailedPreconditionError(
+        "ParallelLMHead: the tied embedding went to bf16 before the head was packed");
+  }
   const int64_t rows = packed_ != nullptr ? packed_->n_out() : shard().dim(0);
   Tensor local({n, rows});  // [n, Vp/T]
   if (packed_ != nullptr) {

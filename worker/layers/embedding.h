@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -41,9 +42,17 @@ class VocabParallelEmbedding {
   absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
                             const ShardId& shard_id = kNoShard);
 
-  Tensor& weight() { return weight_; }  // [Vp/T, H]
+  // The loaded table rounded to bf16 (nearest even) and the fp32 copy freed: a lookup
+  // then widens its rows back (exact), at half the table's memory. A head tied to this
+  // embedding must have packed its own bf16 copy first (ParallelLMHead::PackWeightBf16).
+  // Idempotent.
+  void ConvertWeightBf16();
+  bool weight_is_bf16() const { return !bf16_weight_.empty(); }
+
+  Tensor& weight() { return weight_; }  // [Vp/T, H]; empty once converted to bf16
   const Tensor& weight() const { return weight_; }
   int64_t num_embeddings() const { return num_embeddings_; }
+  int64_t embedding_dim() const { return embedding_dim_; }
   std::optional<int64_t> padding_idx() const { return padding_idx_; }
 
  private:
@@ -51,8 +60,11 @@ class VocabParallelEmbedding {
                          std::optional<int64_t> padding_idx);
   CommGroup* comm_;
   int64_t num_embeddings_;
+  int64_t embedding_dim_;
+  int64_t rows_;  // Vp/T
   std::optional<int64_t> padding_idx_;
   Tensor weight_;  // [Vp/T, H]
+  std::vector<uint16_t> bf16_weight_;  // [Vp/T, H] bf16 bits, once converted
 };
 
 // LM head: ColumnParallelLinear(gather_output=True) over the same padded vocab split,
@@ -70,9 +82,9 @@ class ParallelLMHead {
   // Untied only: slices the [V, H] lm_head.weight into this rank's [Vp/T, H].
   absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
                             const ShardId& shard_id = kNoShard);
-  // Untied only: the loaded weight as bf16 packed for MatMulBf16, the fp32 copy freed
-  // (a tied head keeps reading the embedding's fp32 shard, which the lookups need).
-  // FailedPrecondition when tied. Idempotent.
+  // The weight as bf16 packed for MatMulBf16: an untied head's own, its fp32 copy freed;
+  // a tied head packs a copy of the embedding's shard, which must still be fp32 (call
+  // this before the embedding's ConvertWeightBf16). Idempotent.
   absl::Status PackWeightBf16();
   bool weight_is_bf16() const { return packed_ != nullptr; }
   Tensor& weight() { return own_weight_; }  // [Vp/T, H]; empty when tied or packed

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "worker/dtype.h"
 #include "worker/comm/local_comm_group.h"
 #include "worker/layers/test_util.h"
 
@@ -80,11 +81,33 @@ TEST_P(VocabParallelTest, LmHeadInBf16ReturnsTheSameLogitsWithinBf16Rounding) {
     EXPECT_LT(RelativeError(*logits, want), 2e-2);
     EXPECT_FALSE((*head)->WeightLoader((*head)->weight(), w).ok());
 
+    // Tied: the head packs its copy from the embedding's fp32 table, then the table goes
+    // to bf16 rows; lookups give the bf16-rounded rows exactly.
     auto emb = VocabParallelEmbedding::Create(kVocab, kHidden, &comm);
     ASSERT_TRUE(emb.ok());
+    ASSERT_TRUE((*emb)->WeightLoader((*emb)->weight(), w).ok());
     auto tied = ParallelLMHead::Create(kHidden, kVocab, &comm, emb->get());
     ASSERT_TRUE(tied.ok());
-    EXPECT_EQ((*tied)->PackWeightBf16().code(), absl::StatusCode::kFailedPrecondition);
+    auto unpacked = ParallelLMHead::Create(kHidden, kVocab, &comm, emb->get());
+    ASSERT_TRUE(unpacked.ok());
+    ASSERT_TRUE((*tied)->PackWeightBf16().ok());
+    (*emb)->ConvertWeightBf16();
+    EXPECT_TRUE((*emb)->weight_is_bf16());
+    EXPECT_TRUE((*emb)->weight().empty());
+    auto tied_logits = (*tied)->Forward(x);
+    ASSERT_TRUE(tied_logits.ok()) << tied_logits.status();
+    EXPECT_LT(RelativeError(*tied_logits, want), 2e-2);
+    EXPECT_EQ((*unpacked)->Forward(x).status().code(), absl::StatusCode::kFailedPrecondition);
+    const std::vector<int32_t> ids = {0, kVocab - 1, 3};
+    auto rows = (*emb)->Forward(ids);
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      for (int64_t j = 0; j < kHidden; ++j) {
+        EXPECT_EQ(rows->row(i)[j], Bf16ToFloat(FloatToBf16(w.row(ids[i])[j])));
+      }
+    }
+    EXPECT_EQ((*emb)->WeightLoader((*emb)->weight(), w).code(),
+              absl::StatusCode::kFailedPrecondition);
   });
 }
 

@@ -70,11 +70,16 @@ absl::Status LlamaModel::LoadWeights(const Checkpoint& ckpt, CpuWeights weights)
     }
   }
   TPSERVE_RETURN_IF_ERROR(LoadNorm(reader, "model.norm.weight", hidden, final_norm_));
-  if (config_.tie_word_embeddings) return absl::OkStatus();
-  TPSERVE_RETURN_IF_ERROR(reader.Load("lm_head.weight", {vocab, hidden}, [&](const Tensor& t) {
-    return lm_head_->WeightLoader(lm_head_->weight(), t);
-  }));
-  if (weights == CpuWeights::kBFloat16) return lm_head_->PackWeightBf16();
+  if (!config_.tie_word_embeddings) {
+    TPSERVE_RETURN_IF_ERROR(reader.Load("lm_head.weight", {vocab, hidden}, [&](const Tensor& t) {
+      return lm_head_->WeightLoader(lm_head_->weight(), t);
+    }));
+  }
+  if (weights == CpuWeights::kBFloat16) {
+    // The head first: a tied one packs its copy from the embedding's fp32 table.
+    TPSERVE_RETURN_IF_ERROR(lm_head_->PackWeightBf16());
+    embed_->ConvertWeightBf16();
+  }
   return absl::OkStatus();
 }
 

@@ -38,8 +38,8 @@ class LlamaModel {
   // kBFloat16 (the CPU backend's bf16 mode): each decoder layer's linear weights
   // (attention and MLP) are packed to bf16 for MatMulBf16 as soon as that layer has
   // loaded, and their fp32 copies freed, so the load never holds the fp32 layers at
-  // once; an untied LM head is packed too; the embedding (and a head tied to it) stays
-  // fp32 for now. Backends that copy the shards
+  // once; then the LM head is packed too (a tied one from the embedding's table) and
+  // the embedding's table goes to bf16 rows. Backends that copy the shards
   // to a device read the fp32 weights: they load kFloat32.
   absl::Status LoadWeights(const Checkpoint& ckpt, CpuWeights weights = CpuWeights::kFloat32);
 
