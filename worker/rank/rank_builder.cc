@@ -132,19 +132,26 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> MakeRank(
   return RankExecutor::Create(std::move(comm), std::move(model), options);
 }
 
-// Whether the fp32 host copy of this rank's shards fits, before any of it is allocated:
-// the ranks of a host (world_size of them, as CpuFractionBudget assumes) share its
-// memory. On CUDA this copy is the staging of the upload, and the device check follows
-// in CreateCudaLlamaModel.
-absl::Status CheckHostWeightsFit(const ModelConfig& config, int world_size) {
-  const int64_t per_rank = RankWeightBytes(config, world_size, sizeof(float));
+// Whether this rank's host copy of its shards fits, before any of it is allocated: the
+// ranks of a host (world_size of them, as CpuFractionBudget assumes) share its memory.
+// In fp32 that is the whole copy (on CUDA, the staging of the upload, and the device
+// check follows in CreateCudaLlamaModel). With bf16 weights the load's peak is the bf16
+// shards plus, at its end, the embedding's and the LM head's fp32 shards (converted
+// last) — so a 7B bf16 checkpoint needs its bf16 size, not twice it.
+absl::Status CheckHostWeightsFit(const ModelConfig& config, int world_size, bool bf16) {
+  int64_t per_rank = RankWeightBytes(config, world_size, bf16 ? 2 : sizeof(float));
+  if (bf16) {
+    const int64_t vocab_shard =
+        (int64_t{config.vocab_size} + world_size - 1) / world_size * config.hidden_size;
+    per_rank += 2 * vocab_shard * static_cast<int64_t>(sizeof(float));
+  }
   const int64_t need = per_rank * world_size;
   const int64_t available = AvailableHostBytes();
   if (need <= available) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
-      "the weights take ", per_rank, " bytes per rank in fp32 (", need, " bytes for the ",
-      world_size, " rank(s) of this host), more than the host's available memory (", available,
-      " bytes, MemAvailable)"));
+      "the weights take ", per_rank, " bytes per rank in ", bf16 ? "bf16" : "fp32", " (", need,
+      " bytes for the ", world_size, " rank(s) of this host), more than the host's available "
+      "memory (", available, " bytes, MemAvailable)"));
 }
 
 absl::Duration CommTimeout(const Assignment& a) {
@@ -163,10 +170,11 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> BuildCpuRank(const Assignment& a,
   // Peers attach and open their files at different times; the frontend's start timeout
   // bounds the whole start anyway.
   gloo.connect_timeout = std::max(gloo.timeout, absl::Minutes(5));
-  TPSERVE_RETURN_IF_ERROR(CheckHostWeightsFit(files.config, a.world_size()));
-  TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<GlooCommGroup> comm, GlooCommGroup::Create(gloo));
   const CpuWeights weights =
       a.dtype() == "bfloat16" ? CpuWeights::kBFloat16 : CpuWeights::kFloat32;
+  TPSERVE_RETURN_IF_ERROR(CheckHostWeightsFit(files.config, a.world_size(),
+                                              weights == CpuWeights::kBFloat16));
+  TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<GlooCommGroup> comm, GlooCommGroup::Create(gloo));
   TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
                            LoadModel(files, comm.get(), weights));
   auto runner = std::make_unique<CpuModelRunner>(std::move(model));
@@ -192,7 +200,7 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> BuildCudaRank(const Assignment& a,
   model.limits = a.limits();  // the buffers are sized for them
   model.step_timeout = nccl.timeout;
   model.cuda_graphs = !a.eager_decode();
-  TPSERVE_RETURN_IF_ERROR(CheckHostWeightsFit(files.config, a.world_size()));
+  TPSERVE_RETURN_IF_ERROR(CheckHostWeightsFit(files.config, a.world_size(), /*bf16=*/false));
   TPSERVE_ASSIGN_OR_RETURN(CudaRank rank, LoadCudaRank(files, nccl, model));
   std::fprintf(stderr, "tpserve_worker: rank %d: decode steps %s\n", a.rank(),
                model.cuda_graphs ? "replay CUDA graphs" : "run eagerly (--enforce-eager)");

@@ -110,7 +110,9 @@ TEST(BuildRankTest, WeightsThatCannotFitAreRefusedBeforeLoading) {
   a.mutable_kv_cache()->set_num_blocks(1);
   ExpectError(a, absl::StatusCode::kResourceExhausted,
               "bytes per rank in fp32 (554054123520 bytes for the 1 rank(s) of this host), more "
-              "than the host's available memory");
+              "than the host's available memory");  // With bf16 weights the check counts what the bf16 load holds: about half.
+  a.set_dtype("bfloat16");
+  ExpectError(a, absl::StatusCode::kResourceExhausted, "bytes per rank in bf16 (");
 }
 
 // The one KV budget rule: blocks as assigned, else as many as the bytes hold, else the
