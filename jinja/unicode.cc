@@ -4,31 +4,12 @@
 #include <unicode/locid.h>
 #include <unicode/unistr.h>
 
+#include "base/utf8.h"
+
 namespace tpserve::jinja {
 namespace {
 
 constexpr char32_t kReplacement = 0xFFFD;
-
-// Length of the UTF-8 sequence starting at s[pos], or 0 if it is not well formed.
-size_t SequenceLength(std::string_view s, size_t pos) {
-  const unsigned char lead = s[pos];
-  size_t len = 0;
-  if (lead < 0x80) return 1;
-  if (lead >= 0xC2 && lead <= 0xDF) len = 2;
-  else if (lead >= 0xE0 && lead <= 0xEF) len = 3;
-  else if (lead >= 0xF0 && lead <= 0xF4) len = 4;
-  else return 0;
-  if (pos + len > s.size()) return 0;
-  for (size_t i = 1; i < len; ++i) {
-    if ((static_cast<unsigned char>(s[pos + i]) & 0xC0) != 0x80) return 0;
-  }
-  const unsigned char second = s[pos + 1];
-  if (lead == 0xE0 && second < 0xA0) return 0;  // overlong
-  if (lead == 0xED && second > 0x9F) return 0;  // surrogate
-  if (lead == 0xF0 && second < 0x90) return 0;  // overlong
-  if (lead == 0xF4 && second > 0x8F) return 0;  // above U+10FFFF
-  return len;
-}
 
 std::string FromIcu(const icu::UnicodeString& u) {
   std::string out;
@@ -48,7 +29,7 @@ std::string LowerChar(char32_t cp) {
 }  // namespace
 
 char32_t NextCodePoint(std::string_view s, size_t* pos) {
-  const size_t len = SequenceLength(s, *pos);
+  const size_t len = ValidUtf8SequenceLength(s, *pos);
   const unsigned char lead = s[*pos];
   if (len == 0) {
     ++*pos;
@@ -80,24 +61,6 @@ size_t CodePointCount(std::string_view s) {
     ++count;
   }
   return count;
-}
-
-void AppendUtf8(char32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
 }
 
 bool IsPySpace(char32_t cp) {

@@ -18,7 +18,6 @@ std::vector<std::string_view> SplitCodePoints(std::string_view s);
 size_t CodePointCount(std::string_view s);
 // Decodes the code point starting at s[*pos] and advances *pos past it.
 char32_t NextCodePoint(std::string_view s, size_t* pos);
-void AppendUtf8(char32_t cp, std::string* out);
 
 // Python's str.isspace() for one code point.
 bool IsPySpace(char32_t cp);
