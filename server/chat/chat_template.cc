@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/json_file.h"
 #include "base/status_macros.h"
-#include "base/utf8.h"
+#include "jinja/unicode.h"
 
 namespace tpserve {
 namespace {
@@ -21,35 +21,14 @@ constexpr uint64_t kMaxTemplateBytes = uint64_t{1} << 20;
 // transformers marks the final message with this to find where its content ends.
 constexpr absl::string_view kContinueTag = "CONTINUE_FINAL_MESSAGE_TAG ";
 
-// Python's str.isspace, for the code points it holds true.
-bool PyIsSpace(char32_t c) {
-  return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202f || c == 0x205f || c == 0x3000;
-}
-
-// Python's str.rstrip() / str.strip() on UTF-8 text.
-std::string PyRstrip(absl::string_view text) {
-  size_t end = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const char32_t c = NextCodePoint(std::string_view(text.data(), text.size()), &pos);
-    if (!PyIsSpace(c)) end = pos;
-  }
-  return std::string(text.substr(0, end));
-}
-
+// Python's str.strip() and str.rstrip(), as transformers applies them to the render.
 std::string PyStrip(absl::string_view text) {
-  size_t pos = 0;
-  size_t begin = text.size();
-  while (pos < text.size()) {
-    const size_t at = pos;
-    if (!PyIsSpace(NextCodePoint(std::string_view(text.data(), text.size()), &pos))) {
-      begin = at;
-      break;
-    }
-  }
-  return PyRstrip(text.substr(begin));
+  return std::string(jinja::PyStrip(std::string_view(text.data(), text.size()), nullptr,
+                                    /*left=*/true, /*right=*/true));
+}
+std::string PyRstrip(absl::string_view text) {
+  return std::string(jinja::PyStrip(std::string_view(text.data(), text.size()), nullptr,
+                                    /*left=*/false, /*right=*/true));
 }
 
 // What the template sees of a message, as apply_chat_template prepares it: keys whose
