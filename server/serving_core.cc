@@ -252,12 +252,8 @@ absl::StatusOr<std::shared_ptr<GenerateCall>> ServingCore::StartGenerate(
         // this status, before the sink saw anything.
         shared->remaining -= n - i;
         to_abort = shared->ids;
-        if (!shared->ended) {
-          shared->detached = true;
-          shared->EndLocked(id.status());
-        } else {
-          shared->detached = true;
-        }
+        shared->detached = true;
+        if (!shared->ended) shared->EndLocked(id.status());
       } else {
         shared->ids.push_back(*id);
         // A completion that failed meanwhile ended the call: this one goes too.
