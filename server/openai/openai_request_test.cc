@@ -121,6 +121,10 @@ TEST(ReadCompletionRequest, SamplingFieldsAndTheirLimits) {
       {R"({"prompt": "x", "response_format": {"type": "json_object"}})", "response_format"},
       {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
       {R"({"prompt": "x", "request_id": "a\nb"})", "request_id"},
+      {R"({"prompt": "x", "stream": true, "stream_options": {"continuous_usage_stats": true}})",
+       "stream_options.continuous_usage_stats"},
+      {R"({"prompt": "x", "audio": {"voice": "alloy"}})", "audio"},
+      {R"({"prompt": "x", "modalities": ["text", "audio"]})", "modalities"},
   };
   for (const auto& b : bad) {
     SCOPED_TRACE(b.body);

@@ -131,6 +131,13 @@ absl::Status RefuseUnsupported(const OrderedJson& body) {
     return ParamError("include_stop_str_in_output",
                       "include_stop_str_in_output is not supported by this server");
   }
+  if (!Member(body, "audio").is_null()) {
+    return ParamError("audio", "audio output is not supported by this server (text only)");
+  }
+  const OrderedJson& modalities = Member(body, "modalities");
+  if (!modalities.is_null() && modalities != OrderedJson::array({"text"})) {
+    return ParamError("modalities", "modalities: only [\"text\"] is supported by this server");
+  }
   for (const char* legacy : {"functions", "function_call"}) {
     if (!Member(body, legacy).is_null()) {
       return ParamError(legacy, absl::StrCat(legacy, " is deprecated by OpenAI and not "
@@ -165,6 +172,11 @@ absl::Status ReadCommon(const OrderedJson& body, absl::string_view served, OpenA
       return ExpectedParam("stream_options.include_usage", "a boolean", usage);
     }
     common->include_usage = usage.is_boolean() && usage.get<bool>();
+    const OrderedJson& continuous = Member(options, "continuous_usage_stats");
+    if (continuous.is_boolean() && continuous.get<bool>()) {
+      return ParamError("stream_options.continuous_usage_stats",
+                        "stream_options.continuous_usage_stats is not supported by this server");
+    }
   }
   TPSERVE_ASSIGN_OR_RETURN(std::optional<std::string> user, OptString(body, "user"));
   common->user = user.value_or("");
