@@ -2,7 +2,10 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <cstdlib>
 #include <new>
 #include <utility>
@@ -10,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/check.h"
+#include "base/parallel_for.h"
 
 namespace tpserve {
 
@@ -34,6 +38,74 @@ void* AllocateZeroed(size_t bytes) {
 }
 
 Tensor::Tensor(Shape shape)
+    : shape_(std::move(shape)), data_(static_cast<size_t>(NumElements(shape_))) {}
+
+absl::Status CopyToBf16(const WeightView& src, int64_t row0, int64_t rows, int64_t col0,
+                        int64_t cols, uint16_t* dst, int64_t dst_stride) {
+  if (src.rank() != 2 || row0 < 0 || col0 < 0 || rows < 0 || cols < 0 ||
+      row0 + rows > src.dim(0) || col0 + cols > src.dim(1)) {
+    return absl::InvalidArgumentError(absl::StrCat("rows [", row0, ", ", row0 + rows,
+                                                   ") x columns [", col0, ", ", col0 + cols,
+                                                   ") are outside ", ShapeToString(src.shape)));
+  }
+  if (!IsFloatWeightType(src.dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype ", DTypeName(src.dtype), " does not convert to bf16"));
+  }
+  const size_t element = DTypeSize(src.dtype);
+  const int64_t width = src.dim(1);
+  const uint8_t* base = static_cast<const uint8_t*>(src.data);
+  const DType dtype = src.dtype;
+  std::atomic<int64_t> first_bad{std::numeric_limits<int64_t>::max()};  // flat src index
+  ParallelForBulk(rows, cols * static_cast<int64_t>(element), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const uint8_t* in = base + ((row0 + i) * width + col0) * element;
+      uint16_t* out = dst + i * dst_stride;
+      if (dtype == DType::kBF16) {
+        std::memcpy(out, in, cols * sizeof(uint16_t));
+      } else if (dtype == DType::kF16) {
+        for (int64_t j = 0; j < cols; ++j) {
+          uint16_t h;
+          std::memcpy(&h, in + j * 2, 2);
+          out[j] = FloatToBf16(F16ToFloat(h));
+        }
+      } else {
+        for (int64_t j = 0; j < cols; ++j) {
+          float f;
+          std::memcpy(&f, in + j * 4, 4);
+          out[j] = FloatToBf16(f);
+        }
+      }
+      bool finite = true;  // an all-ones exponent is ±Inf or NaN
+      for (int64_t j = 0; j < cols; ++j) finite &= (out[j] & 0x7f80) != 0x7f80;
+      if (finite) continue;
+      for (int64_t j = 0; j < cols; ++j) {
+        if ((out[j] & 0x7f80) != 0x7f80) continue;
+        const int64_t index = (row0 + i) * width + col0 + j;
+        int64_t seen = first_bad.load();
+        while (index < seen && !first_bad.compare_exchange_weak(seen, index)) {
+        }
+        break;
+      }
+    }
+  });
+  const int64_t bad = first_bad.load();
+  if (bad == std::numeric_limits<int64_t>::max()) return absl::OkStatus();
+  const uint8_t* at = base + bad * element;
+  float value;
+  if (dtype == DType::kF32) {
+    std::memcpy(&value, at, 4);
+  } else {
+    uint16_t h;
+    std::memcpy(&h, at, 2);
+    value = dtype == DType::kF16 ? F16ToFloat(h) : Bf16ToFloat(h);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "holds a value that is not finite in bf16 (", value, ") at [", bad / width, ", ",
+      bad % width, "]; a NaN or Inf weight would make every logit non-finite"));
+}
+
+Bf16Tensor::Bf16Tensor(Shape shape)
     : shape_(std::move(shape)), data_(static_cast<size_t>(NumElements(shape_))) {}
 
 Tensor::Tensor(Shape shape, const std::vector<float>& data)

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "worker/dtype.h"
 
 namespace tpserve {
 
@@ -86,6 +87,45 @@ class Tensor {
  private:
   Shape shape_;
   std::vector<float, ZeroedAllocator<float>> data_;
+};
+
+// A read-only view of a row-major weight as stored in a checkpoint (F32, BF16 or F16,
+// possibly unaligned): what the CPU backend's bf16 mode loads from, converting only the
+// slice a rank keeps, so that no fp32 copy of a weight ever exists.
+struct WeightView {
+  const void* data = nullptr;
+  DType dtype = DType::kBF16;
+  Shape shape;  // [rows, cols]
+
+  int rank() const { return static_cast<int>(shape.size()); }
+  int64_t dim(int i) const { return shape[i]; }
+};
+
+// dst[i·dst_stride + j] = bf16(src[row0 + i, col0 + j]) for i < rows, j < cols: BF16
+// copied, F32 and F16 rounded to nearest even. InvalidArgument if the block is outside
+// src, or naming the index of the first value that is not finite in bf16 (a NaN or Inf
+// weight, or an F32 beyond bf16's range) and why it matters.
+absl::Status CopyToBf16(const WeightView& src, int64_t row0, int64_t rows, int64_t col0,
+                        int64_t cols, uint16_t* dst, int64_t dst_stride);
+
+// A dense row-major tensor of bf16 bits that owns its (zeroed, lazily faulted) storage.
+class Bf16Tensor {
+ public:
+  Bf16Tensor() = default;
+  explicit Bf16Tensor(Shape shape);
+
+  const Shape& shape() const { return shape_; }
+  int64_t dim(int i) const { return shape_[i]; }
+  int64_t numel() const { return static_cast<int64_t>(data_.size()); }
+  bool empty() const { return data_.empty(); }
+  uint16_t* data() { return data_.data(); }
+  const uint16_t* data() const { return data_.data(); }
+  uint16_t* row(int64_t i) { return data_.data() + i * (numel() / shape_[0]); }
+  const uint16_t* row(int64_t i) const { return data_.data() + i * (numel() / shape_[0]); }
+
+ private:
+  Shape shape_;
+  std::vector<uint16_t, ZeroedAllocator<uint16_t>> data_;
 };
 
 // OK if `t` has exactly `expected` shape, else InvalidArgument naming `what`.

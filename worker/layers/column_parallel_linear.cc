@@ -47,6 +47,10 @@ absl::StatusOr<LinearOutput> ColumnParallelLinear::Forward(const Tensor& x) cons
         "ColumnParallelLinear input: expected [n, ", input_size_, "], got ",
         ShapeToString(x.shape())));
   }
+  if (!staged_.empty()) {
+    return absl::FailedPreconditionError(
+        "ColumnParallelLinear: the weight is staged in bf16 but not packed (PackWeightBf16)");
+  }
   const int64_t n = x.dim(0), out = output_size_per_partition_;
   Tensor y({n, out});  // [n, out/T]
   if (packed_ != nullptr) {
@@ -72,52 +76,69 @@ absl::StatusOr<LinearOutput> ColumnParallelLinear::Forward(const Tensor& x) cons
 
 absl::Status ColumnParallelLinear::PackWeightBf16() {
   if (packed_ != nullptr) return absl::OkStatus();
-  TPSERVE_ASSIGN_OR_RETURN(packed_, PackAndFreeBf16(weight_));
+  TPSERVE_ASSIGN_OR_RETURN(packed_,
+                           staged_.empty() ? PackAndFreeBf16(weight_) : PackAndFreeBf16(staged_));
   return absl::OkStatus();
 }
 
-absl::Status ColumnParallelLinear::CopyRows(Tensor& param, const Tensor& loaded,
-                                            int64_t dst_row, int64_t src_row, int64_t rows,
-                                            const char* what) const {
-  if (packed_ != nullptr && &param == &weight_) {
-    return absl::FailedPreconditionError(absl::StrCat(what, ": the weight is packed to bf16 already"));
-  }
-  const int64_t width = param.rank() == 1 ? 1 : param.dim(1);
-  const int64_t loaded_width = loaded.rank() == 1 ? 1 : loaded.dim(1);
-  if (loaded.rank() != param.rank() || loaded_width != width) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": checkpoint tensor ", ShapeToString(loaded.shape()),
-        " does not match parameter ", ShapeToString(param.shape())));
-  }
-  if (src_row < 0 || src_row + rows > loaded.dim(0) || dst_row + rows > param.dim(0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": rows [", src_row, ", ", src_row + rows, ") of checkpoint tensor ",
-        ShapeToString(loaded.shape()), " do not fit parameter ", ShapeToString(param.shape()),
-        " at row ", dst_row));
-  }
-  ParallelCopy(param.data() + dst_row * width, loaded.data() + src_row * width,
-               rows * width * sizeof(float));
-  return absl::OkStatus();
-}
-
-absl::Status ColumnParallelLinear::WeightLoader(Tensor& param, const Tensor& loaded_weight,
-                                                const ShardId& shard_id) {
+absl::StatusOr<ColumnParallelLinear::RowCopy> ColumnParallelLinear::ShardRows(
+    int64_t loaded_rows, const ShardId& shard_id) const {
   if (!std::holds_alternative<std::monostate>(shard_id)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ColumnParallelLinear takes no shard id, got ", ShardIdToString(shard_id)));
   }
-  if (packed_ != nullptr && &param == &weight_) {
+  const int64_t rows = output_size_per_partition_;
+  if (loaded_rows != rows * tp_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("ColumnParallelLinear: checkpoint tensor has ",
+                                                   loaded_rows, " rows, expected ",
+                                                   rows * tp_size()));
+  }
+  return RowCopy{0, tp_rank() * rows, rows, "ColumnParallelLinear"};
+}
+
+absl::Status ColumnParallelLinear::WeightLoader(Tensor& param, const Tensor& loaded_weight,
+                                                const ShardId& shard_id) {
+  if (&param == &weight_ && (packed_ != nullptr || !staged_.empty())) {
     return absl::FailedPreconditionError(
-        "ColumnParallelLinear: the weight is packed to bf16 already");
+        "ColumnParallelLinear: the weight is held in bf16 already");
   }
-  const int64_t rows = param.dim(0);
-  if (loaded_weight.dim(0) != rows * tp_size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ColumnParallelLinear: checkpoint tensor ",
-                     ShapeToString(loaded_weight.shape()), " has ", loaded_weight.dim(0),
-                     " rows, expected ", rows * tp_size()));
+  if (loaded_weight.rank() == 0) {
+    return absl::InvalidArgumentError("ColumnParallelLinear: empty checkpoint tensor");
   }
-  return CopyRows(param, loaded_weight, 0, tp_rank() * rows, rows, "ColumnParallelLinear");
+  TPSERVE_ASSIGN_OR_RETURN(const RowCopy copy, ShardRows(loaded_weight.dim(0), shard_id));
+  const int64_t width = param.rank() == 1 ? 1 : param.dim(1);
+  const int64_t loaded_width = loaded_weight.rank() == 1 ? 1 : loaded_weight.dim(1);
+  if (loaded_weight.rank() != param.rank() || loaded_width != width) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        copy.what, ": checkpoint tensor ", ShapeToString(loaded_weight.shape()),
+        " does not match parameter ", ShapeToString(param.shape())));
+  }
+  if (copy.dst_row + copy.rows > param.dim(0)) {
+    return absl::InvalidArgumentError(absl::StrCat(copy.what, ": rows do not fit parameter ",
+                                                   ShapeToString(param.shape())));
+  }
+  ParallelCopy(param.data() + copy.dst_row * width, loaded_weight.data() + copy.src_row * width,
+               copy.rows * width * sizeof(float));
+  return absl::OkStatus();
+}
+
+absl::Status ColumnParallelLinear::WeightLoaderBf16(const WeightView& loaded_weight,
+                                                    const ShardId& shard_id) {
+  if (packed_ != nullptr) {
+    return absl::FailedPreconditionError("ColumnParallelLinear: the weight is packed already");
+  }
+  if (loaded_weight.rank() != 2 || loaded_weight.dim(1) != input_size_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ColumnParallelLinear: checkpoint tensor ", ShapeToString(loaded_weight.shape),
+        " should be [rows, ", input_size_, "]"));
+  }
+  TPSERVE_ASSIGN_OR_RETURN(const RowCopy copy, ShardRows(loaded_weight.dim(0), shard_id));
+  if (staged_.empty()) {
+    staged_ = Bf16Tensor({output_size_per_partition_, input_size_});
+    weight_ = Tensor();  // never written: its pages were never faulted in
+  }
+  return CopyToBf16(loaded_weight, copy.src_row, copy.rows, 0, input_size_,
+                    staged_.row(copy.dst_row), input_size_);
 }
 
 MergedColumnParallelLinear::MergedColumnParallelLinear(CommGroup* comm, int64_t input_size,
@@ -144,8 +165,8 @@ absl::StatusOr<std::unique_ptr<MergedColumnParallelLinear>> MergedColumnParallel
       comm, input_size, std::move(output_sizes), bias, gather_output, skip_bias_add));
 }
 
-absl::Status MergedColumnParallelLinear::WeightLoader(Tensor& param, const Tensor& loaded_weight,
-                                                      const ShardId& shard_id) {
+absl::StatusOr<ColumnParallelLinear::RowCopy> MergedColumnParallelLinear::ShardRows(
+    int64_t loaded_rows, const ShardId& shard_id) const {
   if (!std::holds_alternative<int>(shard_id) || std::get<int>(shard_id) < 0 ||
       std::get<int>(shard_id) >= static_cast<int>(output_sizes_.size())) {
     return absl::InvalidArgumentError(
@@ -156,13 +177,12 @@ absl::Status MergedColumnParallelLinear::WeightLoader(Tensor& param, const Tenso
   int64_t offset = 0;
   for (int j = 0; j < index; ++j) offset += output_sizes_[j] / tp_size();
   const int64_t rows = output_sizes_[index] / tp_size();
-  if (loaded_weight.dim(0) != output_sizes_[index]) {
+  if (loaded_rows != output_sizes_[index]) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "MergedColumnParallelLinear shard ", index, ": checkpoint tensor ",
-        ShapeToString(loaded_weight.shape()), " should have ", output_sizes_[index], " rows"));
+        "MergedColumnParallelLinear shard ", index, ": checkpoint tensor has ", loaded_rows,
+        " rows, expected ", output_sizes_[index]));
   }
-  return CopyRows(param, loaded_weight, offset, tp_rank() * rows, rows,
-                  "MergedColumnParallelLinear");
+  return RowCopy{offset, tp_rank() * rows, rows, "MergedColumnParallelLinear"};
 }
 
 QKVParallelLinear::QKVParallelLinear(CommGroup* comm, int64_t hidden_size, int64_t head_size,
@@ -203,36 +223,30 @@ absl::StatusOr<std::unique_ptr<QKVParallelLinear>> QKVParallelLinear::Create(
       v_head_size.value_or(head_size), bias, skip_bias_add));
 }
 
-absl::Status QKVParallelLinear::WeightLoader(Tensor& param, const Tensor& loaded_weight,
-                                             const ShardId& shard_id) {
+absl::StatusOr<ColumnParallelLinear::RowCopy> QKVParallelLinear::ShardRows(
+    int64_t loaded_rows, const ShardId& shard_id) const {
   const std::string* id = std::get_if<std::string>(&shard_id);
+  if (id == nullptr || (*id != "q" && *id != "k" && *id != "v")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("QKVParallelLinear needs shard id \"q\", \"k\" or \"v\", got ",
+                     ShardIdToString(shard_id)));
+  }
   const int r = tp_rank();
   const int64_t q_rows = num_heads_ * head_size_, k_rows = num_kv_heads_ * head_size_;
   const int64_t v_rows = num_kv_heads_ * v_head_size_;
   const int64_t kv_index = r / replicas_;  // which kv-head group this rank holds
   const int64_t total_kv_heads = num_kv_heads_ * tp_size() / replicas_;
-  const int64_t expected_rows = id == nullptr        ? 0
-                                : *id == "q"         ? num_heads_ * tp_size() * head_size_
-                                : *id == "k"         ? total_kv_heads * head_size_
-                                                     : total_kv_heads * v_head_size_;
-  if (id != nullptr && loaded_weight.dim(0) != expected_rows) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "QKVParallelLinear ", *id, ": checkpoint tensor ", ShapeToString(loaded_weight.shape()),
-        " should have ", expected_rows, " rows"));
+  const int64_t expected_rows = *id == "q"   ? num_heads_ * tp_size() * head_size_
+                                : *id == "k" ? total_kv_heads * head_size_
+                                             : total_kv_heads * v_head_size_;
+  if (loaded_rows != expected_rows) {
+    return absl::InvalidArgumentError(absl::StrCat("QKVParallelLinear ", *id,
+                                                   ": checkpoint tensor has ", loaded_rows,
+                                                   " rows, expected ", expected_rows));
   }
-  if (id != nullptr && *id == "q") {
-    return CopyRows(param, loaded_weight, 0, r * q_rows, q_rows, "QKVParallelLinear q");
-  }
-  if (id != nullptr && *id == "k") {
-    return CopyRows(param, loaded_weight, q_rows, kv_index * k_rows, k_rows,
-                    "QKVParallelLinear k");
-  }
-  if (id != nullptr && *id == "v") {
-    return CopyRows(param, loaded_weight, q_rows + k_rows, kv_index * v_rows, v_rows,
-                    "QKVParallelLinear v");
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "QKVParallelLinear needs shard id \"q\", \"k\" or \"v\", got ", ShardIdToString(shard_id)));
+  if (*id == "q") return RowCopy{0, r * q_rows, q_rows, "QKVParallelLinear q"};
+  if (*id == "k") return RowCopy{q_rows, kv_index * k_rows, k_rows, "QKVParallelLinear k"};
+  return RowCopy{q_rows + k_rows, kv_index * v_rows, v_rows, "QKVParallelLinear v"};
 }
 
 }  // namespace tpserve

@@ -14,20 +14,37 @@
 namespace tpserve {
 namespace {
 
+// How many of this rank's `rows` rows of a [V, H] table are real (the rest are padding),
+// after checking the checkpoint tensor's shape.
+absl::StatusOr<int64_t> RealVocabRows(const Shape& loaded_shape, int64_t vocab_size,
+                                      int64_t hidden, int rank, int64_t rows, const char* what) {
+  if (loaded_shape != Shape{vocab_size, hidden}) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": checkpoint tensor ",
+                                                   ShapeToString(loaded_shape), ", expected ",
+                                                   ShapeToString({vocab_size, hidden})));
+  }
+  return std::max<int64_t>(0, std::min(rows, vocab_size - rank * rows));
+}
+
 // Copies this rank's real rows of the full [V, H] `loaded` into `param` [Vp/T, H].
 absl::Status LoadVocabShard(Tensor& param, const Tensor& loaded, int64_t vocab_size, int rank,
                             const char* what) {
   const int64_t rows = param.dim(0), hidden = param.dim(1);
-  if (loaded.shape() != Shape{vocab_size, hidden}) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": checkpoint tensor ",
-                                                   ShapeToString(loaded.shape()), ", expected ",
-                                                   ShapeToString({vocab_size, hidden})));
-  }
-  const int64_t start = rank * rows;
-  const int64_t real = std::max<int64_t>(0, std::min(rows, vocab_size - start));
-  if (real > 0) ParallelCopy(param.data(), loaded.row(start), real * hidden * sizeof(float));
+  TPSERVE_ASSIGN_OR_RETURN(const int64_t real,
+                           RealVocabRows(loaded.shape(), vocab_size, hidden, rank, rows, what));
+  if (real > 0) ParallelCopy(param.data(), loaded.row(rank * rows), real * hidden * sizeof(float));
   std::fill(param.data() + real * hidden, param.data() + param.numel(), 0.0f);  // padding rows
   return absl::OkStatus();
+}
+
+// The same from a checkpoint view into a bf16 table [Vp/T, H], rounding as it copies.
+absl::Status LoadVocabShardBf16(Bf16Tensor& param, const WeightView& loaded, int64_t vocab_size,
+                                int rank, const char* what) {
+  const int64_t rows = param.dim(0), hidden = param.dim(1);
+  TPSERVE_ASSIGN_OR_RETURN(const int64_t real,
+                           RealVocabRows(loaded.shape, vocab_size, hidden, rank, rows, what));
+  std::fill(param.data() + real * hidden, param.data() + param.numel(), uint16_t{0});
+  return CopyToBf16(loaded, rank * rows, real, 0, hidden, param.data(), hidden);
 }
 
 }  // namespace
@@ -49,9 +66,18 @@ VocabParallelEmbedding::VocabParallelEmbedding(int64_t num_embeddings, int64_t e
 
 void VocabParallelEmbedding::ConvertWeightBf16() {
   if (weight_is_bf16()) return;
-  bf16_weight_.resize(static_cast<size_t>(weight_.numel()));
-  FloatsToBf16(weight_.data(), bf16_weight_.size(), bf16_weight_.data());
+  bf16_weight_ = Bf16Tensor(weight_.shape());
+  FloatsToBf16(weight_.data(), static_cast<size_t>(weight_.numel()), bf16_weight_.data());
   weight_ = Tensor();
+}
+
+absl::Status VocabParallelEmbedding::WeightLoaderBf16(const WeightView& loaded_weight) {
+  if (bf16_weight_.empty()) {
+    bf16_weight_ = Bf16Tensor({rows_, embedding_dim_});
+    weight_ = Tensor();  // never written: its pages were never faulted in
+  }
+  return LoadVocabShardBf16(bf16_weight_, loaded_weight, num_embeddings_, comm_->rank(),
+                            "VocabParallelEmbedding");
 }
 
 absl::StatusOr<std::unique_ptr<VocabParallelEmbedding>> VocabParallelEmbedding::Create(
@@ -86,7 +112,7 @@ absl::StatusOr<Tensor> VocabParallelEmbedding::Forward(absl::Span<const int32_t>
     const int64_t local = ids[i] - start;  // ids of other ranks' slices stay zero here
     if (local >= 0 && local < rows) {
       if (weight_is_bf16()) {
-        const uint16_t* row = bf16_weight_.data() + local * hidden;
+        const uint16_t* row = bf16_weight_.row(local);
         float* dst = out.row(i);
         for (int64_t j = 0; j < hidden; ++j) dst[j] = Bf16ToFloat(row[j]);
       } else {
@@ -129,7 +155,7 @@ absl::StatusOr<std::unique_ptr<ParallelLMHead>> ParallelLMHead::Create(
     return absl::InvalidArgumentError("ParallelLMHead sizes must be positive");
   }
   if (tied != nullptr && (tied->num_embeddings() != vocab_size ||
-                          tied->weight().dim(1) != hidden_size)) {
+                          tied->embedding_dim() != hidden_size)) {
     return absl::InvalidArgumentError("tied LM head must match the embedding's [V, H]");
   }
   return std::unique_ptr<ParallelLMHead>(new ParallelLMHead(hidden_size, vocab_size, comm, tied));
@@ -137,18 +163,20 @@ absl::StatusOr<std::unique_ptr<ParallelLMHead>> ParallelLMHead::Create(
 
 absl::Status ParallelLMHead::PackWeightBf16() {
   if (packed_ != nullptr) return absl::OkStatus();
-  if (tied_ == nullptr) {
-    TPSERVE_ASSIGN_OR_RETURN(packed_, PackAndFreeBf16(own_weight_));
+  absl::StatusOr<PackedBf16Weight> packed;
+  if (tied_ != nullptr && tied_->weight_is_bf16()) {
+    const Bf16Tensor& w = tied_->bf16_weight();  // [Vp/T, H], the embedding's
+    packed = PackedBf16Weight::FromBf16(w.data(), w.dim(0), w.dim(1));
+  } else if (tied_ != nullptr) {
+    const Tensor& w = tied_->weight();  // [Vp/T, H], the embedding's
+    packed = PackedBf16Weight::FromFloat(w.data(), w.dim(0), w.dim(1));
+  } else {
+    TPSERVE_ASSIGN_OR_RETURN(
+        packed_, staged_.empty() ? PackAndFreeBf16(own_weight_) : PackAndFreeBf16(staged_));
     return absl::OkStatus();
   }
-  if (tied_->weight_is_bf16()) {
-    return absl::FailedPreconditionError(
-        "ParallelLMHead: pack a tied head before its embedding goes to bf16");
-  }
-  const Tensor& w = tied_->weight();  // [Vp/T, H], the embedding's
-  TPSERVE_ASSIGN_OR_RETURN(PackedBf16Weight packed,
-                           PackedBf16Weight::FromFloat(w.data(), w.dim(0), w.dim(1)));
-  packed_ = std::make_unique<PackedBf16Weight>(std::move(packed));
+  if (!packed.ok()) return packed.status();
+  packed_ = std::make_unique<PackedBf16Weight>(*std::move(packed));
   return absl::OkStatus();
 }
 
@@ -158,9 +186,9 @@ absl::StatusOr<Tensor> ParallelLMHead::Forward(const Tensor& x) const {
                                                    "], got ", ShapeToString(x.shape())));
   }
   const int64_t n = x.dim(0);
-  if (packed_ == nullptr && tied_ != nullptr && tied_->weight_is_bf16()) {
+  if (packed_ == nullptr && shard().empty()) {
     return absl::FailedPreconditionError(
-        "ParallelLMHead: the tied embedding went to bf16 before the head was packed");
+        "ParallelLMHead: the weight is bf16 but not packed (call PackWeightBf16)");
   }
   const int64_t rows = packed_ != nullptr ? packed_->n_out() : shard().dim(0);
   Tensor local({n, rows});  // [n, Vp/T]
@@ -187,7 +215,21 @@ absl::Status ParallelLMHead::WeightLoader(Tensor& param, const Tensor& loaded_we
     return absl::InvalidArgumentError(
         "ParallelLMHead loads only its own weight (none when tied), with no shard id");
   }
+  if (!staged_.empty()) return absl::FailedPreconditionError("lm_head: the weight is bf16 already");
   return LoadVocabShard(own_weight_, loaded_weight, vocab_size_, comm_->rank(), "lm_head");
+}
+
+absl::Status ParallelLMHead::WeightLoaderBf16(const WeightView& loaded_weight) {
+  if (tied_ != nullptr || packed_ != nullptr) {
+    return absl::InvalidArgumentError(
+        "ParallelLMHead loads only its own weight (none when tied), before packing");
+  }
+  const int64_t rows = PaddedVocabSize(vocab_size_, comm_->size()) / comm_->size();
+  if (staged_.empty()) {
+    staged_ = Bf16Tensor({rows, hidden_size_});
+    own_weight_ = Tensor();  // never written: its pages were never faulted in
+  }
+  return LoadVocabShardBf16(staged_, loaded_weight, vocab_size_, comm_->rank(), "lm_head");
 }
 
 }  // namespace tpserve

@@ -42,12 +42,14 @@ class VocabParallelEmbedding {
   absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
                             const ShardId& shard_id = kNoShard);
 
-  // The loaded table rounded to bf16 (nearest even) and the fp32 copy freed: a lookup
-  // then widens its rows back (exact), at half the table's memory. A head tied to this
-  // embedding must have packed its own bf16 copy first (ParallelLMHead::PackWeightBf16).
-  // Idempotent.
+  // The bf16 mode's loader: this rank's rows of a bf16 view straight into the bf16
+  // table; the fp32 table is freed untouched. A lookup widens its rows (exact).
+  absl::Status WeightLoaderBf16(const WeightView& loaded_weight);
+  // The loaded fp32 table rounded to bf16 (nearest even) and the fp32 copy freed, at
+  // half the table's memory. Idempotent.
   void ConvertWeightBf16();
   bool weight_is_bf16() const { return !bf16_weight_.empty(); }
+  const Bf16Tensor& bf16_weight() const { return bf16_weight_; }  // [Vp/T, H] once bf16
 
   Tensor& weight() { return weight_; }  // [Vp/T, H]; empty once converted to bf16
   const Tensor& weight() const { return weight_; }
@@ -64,7 +66,7 @@ class VocabParallelEmbedding {
   int64_t rows_;  // Vp/T
   std::optional<int64_t> padding_idx_;
   Tensor weight_;  // [Vp/T, H]
-  std::vector<uint16_t> bf16_weight_;  // [Vp/T, H] bf16 bits, once converted
+  Bf16Tensor bf16_weight_;  // [Vp/T, H] bf16 bits, once bf16
 };
 
 // LM head: ColumnParallelLinear(gather_output=True) over the same padded vocab split,
@@ -82,9 +84,12 @@ class ParallelLMHead {
   // Untied only: slices the [V, H] lm_head.weight into this rank's [Vp/T, H].
   absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
                             const ShardId& shard_id = kNoShard);
-  // The weight as bf16 packed for MatMulBf16: an untied head's own, its fp32 copy freed;
-  // a tied head packs a copy of the embedding's shard, which must still be fp32 (call
-  // this before the embedding's ConvertWeightBf16). Idempotent.
+  // Untied only, the bf16 mode's loader: this rank's rows of a bf16 view to a staging
+  // copy; the fp32 weight is freed untouched.
+  absl::Status WeightLoaderBf16(const WeightView& loaded_weight);
+  // The weight as bf16 packed for MatMulBf16: an untied head's own (staged or fp32),
+  // which is freed; a tied head packs a copy of the embedding's shard, fp32 or bf16.
+  // Idempotent.
   absl::Status PackWeightBf16();
   bool weight_is_bf16() const { return packed_ != nullptr; }
   Tensor& weight() { return own_weight_; }  // [Vp/T, H]; empty when tied or packed
@@ -100,7 +105,8 @@ class ParallelLMHead {
   const VocabParallelEmbedding* tied_;
   int64_t hidden_size_;
   Tensor own_weight_;  // [Vp/T, H]
-  std::unique_ptr<PackedBf16Weight> packed_;  // own_weight_ in bf16, once packed
+  Bf16Tensor staged_;  // [Vp/T, H] in bf16, from WeightLoaderBf16 until packed
+  std::unique_ptr<PackedBf16Weight> packed_;  // the weight in bf16, once packed
 };
 
 }  // namespace tpserve

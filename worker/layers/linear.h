@@ -46,11 +46,17 @@ class ColumnParallelLinear {
   absl::StatusOr<LinearOutput> Forward(const Tensor& x) const;
 
   // Copies this rank's slice of `loaded_weight` (the full checkpoint tensor, [out, in]
-  // for the weight, [out] for the bias) into `param` (weight() or bias()).
-  virtual absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
-                                    const ShardId& shard_id = kNoShard);
+  // for the weight, [out] for the bias) into `param` (weight() or bias()). Subclasses
+  // choose the rows through ShardRows.
+  absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
+                            const ShardId& shard_id = kNoShard);
+  // The bf16 mode's loader of the weight (not the bias): the same rows of a bf16 view
+  // go to a bf16 staging copy, and the fp32 weight is freed untouched, so no fp32 copy
+  // of the weight ever exists; PackWeightBf16 then packs the staged copy.
+  absl::Status WeightLoaderBf16(const WeightView& loaded_weight, const ShardId& shard_id = kNoShard);
 
-  // The loaded weight as bf16, packed once; the fp32 weight is freed. Idempotent.
+  // The weight as bf16, packed once, from the staged bf16 copy if WeightLoaderBf16 ran,
+  // else from the fp32 weight; both are freed. Idempotent.
   absl::Status PackWeightBf16();
   bool weight_is_bf16() const { return packed_ != nullptr; }
 
@@ -66,9 +72,13 @@ class ColumnParallelLinear {
  protected:
   ColumnParallelLinear(CommGroup* comm, int64_t input_size, int64_t output_size_per_partition,
                        bool bias, bool gather_output, bool skip_bias_add);
-  // Copies rows [src_row, src_row + rows) of `loaded` into rows [dst_row, ...) of `param`.
-  absl::Status CopyRows(Tensor& param, const Tensor& loaded, int64_t dst_row, int64_t src_row,
-                        int64_t rows, const char* what) const;
+  // Which rows of a checkpoint tensor with `loaded_rows` rows this rank copies, and
+  // where they go in the parameter (weight or bias alike).
+  struct RowCopy {
+    int64_t dst_row = 0, src_row = 0, rows = 0;
+    const char* what = "";  // names the layer (and shard) in errors
+  };
+  virtual absl::StatusOr<RowCopy> ShardRows(int64_t loaded_rows, const ShardId& shard_id) const;
   CommGroup& comm() const { return *comm_; }
   int tp_rank() const { return comm_->rank(); }
   int tp_size() const { return comm_->size(); }
@@ -82,6 +92,7 @@ class ColumnParallelLinear {
   bool skip_bias_add_;
   Tensor weight_;  // [out/T, in]
   Tensor bias_;    // [out/T]
+  Bf16Tensor staged_;  // [out/T, in] in bf16, from WeightLoaderBf16 until packed
   std::unique_ptr<PackedBf16Weight> packed_;  // [out/T, in] in bf16, once packed
 };
 
@@ -92,10 +103,11 @@ class MergedColumnParallelLinear : public ColumnParallelLinear {
       CommGroup* comm, int64_t input_size, std::vector<int64_t> output_sizes, bool bias = true,
       bool gather_output = false, bool skip_bias_add = false);
 
-  // shard_id is an index i into output_sizes: source rows [r·o_i/T, (r+1)·o_i/T) go to
-  // param rows starting at Σ_{j<i} o_j/T.
-  absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
-                            const ShardId& shard_id) override;
+  // WeightLoader's shard_id is an index i into output_sizes: source rows
+  // [r·o_i/T, (r+1)·o_i/T) go to param rows starting at Σ_{j<i} o_j/T.
+
+ protected:
+  absl::StatusOr<RowCopy> ShardRows(int64_t loaded_rows, const ShardId& shard_id) const override;
 
  private:
   MergedColumnParallelLinear(CommGroup* comm, int64_t input_size,
@@ -112,16 +124,17 @@ class QKVParallelLinear : public ColumnParallelLinear {
       std::optional<int64_t> total_num_kv_heads = std::nullopt, bool bias = true,
       bool skip_bias_add = false, std::optional<int64_t> v_head_size = std::nullopt);
 
-  // shard_id "q", "k" or "v". q loads from source row r·n_q·d, k and v from
-  // (r / rep)·n_kv·d, where rep ranks share each kv head when T > K.
-  absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
-                            const ShardId& shard_id) override;
+  // WeightLoader's shard_id is "q", "k" or "v". q loads from source row r·n_q·d, k and
+  // v from (r / rep)·n_kv·d, where rep ranks share each kv head when T > K.
 
   int64_t num_heads() const { return num_heads_; }        // n_q on this rank
   int64_t num_kv_heads() const { return num_kv_heads_; }  // n_kv on this rank
   int64_t head_size() const { return head_size_; }
   int64_t v_head_size() const { return v_head_size_; }
   int64_t num_kv_head_replicas() const { return replicas_; }
+
+ protected:
+  absl::StatusOr<RowCopy> ShardRows(int64_t loaded_rows, const ShardId& shard_id) const override;
 
  private:
   QKVParallelLinear(CommGroup* comm, int64_t hidden_size, int64_t head_size, int64_t num_heads,
@@ -145,8 +158,12 @@ class RowParallelLinear {
   // Copies columns [r·in/T, (r+1)·in/T) of the [out, in] weight; the [out] bias whole.
   absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
                             const ShardId& shard_id = kNoShard);
+  // The bf16 mode's loader of the weight: the same columns to a bf16 staging copy; the
+  // fp32 weight is freed untouched (see ColumnParallelLinear::WeightLoaderBf16).
+  absl::Status WeightLoaderBf16(const WeightView& loaded_weight);
 
-  // The loaded weight as bf16, packed once; the fp32 weight is freed. Idempotent.
+  // The weight as bf16, packed once, from the staged copy if WeightLoaderBf16 ran, else
+  // from the fp32 weight; both are freed. Idempotent.
   absl::Status PackWeightBf16();
   bool weight_is_bf16() const { return packed_ != nullptr; }
 
@@ -167,6 +184,7 @@ class RowParallelLinear {
   bool has_bias_, input_is_parallel_, skip_bias_add_, reduce_results_;
   Tensor weight_;  // [out, in/T]
   Tensor bias_;    // [out]
+  Bf16Tensor staged_;  // [out, in/T] in bf16, from WeightLoaderBf16 until packed
   std::unique_ptr<PackedBf16Weight> packed_;  // [out, in/T] in bf16, once packed
 };
 

@@ -1,5 +1,11 @@
 #include "worker/layers/linear.h"
 
+#include <immintrin.h>
+
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -170,6 +176,115 @@ TEST_P(LinearTest, Bf16WeightsGiveTheSameOutputsWithinBf16Rounding) {
     EXPECT_LT(RelativeError(row16->output, row32->output), kBf16Tol);
     EXPECT_EQ((*row)->WeightLoader((*row)->weight(), w_row).code(),
               absl::StatusCode::kFailedPrecondition);
+  });
+}
+
+// A checkpoint tensor's bytes in `dtype` and the fp32 values they hold.
+struct Stored {
+  std::vector<uint8_t> bytes;
+  Tensor widened;  // what the fp32 loader would read
+  WeightView view() const { return {bytes.data() + 1, dtype, widened.shape()}; }
+  DType dtype;
+};
+
+Stored Store(const Tensor& t, DType dtype) {
+  Stored s;
+  s.dtype = dtype;
+  s.widened = t;
+  const size_t element = DTypeSize(dtype);
+  s.bytes.resize(1 + t.numel() * element);  // offset by one byte: views may be unaligned
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    uint8_t* at = s.bytes.data() + 1 + i * element;
+    float& value = s.widened.data()[i];
+    if (dtype == DType::kF32) {
+      std::memcpy(at, &value, 4);
+    } else {
+      const uint16_t bits = dtype == DType::kBF16 ? FloatToBf16(value) : _cvtss_sh(value, 0);
+      std::memcpy(at, &bits, 2);
+      value = dtype == DType::kBF16 ? Bf16ToFloat(bits) : F16ToFloat(bits);
+    }
+  }
+  return s;
+}
+
+// WeightLoaderBf16 from a checkpoint view (F32, BF16 or F16, unaligned) packs exactly
+// what WeightLoader + PackWeightBf16 packs: outputs are bit for bit the same.
+TEST_P(LinearTest, Bf16LoadersFromTheCheckpointMatchLoadingFp32ThenPacking) {
+  const int tp = GetParam();
+  const Tensor x = RandomTensor({5, 48}, 21);
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    const Stored q = Store(RandomTensor({48, 48}, 22), dtype);
+    const Stored k = Store(RandomTensor({48, 48}, 23), dtype);
+    const Stored v = Store(RandomTensor({48, 48}, 24), dtype);
+    const Stored gate = Store(RandomTensor({24, 48}, 25), dtype);
+    const Stored up = Store(RandomTensor({36, 48}, 26), dtype);
+    const Stored down = Store(RandomTensor({48, 96}, 27), dtype);
+    RunOnLocalRanks(tp, [&](int rank, CommGroup& comm) {
+      auto same = [&](const LinearOutput& a, const LinearOutput& b) {
+        ASSERT_EQ(a.output.shape(), b.output.shape());
+        for (int64_t i = 0; i < a.output.numel(); ++i) {
+          ASSERT_EQ(a.output.data()[i], b.output.data()[i]) << DTypeName(dtype) << " " << i;
+        }
+      };
+      std::unique_ptr<QKVParallelLinear> qkv[2];
+      std::unique_ptr<MergedColumnParallelLinear> gate_up[2];
+      std::unique_ptr<RowParallelLinear> row[2];
+      for (int i = 0; i < 2; ++i) {
+        qkv[i] = *QKVParallelLinear::Create(&comm, 48, 4, 12, 12, false);
+        gate_up[i] = *MergedColumnParallelLinear::Create(&comm, 48, {24, 36}, false);
+        row[i] = *RowParallelLinear::Create(&comm, 96, 48, false);
+      }
+      const char* ids[] = {"q", "k", "v"};
+      const Stored* qkv_src[] = {&q, &k, &v};
+      for (int j = 0; j < 3; ++j) {
+        ASSERT_TRUE(qkv[0]->WeightLoader(qkv[0]->weight(), qkv_src[j]->widened, std::string(ids[j])).ok());
+        ASSERT_TRUE(qkv[1]->WeightLoaderBf16(qkv_src[j]->view(), std::string(ids[j])).ok());
+      }
+      ASSERT_TRUE(gate_up[0]->WeightLoader(gate_up[0]->weight(), gate.widened, 0).ok());
+      ASSERT_TRUE(gate_up[0]->WeightLoader(gate_up[0]->weight(), up.widened, 1).ok());
+      ASSERT_TRUE(gate_up[1]->WeightLoaderBf16(gate.view(), 0).ok());
+      ASSERT_TRUE(gate_up[1]->WeightLoaderBf16(up.view(), 1).ok());
+      ASSERT_TRUE(row[0]->WeightLoader(row[0]->weight(), down.widened).ok());
+      ASSERT_TRUE(row[1]->WeightLoaderBf16(down.view()).ok());
+      EXPECT_TRUE(qkv[1]->weight().empty());  // the fp32 weight was never filled
+      EXPECT_EQ(qkv[1]->Forward(x).status().code(), absl::StatusCode::kFailedPrecondition)
+          << "staged but not packed";
+      for (int i = 0; i < 2; ++i) {
+        ASSERT_TRUE(qkv[i]->PackWeightBf16().ok());
+        ASSERT_TRUE(gate_up[i]->PackWeightBf16().ok());
+        ASSERT_TRUE(row[i]->PackWeightBf16().ok());
+      }
+      same(*qkv[0]->Forward(x), *qkv[1]->Forward(x));
+      same(*gate_up[0]->Forward(x), *gate_up[1]->Forward(x));
+      const Tensor x_row = RandomTensor({5, 96 / tp}, 30 + rank);
+      same(*row[0]->Forward(x_row), *row[1]->Forward(x_row));
+    });
+  }
+}
+
+TEST(LinearBf16LoaderTest, NonFiniteValueInTheSliceIsNamed) {
+  Tensor w = RandomTensor({8, 4}, 40);
+  w.row(5)[2] = std::numeric_limits<float>::infinity();
+  const Stored bad = Store(w, DType::kF32);
+  RunOnLocalRanks(2, [&](int rank, CommGroup& comm) {
+    auto layer = *ColumnParallelLinear::Create(&comm, 4, 8, false);
+    const absl::Status s = layer->WeightLoaderBf16(bad.view());
+    if (rank == 1) {  // rows [4, 8) hold it
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_NE(s.message().find("at [5, 2]"), std::string::npos) << s;
+    } else {
+      EXPECT_TRUE(s.ok()) << s;
+    }
+  });
+  // An F32 value that only rounding to bf16 makes infinite.
+  Tensor big = RandomTensor({2, 4}, 41);
+  big.row(1)[3] = 3.4e38f;
+  const Stored rounds_to_inf = Store(big, DType::kF32);
+  RunOnLocalRanks(1, [&](int, CommGroup& comm) {
+    auto layer = *RowParallelLinear::Create(&comm, 4, 2, false);
+    const absl::Status s = layer->WeightLoaderBf16(rounds_to_inf.view());
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("at [1, 3]"), std::string::npos) << s;
   });
 }
 

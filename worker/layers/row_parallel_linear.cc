@@ -47,6 +47,10 @@ absl::StatusOr<LinearOutput> RowParallelLinear::Forward(const Tensor& x) const {
                                                    expected_in, "], got ",
                                                    ShapeToString(x.shape())));
   }
+  if (!staged_.empty()) {
+    return absl::FailedPreconditionError(
+        "RowParallelLinear: the weight is staged in bf16 but not packed (PackWeightBf16)");
+  }
   const int64_t n = x.dim(0);
   Tensor x_local;  // [n, in/T]
   const Tensor* input = &x;
@@ -81,8 +85,25 @@ absl::StatusOr<LinearOutput> RowParallelLinear::Forward(const Tensor& x) const {
 
 absl::Status RowParallelLinear::PackWeightBf16() {
   if (packed_ != nullptr) return absl::OkStatus();
-  TPSERVE_ASSIGN_OR_RETURN(packed_, PackAndFreeBf16(weight_));
+  TPSERVE_ASSIGN_OR_RETURN(packed_,
+                           staged_.empty() ? PackAndFreeBf16(weight_) : PackAndFreeBf16(staged_));
   return absl::OkStatus();
+}
+
+absl::Status RowParallelLinear::WeightLoaderBf16(const WeightView& loaded_weight) {
+  if (packed_ != nullptr) {
+    return absl::FailedPreconditionError("RowParallelLinear: the weight is packed already");
+  }
+  const int64_t in_local = input_size_ / comm_->size();
+  if (loaded_weight.shape != Shape{output_size_, input_size_}) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RowParallelLinear weight: checkpoint tensor ", ShapeToString(loaded_weight.shape),
+        ", expected ", ShapeToString({output_size_, input_size_})));
+  }
+  staged_ = Bf16Tensor({output_size_, in_local});
+  weight_ = Tensor();  // never written: its pages were never faulted in
+  return CopyToBf16(loaded_weight, 0, output_size_, comm_->rank() * in_local, in_local,
+                    staged_.data(), in_local);
 }
 
 absl::Status RowParallelLinear::WeightLoader(Tensor& param, const Tensor& loaded_weight,
@@ -101,8 +122,8 @@ absl::Status RowParallelLinear::WeightLoader(Tensor& param, const Tensor& loaded
     std::memcpy(bias_.data(), loaded_weight.data(), bias_.numel() * sizeof(float));
     return absl::OkStatus();
   }
-  if (packed_ != nullptr) {
-    return absl::FailedPreconditionError("RowParallelLinear: the weight is packed to bf16 already");
+  if (packed_ != nullptr || !staged_.empty()) {
+    return absl::FailedPreconditionError("RowParallelLinear: the weight is held in bf16 already");
   }
   const int64_t out = weight_.dim(0), in_local = weight_.dim(1);
   if (&param != &weight_ || loaded_weight.shape() != Shape{out, input_size_}) {

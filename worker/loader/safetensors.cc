@@ -1,6 +1,7 @@
 #include "worker/loader/safetensors.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -219,6 +220,30 @@ absl::StatusOr<uint64_t> CheckLayout(const std::vector<SafetensorsEntryInfo>& en
   return start;
 }
 
+// shape's multi-index of flat element i, e.g. "[3, 17]".
+std::string IndexOf(const Shape& shape, int64_t i) {
+  std::vector<int64_t> index(shape.size());
+  for (int64_t rest = i, d = static_cast<int64_t>(index.size()) - 1; d >= 0; --d) {
+    index[d] = rest % shape[d];
+    rest /= shape[d];
+  }
+  return ShapeToString(index);
+}
+
+absl::Status CheckShapeAndDtype(const TensorView& view, const Shape& expected_shape) {
+  if (view.shape != expected_shape) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", view.name, " in ", view.file, " has shape ",
+                     ShapeToString(view.shape), ", expected ", ShapeToString(expected_shape)));
+  }
+  if (!IsFloatWeightType(view.dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", view.name, " in ", view.file, " has dtype ",
+                     DTypeName(view.dtype), "; only F32, BF16 and F16 weights convert"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(absl::Span<const uint8_t> file_bytes,
@@ -265,16 +290,7 @@ absl::StatusOr<Tensor> TensorViewToFloat(const TensorView& view, const Shape& ex
 
 absl::Status TensorViewToFloatInto(const TensorView& view, const Shape& expected_shape,
                                    Tensor* out) {
-  if (view.shape != expected_shape) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor ", view.name, " in ", view.file, " has shape ",
-                     ShapeToString(view.shape), ", expected ", ShapeToString(expected_shape)));
-  }
-  if (!IsFloatWeightType(view.dtype)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor ", view.name, " in ", view.file, " has dtype ",
-                     DTypeName(view.dtype), "; only F32, BF16 and F16 convert to fp32"));
-  }
+  TPSERVE_RETURN_IF_ERROR(CheckShapeAndDtype(view, expected_shape));
   out->Resize(view.shape);
   // Memory-bound: a large tensor converts (and first touches its pages) on several cores.
   const size_t element = DTypeSize(view.dtype);
@@ -290,17 +306,27 @@ absl::Status TensorViewToFloatInto(const TensorView& view, const Shape& expected
   // Only a non-finite value fails a float dtype here: name the tensor and where it is.
   for (int64_t i = 0; i < out->numel(); ++i) {
     if (std::isfinite(out->data()[i])) continue;
-    std::vector<int64_t> index(view.shape.size());
-    for (int64_t rest = i, d = static_cast<int64_t>(index.size()) - 1; d >= 0; --d) {
-      index[d] = rest % view.shape[d];
-      rest /= view.shape[d];
-    }
     return absl::InvalidArgumentError(
         absl::StrCat("tensor ", view.name, " in ", view.file, " holds a non-finite value (",
-                     out->data()[i], ") at ", ShapeToString(index),
+                     out->data()[i], ") at ", IndexOf(view.shape, i),
                      "; a NaN or Inf weight would make every logit non-finite"));
   }
   return first_error;
+}
+
+absl::StatusOr<WeightView> TensorViewToWeight(const TensorView& view,
+                                              const Shape& expected_shape) {
+  TPSERVE_RETURN_IF_ERROR(CheckShapeAndDtype(view, expected_shape));
+  return WeightView{view.data, view.dtype, view.shape};
+}
+
+void ReleaseTensorPages(const TensorView& view) {
+  if (view.data == nullptr || view.nbytes == 0) return;
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(view.data) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(view.data) + view.nbytes;
+  // Advice only: on failure the pages simply stay resident.
+  (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {

@@ -65,6 +65,16 @@ absl::StatusOr<Tensor> TensorViewToFloat(const TensorView& view, const Shape& ex
 absl::Status TensorViewToFloatInto(const TensorView& view, const Shape& expected_shape,
                                    Tensor* out);
 
+// `view` as a WeightView after the same shape and dtype checks: the bf16 mode's layers
+// convert (and check) only the slice they keep, straight from the mapping.
+absl::StatusOr<WeightView> TensorViewToWeight(const TensorView& view, const Shape& expected_shape);
+
+// Drops the mapped pages under `view` from this process's resident set (madvise
+// MADV_DONTNEED on the read-only private mapping): a later read faults them back in
+// from the page cache, so this is only about memory. Loading calls it after each tensor,
+// so that a model's load never holds the mapped checkpoint and the weights at once.
+void ReleaseTensorPages(const TensorView& view);
+
 class SafetensorsFile {
  public:
   static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);

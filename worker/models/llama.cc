@@ -51,15 +51,20 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelConfig
 
 absl::Status LlamaModel::LoadWeights(const Checkpoint& ckpt, CpuWeights weights) {
   const int64_t hidden = config_.hidden_size, vocab = config_.vocab_size;
+  const bool bf16 = weights == CpuWeights::kBFloat16;
   WeightReader reader(ckpt);
+  const Shape table = {vocab, hidden};
   TPSERVE_RETURN_IF_ERROR(
-      reader.Load("model.embed_tokens.weight", {vocab, hidden},
-                  [&](const Tensor& t) { return embed_->WeightLoader(embed_->weight(), t); }));
+      bf16 ? reader.LoadView("model.embed_tokens.weight", table,
+                             [&](const WeightView& t) { return embed_->WeightLoaderBf16(t); })
+           : reader.Load("model.embed_tokens.weight", table, [&](const Tensor& t) {
+               return embed_->WeightLoader(embed_->weight(), t);
+             }));
   for (size_t i = 0; i < layers_.size(); ++i) {
     const std::string prefix = absl::StrCat("model.layers.", i, ".");
     DecoderLayer& layer = layers_[i];
-    TPSERVE_RETURN_IF_ERROR(layer.attn->LoadWeights(reader, prefix + "self_attn."));
-    TPSERVE_RETURN_IF_ERROR(layer.mlp->LoadWeights(reader, prefix + "mlp."));
+    TPSERVE_RETURN_IF_ERROR(layer.attn->LoadWeights(reader, prefix + "self_attn.", weights));
+    TPSERVE_RETURN_IF_ERROR(layer.mlp->LoadWeights(reader, prefix + "mlp.", weights));
     TPSERVE_RETURN_IF_ERROR(
         LoadNorm(reader, prefix + "input_layernorm.weight", hidden, layer.input_norm));
     TPSERVE_RETURN_IF_ERROR(
@@ -71,15 +76,14 @@ absl::Status LlamaModel::LoadWeights(const Checkpoint& ckpt, CpuWeights weights)
   }
   TPSERVE_RETURN_IF_ERROR(LoadNorm(reader, "model.norm.weight", hidden, final_norm_));
   if (!config_.tie_word_embeddings) {
-    TPSERVE_RETURN_IF_ERROR(reader.Load("lm_head.weight", {vocab, hidden}, [&](const Tensor& t) {
-      return lm_head_->WeightLoader(lm_head_->weight(), t);
-    }));
+    TPSERVE_RETURN_IF_ERROR(
+        bf16 ? reader.LoadView("lm_head.weight", table,
+                               [&](const WeightView& t) { return lm_head_->WeightLoaderBf16(t); })
+             : reader.Load("lm_head.weight", table, [&](const Tensor& t) {
+                 return lm_head_->WeightLoader(lm_head_->weight(), t);
+               }));
   }
-  if (weights == CpuWeights::kBFloat16) {
-    // The head first: a tied one packs its copy from the embedding's fp32 table.
-    TPSERVE_RETURN_IF_ERROR(lm_head_->PackWeightBf16());
-    embed_->ConvertWeightBf16();
-  }
+  if (bf16) TPSERVE_RETURN_IF_ERROR(lm_head_->PackWeightBf16());
   return absl::OkStatus();
 }
 

@@ -25,9 +25,6 @@
 
 namespace tpserve {
 
-// How the CPU backend holds the weights it computes with.
-enum class CpuWeights { kFloat32, kBFloat16 };
-
 class LlamaModel {
  public:
   // Validates the config for comm->size() ranks and builds this rank's shards (zeroed).
@@ -35,12 +32,12 @@ class LlamaModel {
                                                             CommGroup* comm);
 
   // Loads every tensor the model needs from `ckpt`, each layer cutting its own slice.
-  // kBFloat16 (the CPU backend's bf16 mode): each decoder layer's linear weights
-  // (attention and MLP) are packed to bf16 for MatMulBf16 as soon as that layer has
-  // loaded, and their fp32 copies freed, so the load never holds the fp32 layers at
-  // once; then the LM head is packed too (a tied one from the embedding's table) and
-  // the embedding's table goes to bf16 rows. Backends that copy the shards
-  // to a device read the fp32 weights: they load kFloat32.
+  // kBFloat16 (the CPU backend's bf16 mode): the embedding's table and every linear
+  // weight come through the layers' bf16 loaders (a BF16 checkpoint's tensors read where
+  // they are mapped, F32/F16 ones rounded), so no fp32 copy of a weight exists at any
+  // time; each decoder layer's weights are packed for MatMulBf16 as soon as that layer
+  // has loaded, then the LM head (a tied one from the embedding's bf16 rows). Norms and
+  // biases stay fp32. Backends that copy the shards to a device load kFloat32.
   absl::Status LoadWeights(const Checkpoint& ckpt, CpuWeights weights = CpuWeights::kFloat32);
 
   // The KV cache geometry of this rank for `num_blocks` blocks of `block_size` tokens.

@@ -38,7 +38,9 @@ absl::StatusOr<std::unique_ptr<LlamaAttention>> LlamaAttention::Create(
   return attn;
 }
 
-absl::Status LlamaAttention::LoadWeights(WeightReader& reader, const std::string& prefix) {
+absl::Status LlamaAttention::LoadWeights(WeightReader& reader, const std::string& prefix,
+                                         CpuWeights weights) {
+  const bool bf16 = weights == CpuWeights::kBFloat16;
   const int64_t hidden = config_->hidden_size, d = config_->head_dim;
   const int64_t q_rows = int64_t{config_->num_attention_heads} * d;
   const int64_t kv_rows = int64_t{config_->num_key_value_heads} * d;
@@ -46,18 +48,26 @@ absl::Status LlamaAttention::LoadWeights(WeightReader& reader, const std::string
   const char* names[] = {"q", "k", "v"};
   for (int i = 0; i < 3; ++i) {
     const std::string proj = prefix + names[i] + "_proj.";
+    const Shape shape = {rows[i][0], hidden};
+    const ShardId id = std::string(names[i]);
     TPSERVE_RETURN_IF_ERROR(
-        reader.Load(proj + "weight", {rows[i][0], hidden}, [&](const Tensor& t) {
-          return qkv_->WeightLoader(qkv_->weight(), t, std::string(names[i]));
-        }));
+        bf16 ? reader.LoadView(proj + "weight", shape,
+                               [&](const WeightView& t) { return qkv_->WeightLoaderBf16(t, id); })
+             : reader.Load(proj + "weight", shape, [&](const Tensor& t) {
+                 return qkv_->WeightLoader(qkv_->weight(), t, id);
+               }));
     if (qkv_->bias() == nullptr) continue;
     TPSERVE_RETURN_IF_ERROR(reader.Load(proj + "bias", rows[i], [&](const Tensor& t) {
       return qkv_->WeightLoader(*qkv_->bias(), t, std::string(names[i]));
     }));
   }
+  const Shape o_shape = {hidden, q_rows};
   TPSERVE_RETURN_IF_ERROR(
-      reader.Load(prefix + "o_proj.weight", {hidden, q_rows},
-                  [&](const Tensor& t) { return o_proj_->WeightLoader(o_proj_->weight(), t); }));
+      bf16 ? reader.LoadView(prefix + "o_proj.weight", o_shape,
+                             [&](const WeightView& t) { return o_proj_->WeightLoaderBf16(t); })
+           : reader.Load(prefix + "o_proj.weight", o_shape, [&](const Tensor& t) {
+               return o_proj_->WeightLoader(o_proj_->weight(), t);
+             }));
   if (o_proj_->bias() != nullptr) {
     TPSERVE_RETURN_IF_ERROR(reader.Load(prefix + "o_proj.bias", {hidden}, [&](const Tensor& t) {
       return o_proj_->WeightLoader(*o_proj_->bias(), t);
@@ -129,12 +139,18 @@ absl::Status LlamaMlp::PackWeightsBf16() {
   return down_->PackWeightBf16();
 }
 
-absl::Status LlamaMlp::LoadWeights(WeightReader& reader, const std::string& prefix) {
+absl::Status LlamaMlp::LoadWeights(WeightReader& reader, const std::string& prefix,
+                                   CpuWeights weights) {
+  const bool bf16 = weights == CpuWeights::kBFloat16;
   int shard = 0;
   for (const char* name : {"gate_proj.", "up_proj."}) {
-    TPSERVE_RETURN_IF_ERROR(reader.Load(
-        prefix + name + "weight", {intermediate_, hidden_},
-        [&](const Tensor& t) { return gate_up_->WeightLoader(gate_up_->weight(), t, shard); }));
+    const Shape shape = {intermediate_, hidden_};
+    TPSERVE_RETURN_IF_ERROR(
+        bf16 ? reader.LoadView(prefix + name + "weight", shape,
+                               [&](const WeightView& t) { return gate_up_->WeightLoaderBf16(t, shard); })
+             : reader.Load(prefix + name + "weight", shape, [&](const Tensor& t) {
+                 return gate_up_->WeightLoader(gate_up_->weight(), t, shard);
+               }));
     if (gate_up_->bias() != nullptr) {
       TPSERVE_RETURN_IF_ERROR(reader.Load(
           prefix + name + "bias", {intermediate_},
@@ -142,9 +158,13 @@ absl::Status LlamaMlp::LoadWeights(WeightReader& reader, const std::string& pref
     }
     ++shard;
   }
+  const Shape down_shape = {hidden_, intermediate_};
   TPSERVE_RETURN_IF_ERROR(
-      reader.Load(prefix + "down_proj.weight", {hidden_, intermediate_},
-                  [&](const Tensor& t) { return down_->WeightLoader(down_->weight(), t); }));
+      bf16 ? reader.LoadView(prefix + "down_proj.weight", down_shape,
+                             [&](const WeightView& t) { return down_->WeightLoaderBf16(t); })
+           : reader.Load(prefix + "down_proj.weight", down_shape, [&](const Tensor& t) {
+               return down_->WeightLoader(down_->weight(), t);
+             }));
   if (down_->bias() == nullptr) return absl::OkStatus();
   return reader.Load(prefix + "down_proj.bias", {hidden_},
                      [&](const Tensor& t) { return down_->WeightLoader(*down_->bias(), t); });

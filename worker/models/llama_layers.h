@@ -19,31 +19,56 @@
 #include "worker/layers/linear.h"
 #include "worker/loader/checkpoint.h"
 #include "worker/loader/hf_config.h"
+#include "worker/loader/safetensors.h"
 #include "worker/step_batch.h"
 #include "worker/tensor.h"
 
 namespace tpserve {
 
-// Reads checkpoint tensors for the layers' WeightLoaders through one fp32 scratch tensor
-// reused from tensor to tensor, so that loading a model allocates (and page-faults) the
-// largest tensor's worth once rather than every tensor anew. One loading thread.
+// Reads checkpoint tensors for the layers' WeightLoaders, as fp32 through one scratch
+// tensor reused from tensor to tensor (loading allocates and page-faults the largest
+// tensor's worth once rather than every tensor anew), or, for the bf16 loaders, as a
+// view of the mapping from which each layer converts only its own slice. After each
+// tensor its mapped pages leave the resident set (ReleaseTensorPages).
+// One loading thread.
 class WeightReader {
  public:
   explicit WeightReader(const Checkpoint& ckpt) : ckpt_(ckpt) {}
   // Reads `name`, checks its full HF shape, and hands it to `load` (valid only during the
-  // call); load's error comes back prefixed with the name.
+  // call) as a const Tensor& (fp32); load's error comes back prefixed with the name.
   template <typename LoadFn>
   absl::Status Load(const std::string& name, const Shape& shape, LoadFn load) {
-    TPSERVE_RETURN_IF_ERROR(ckpt_.GetFloatInto(name, shape, &scratch_));
-    absl::Status s = load(static_cast<const Tensor&>(scratch_));
-    if (!s.ok()) return absl::Status(s.code(), name + ": " + std::string(s.message()));
-    return absl::OkStatus();
+    TPSERVE_ASSIGN_OR_RETURN(const TensorView view, ckpt_.Get(name));
+    absl::Status s = TensorViewToFloatInto(view, shape, &scratch_);
+    if (s.ok()) s = Prefixed(name, load(static_cast<const Tensor&>(scratch_)));
+    ReleaseTensorPages(view);
+    return s;
+  }
+  // The same with a const WeightView& (the tensor where it is mapped) for `load`, which
+  // converts the slice it keeps (the bf16 loaders).
+  template <typename LoadFn>
+  absl::Status LoadView(const std::string& name, const Shape& shape, LoadFn load) {
+    TPSERVE_ASSIGN_OR_RETURN(const TensorView view, ckpt_.Get(name));
+    absl::StatusOr<WeightView> weight = TensorViewToWeight(view, shape);
+    absl::Status s = weight.status();
+    if (s.ok()) s = Prefixed(name + " in " + view.file, load(static_cast<const WeightView&>(*weight)));
+    ReleaseTensorPages(view);
+    return s;
   }
 
  private:
+  static absl::Status Prefixed(const std::string& name, const absl::Status& s) {
+    if (s.ok()) return s;
+    return absl::Status(s.code(), name + ": " + std::string(s.message()));
+  }
+
   const Checkpoint& ckpt_;
   Tensor scratch_;
 };
+
+// How the CPU backend holds the weights it computes with: fp32, or the linear layers'
+// weights (and the embedding table) in bf16, loaded without any fp32 copy.
+enum class CpuWeights { kFloat32, kBFloat16 };
 
 // The tensors one step's attention layers share: positions and cache slots.
 struct AttentionInputs {
@@ -59,8 +84,10 @@ class LlamaAttention {
                                                                 CommGroup* comm,
                                                                 const RotaryEmbedding* rope,
                                                                 int layer);
-  // prefix: "model.layers.{i}.self_attn."
-  absl::Status LoadWeights(WeightReader& reader, const std::string& prefix);
+  // prefix: "model.layers.{i}.self_attn."; kBFloat16 loads the weights through the
+  // layers' bf16 loaders (biases and norms stay fp32).
+  absl::Status LoadWeights(WeightReader& reader, const std::string& prefix,
+                           CpuWeights weights = CpuWeights::kFloat32);
   // qkv and o_proj to bf16 (ColumnParallelLinear::PackWeightBf16).
   absl::Status PackWeightsBf16();
   // x: [n, hidden] -> [n, hidden], all-reduced.
@@ -88,8 +115,9 @@ class LlamaMlp {
  public:
   static absl::StatusOr<std::unique_ptr<LlamaMlp>> Create(const ModelConfig& config,
                                                           CommGroup* comm);
-  // prefix: "model.layers.{i}.mlp."
-  absl::Status LoadWeights(WeightReader& reader, const std::string& prefix);
+  // prefix: "model.layers.{i}.mlp."; weights as LlamaAttention::LoadWeights.
+  absl::Status LoadWeights(WeightReader& reader, const std::string& prefix,
+                           CpuWeights weights = CpuWeights::kFloat32);
   // gate_up and down to bf16.
   absl::Status PackWeightsBf16();
   // x: [n, hidden] -> [n, hidden], all-reduced.

@@ -1,14 +1,21 @@
 // model_benchmark: prefill and decode throughput of the CPU model core at several tp
 // sizes on a synthetic Llama-shaped checkpoint, beside this machine's measured memory
-// bandwidth and the decode floor it implies (weight bytes per step / bandwidth).
+// bandwidth and the decode floor it implies (weight bytes per step / bandwidth), with
+// each rank's peak resident set beside the weight and KV bytes it holds.
 //
 //   bazel run -c opt //worker/tools:model_benchmark -- [--tp 1,2] [--prompt-len 128]
-//       [--decode-steps 32] [--layers 8] [--hidden 768] [--vocab 32000] [--dir DIR]
+//       [--decode-steps 32] [--batches 1,8,32] [--layers 8] [--hidden 768]
+//       [--intermediate N] [--heads N] [--kv-heads N] [--vocab 32000] [--dtype bfloat16]
+//       [--dir DIR]
 //
 // The coordinator writes the checkpoint once, then for each tp re-executes itself as
-// that many rank processes over Gloo (as the forward tool does); rank 0 reports.
+// that many rank processes over Gloo (as the forward tool does); rank 0 reports. A
+// decode step at batch B runs B sequences, each at the prompt's context length and
+// growing by one token per step (their cached keys and values are zeros: the cost of a
+// step does not depend on them).
 #include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -25,6 +32,7 @@
 #include "worker/comm/rank_launcher.h"
 #include "worker/kernels/cpu/bf16_gemm.h"
 #include "worker/kernels/cpu/gemm.h"
+#include "worker/models/llama_tensors.h"
 #include "worker/tools/forward_lib.h"
 #include "worker/tools/membw.h"
 #include "worker/tools/synthetic_checkpoint.h"
@@ -34,7 +42,9 @@ namespace {
 
 struct Flags {
   std::string tp = "1,2", dir;  // empty: a fresh temporary directory, removed at the end
+  std::string batches = "1";
   int64_t prompt_len = 128, decode_steps = 32, layers = 8, hidden = 768, vocab = 32000;
+  int64_t intermediate = 0, heads = 0, kv_heads = 0;  // 0: derived from hidden
   int64_t rank = -1, tp_size = 1, store_port = 0;
   bool tcp_only = false;  // collectives over Gloo's TCP even on one host
   std::string dtype = "float32";  // or bfloat16: the layers' weights in bf16
@@ -44,9 +54,26 @@ double Seconds(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// This process's peak resident set (VmHWM) in bytes, or -1.
+int64_t PeakRssBytes() {
+  std::FILE* status = std::fopen("/proc/self/status", "r");
+  if (status == nullptr) return -1;
+  char line[256];
+  long long kb = -1;
+  while (std::fgets(line, sizeof(line), status) != nullptr) {
+    if (std::sscanf(line, "VmHWM: %lld kB", &kb) == 1) break;
+  }
+  std::fclose(status);
+  return kb < 0 ? -1 : kb * 1024;
+}
+
 absl::Status RunRank(const Flags& f) {
   SetGemmThreads(1);
   SetBf16GemmThreads(1);
+  std::vector<int32_t> batches;
+  TPSERVE_RETURN_IF_ERROR(ParseIdList(f.batches, &batches));
+  int max_batch = 1;
+  for (int b : batches) max_batch = std::max(max_batch, b);
   GlooOptions options;
   options.rank = static_cast<int>(f.rank);
   options.size = static_cast<int>(f.tp_size);
@@ -56,36 +83,72 @@ absl::Status RunRank(const Flags& f) {
   options.shared_memory = !f.tcp_only;
   TPSERVE_ASSIGN_OR_RETURN(auto comm, GlooCommGroup::Create(options));
   TPSERVE_ASSIGN_OR_RETURN(auto files, OpenModel(f.dir, static_cast<int>(f.tp_size)));
+  const bool bf16 = f.dtype == "bfloat16";
   TPSERVE_ASSIGN_OR_RETURN(
-      auto model, LoadModel(files, comm.get(),
-                            f.dtype == "bfloat16" ? CpuWeights::kBFloat16 : CpuWeights::kFloat32));
+      auto model,
+      LoadModel(files, comm.get(), bf16 ? CpuWeights::kBFloat16 : CpuWeights::kFloat32));
+  const int64_t weight_bytes =
+      RankWeightBytes(files.config, static_cast<int>(f.tp_size), bf16 ? 2 : 4);
+  const int64_t load_peak = PeakRssBytes();
+  files.checkpoint.reset();  // as a worker does once loaded
   const int block = 16;
   const int total = static_cast<int>(f.prompt_len + f.decode_steps);
+  const int blocks_per_seq = (total + block - 1) / block;
   TPSERVE_ASSIGN_OR_RETURN(
-      auto cache,
-      KvCache::Create(model->CacheShape((total + block - 1) / block, block), 1LL << 36));
-  std::vector<int32_t> table;
-  for (int b = 0; b < (total + block - 1) / block; ++b) table.push_back(b);
+      auto cache, KvCache::Create(model->CacheShape(blocks_per_seq * max_batch, block), 1LL << 36));
+  std::vector<std::vector<int32_t>> tables(max_batch);  // sequence i: its own blocks
+  for (int i = 0; i < max_batch; ++i) {
+    for (int b = 0; b < blocks_per_seq; ++b) tables[i].push_back(i * blocks_per_seq + b);
+  }
   StepBatch prefill;
   for (int i = 0; i < f.prompt_len; ++i) prefill.token_ids.push_back((i * 7919) % f.vocab);
-  prefill.seqs.push_back({static_cast<int32_t>(f.prompt_len), static_cast<int32_t>(f.prompt_len), table, false});
+  prefill.seqs.push_back({static_cast<int32_t>(f.prompt_len), static_cast<int32_t>(f.prompt_len), tables[0], false});
   TPSERVE_RETURN_IF_ERROR(comm->Barrier());
   auto start = std::chrono::steady_clock::now();
   TPSERVE_ASSIGN_OR_RETURN(auto logits, model->Forward(prefill, cache));
   const double prefill_s = Seconds(start);
-  TPSERVE_RETURN_IF_ERROR(comm->Barrier());
-  start = std::chrono::steady_clock::now();
-  for (int step = 0; step < f.decode_steps; ++step) {
-    StepBatch decode;
-    decode.token_ids = {static_cast<int32_t>((step * 31) % f.vocab)};
-    decode.seqs.push_back({1, static_cast<int32_t>(f.prompt_len + step + 1), table, false});
-    TPSERVE_ASSIGN_OR_RETURN(auto out, model->Forward(decode, cache));
-  }
-  const double decode_s = Seconds(start);
+  // Forward's GEMM work in the prefill: 2 flops per weight per token (the head for one row).
+  const double head = double(files.config.vocab_size) * files.config.hidden_size;
+  const double layer_params =
+      double(RankWeightBytes(files.config, 1, 1)) - 2 * head;  // all ranks' layer weights
+  const double prefill_gflops = 2.0 * layer_params * f.prompt_len / prefill_s / 1e9;
   if (f.rank == 0) {
-    std::printf("RESULT tp=%lld prefill_tok_s=%.1f decode_tok_s=%.2f decode_ms=%.2f\n",
-                static_cast<long long>(f.tp_size), f.prompt_len / prefill_s,
-                f.decode_steps / decode_s, 1e3 * decode_s / f.decode_steps);
+    std::printf("RESULT tp=%lld prefill_tok_s=%.1f prefill_gemm_gflop_s=%.1f\n",
+                static_cast<long long>(f.tp_size), f.prompt_len / prefill_s, prefill_gflops);
+  }
+  for (int batch : batches) {
+    TPSERVE_RETURN_IF_ERROR(comm->Barrier());
+    start = std::chrono::steady_clock::now();
+    for (int step = 0; step < f.decode_steps; ++step) {
+      StepBatch decode;
+      for (int i = 0; i < batch; ++i) {
+        decode.token_ids.push_back(static_cast<int32_t>((step * 31 + i * 17) % f.vocab));
+        decode.seqs.push_back(
+            {1, static_cast<int32_t>(f.prompt_len + step + 1), tables[i], false});
+      }
+      TPSERVE_ASSIGN_OR_RETURN(auto out, model->Forward(decode, cache));
+    }
+    const double decode_s = Seconds(start);
+    if (f.rank == 0) {
+      std::printf("RESULT tp=%lld batch=%d decode_ms=%.2f decode_tok_s=%.2f\n",
+                  static_cast<long long>(f.tp_size), batch, 1e3 * decode_s / f.decode_steps,
+                  batch * f.decode_steps / decode_s);
+    }
+  }
+  std::fflush(stdout);
+  TPSERVE_RETURN_IF_ERROR(comm->Barrier());
+  // Every rank reports its memory, in rank order.
+  for (int r = 0; r < f.tp_size; ++r) {
+    if (r == f.rank) {
+      std::printf("MEMORY tp=%lld rank=%lld weights_MiB=%.1f kv_MiB=%.1f load_peak_rss_MiB=%.1f "
+                  "peak_rss_MiB=%.1f (%.3fx weights+kv)\n",
+                  static_cast<long long>(f.tp_size), static_cast<long long>(f.rank),
+                  weight_bytes / 1048576.0, cache.shape().bytes() / 1048576.0, load_peak / 1048576.0,
+                  PeakRssBytes() / 1048576.0,
+                  double(PeakRssBytes()) / double(weight_bytes + cache.shape().bytes()));
+      std::fflush(stdout);
+    }
+    TPSERVE_RETURN_IF_ERROR(comm->Barrier());
   }
   return absl::OkStatus();
 }
@@ -107,7 +170,9 @@ absl::Status RunPool(const Flags& f, int tp) {
                                      "--decode-steps",
                                      std::to_string(f.decode_steps),
                                      "--vocab",
-                                     std::to_string(f.vocab)};
+                                     std::to_string(f.vocab),
+                                     "--batches",
+                                     f.batches};
     if (f.tcp_only) argv.push_back("--tcp-only");
     argv.push_back("--dtype");
     argv.push_back(f.dtype);
@@ -118,10 +183,13 @@ absl::Status RunPool(const Flags& f, int tp) {
 absl::Status Coordinate(const Flags& f) {
   SyntheticLlama spec;
   spec.hidden_size = static_cast<int>(f.hidden);
-  spec.intermediate_size = static_cast<int>(f.hidden * 8 / 3 / 64 * 64);
+  spec.intermediate_size =
+      static_cast<int>(f.intermediate > 0 ? f.intermediate : f.hidden * 8 / 3 / 64 * 64);
   spec.num_layers = static_cast<int>(f.layers);
-  spec.num_heads = static_cast<int>(f.hidden / 64);
-  spec.num_kv_heads = spec.num_heads / 3 > 0 ? spec.num_heads / 3 : 1;
+  spec.num_heads = static_cast<int>(f.heads > 0 ? f.heads : f.hidden / 64);
+  spec.num_kv_heads = static_cast<int>(
+      f.kv_heads > 0 ? f.kv_heads : (spec.num_heads / 3 > 0 ? spec.num_heads / 3 : 1));
+  spec.dtype = DType::kBF16;  // as real checkpoints are; float32 runs widen it at load
   spec.vocab_size = static_cast<int>(f.vocab);
   TPSERVE_RETURN_IF_ERROR(WriteSyntheticLlama(f.dir, spec));
   const double params = static_cast<double>(spec.NumParameters());
@@ -156,7 +224,11 @@ int Main(int argc, char** argv) {
   p.AddInt("prompt-len", &f.prompt_len, "prefill tokens (default 128)");
   p.AddString("dtype", &f.dtype,
               "float32 (default) or bfloat16 (the layers' weights in bf16, fp32 compute)");
-  p.AddInt("decode-steps", &f.decode_steps, "batch-1 decode steps (default 32)");
+  p.AddInt("decode-steps", &f.decode_steps, "decode steps per batch size (default 32)");
+  p.AddString("batches", &f.batches, "comma-separated decode batch sizes (default 1)");
+  p.AddInt("intermediate", &f.intermediate, "MLP size (default hidden*8/3, rounded to 64)");
+  p.AddInt("heads", &f.heads, "attention heads (default hidden/64)");
+  p.AddInt("kv-heads", &f.kv_heads, "key/value heads (default heads/3)");
   p.AddInt("layers", &f.layers, "decoder layers (default 8)");
   p.AddInt("hidden", &f.hidden, "hidden size, a multiple of 64 (default 768)");
   p.AddInt("vocab", &f.vocab, "vocab size (default 32000)");

@@ -320,4 +320,16 @@ absl::StatusOr<std::unique_ptr<PackedBf16Weight>> PackAndFreeBf16(Tensor& weight
   return std::make_unique<PackedBf16Weight>(*std::move(packed));
 }
 
+absl::StatusOr<std::unique_ptr<PackedBf16Weight>> PackAndFreeBf16(Bf16Tensor& weight) {
+  if (weight.shape().size() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PackAndFreeBf16: expected a [n_out, k] weight, got ", ShapeToString(weight.shape())));
+  }
+  absl::StatusOr<PackedBf16Weight> packed =
+      PackedBf16Weight::FromBf16(weight.data(), weight.dim(0), weight.dim(1));
+  if (!packed.ok()) return packed.status();
+  weight = Bf16Tensor();
+  return std::make_unique<PackedBf16Weight>(*std::move(packed));
+}
+
 }  // namespace tpserve

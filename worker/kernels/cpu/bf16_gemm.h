@@ -79,6 +79,8 @@ absl::Status MatMulBf16(const float* x, int64_t m, const PackedBf16Weight& w, fl
 // A layer's fp32 weight tensor ([n_out, k]) packed, then freed (`weight` is left empty):
 // what a linear layer keeps in its bf16 mode.
 absl::StatusOr<std::unique_ptr<PackedBf16Weight>> PackAndFreeBf16(Tensor& weight);
+// The same from a bf16 staging copy ([n_out, k]), freed (left empty) once packed.
+absl::StatusOr<std::unique_ptr<PackedBf16Weight>> PackAndFreeBf16(Bf16Tensor& weight);
 
 // Sets how many OpenMP threads oneDNN uses for MatMulBf16 and packing in this process
 // (one rank = one process), as SetGemmThreads does for OpenBLAS, which the fallback path

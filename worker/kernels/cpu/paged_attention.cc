@@ -1,5 +1,7 @@
 #include "worker/kernels/cpu/paged_attention.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -20,51 +22,144 @@ void WriteKv(const float* k, const float* v, absl::Span<const int64_t> slots, in
 
 namespace {
 
-// One query head of one token against positions [lo, hi] of its sequence.
-void AttendOne(const float* q, const SequenceStep& seq, int32_t lo, int32_t hi,
-               int64_t kv_head, const KvCache& cache, int layer, const AttentionParams& p,
-               std::vector<float>& scores, float* out) {
-  const int block_size = cache.shape().block_size;
-  scores.resize(hi - lo + 1);
-  float max_score = -INFINITY;
-  for (int32_t j = lo; j <= hi; ++j) {
-    const int64_t slot = int64_t{seq.block_table[j / block_size]} * block_size + j % block_size;
-    const float* key = cache.key(layer, slot) + kv_head * p.head_dim;
-    float dot = 0.0f;
-    for (int64_t d = 0; d < p.head_dim; ++d) dot += q[d] * key[d];
-    scores[j - lo] = dot * p.scale;
-    max_score = std::max(max_score, scores[j - lo]);
-  }
-  float denom = 0.0f;
-  for (float& s : scores) {
-    s = std::exp(s - max_score);
-    denom += s;
-  }
-  std::fill(out, out + p.v_head_dim, 0.0f);
-  for (int32_t j = lo; j <= hi; ++j) {
-    const int64_t slot = int64_t{seq.block_table[j / block_size]} * block_size + j % block_size;
-    const float* value = cache.value(layer, slot) + kv_head * p.v_head_dim;
-    const float w = scores[j - lo] / denom;
-    for (int64_t d = 0; d < p.v_head_dim; ++d) out[d] += w * value[d];
-  }
+// Eight floats in one AVX register (GCC/Clang vector extensions: the build targets
+// x86-64-v3), and the matching int lanes.
+typedef float V8 __attribute__((vector_size(32)));
+typedef int32_t V8i __attribute__((vector_size(32)));
+
+V8 Splat(float x) { return V8{x, x, x, x, x, x, x, x}; }
+
+// e^x lane by lane, within a few ulp of std::exp (x up to 88): x = n·ln2 + r with
+// |r| <= ln2/2, e^r by a degree-7 Taylor polynomial (truncation below 6e-9 relative on
+// that interval), times 2^n through the exponent bits. At or below -87 (e^x < 1.7e-38)
+// the result is 0, which keeps 2^n normal; NaN stays NaN.
+V8 Exp(V8 x) {
+  const V8 nan_lanes = x;
+  const V8 lo = Splat(-87.0f), hi = Splat(88.3f);
+  x = x < lo ? lo : x;
+  x = x > hi ? hi : x;
+  const V8 t = x * Splat(1.44269504088896341f);  // x / ln2
+  V8i n = __builtin_convertvector(t + (t < Splat(0.0f) ? Splat(-0.5f) : Splat(0.5f)), V8i);
+  const V8 nf = __builtin_convertvector(n, V8);
+  V8 r = x - nf * Splat(0.693145751953125f);  // ln2 split in two for an exact first product
+  r = r - nf * Splat(1.428606765330187e-06f);
+  V8 poly = Splat(1.0f / 5040);
+  poly = poly * r + Splat(1.0f / 720);
+  poly = poly * r + Splat(1.0f / 120);
+  poly = poly * r + Splat(1.0f / 24);
+  poly = poly * r + Splat(1.0f / 6);
+  poly = poly * r + Splat(0.5f);
+  poly = poly * r + Splat(1.0f);
+  poly = poly * r + Splat(1.0f);
+  V8i bits;
+  std::memcpy(&bits, &poly, sizeof(bits));
+  bits += (n << 23);  // × 2^n: n >= -126 here, so the result stays normal
+  V8 out;
+  std::memcpy(&out, &bits, sizeof(out));
+  out = x <= lo ? Splat(0.0f) : out;
+  return nan_lanes != nan_lanes ? nan_lanes : out;
 }
+
+// One row of scores: out-of-window columns (before `first`, after `last`) become 0 and
+// the rest softmax(scores): e^(s − max) / Σ.
+void SoftmaxRow(float* scores, int64_t columns, int64_t first, int64_t last) {
+  float max_score = -INFINITY;
+  for (int64_t j = first; j <= last; ++j) max_score = std::max(max_score, scores[j]);
+  std::fill(scores, scores + first, 0.0f);
+  std::fill(scores + last + 1, scores + columns, 0.0f);
+  const int64_t count = last - first + 1;
+  float* row = scores + first;
+  V8 sum = Splat(0.0f);
+  int64_t j = 0;
+  for (; j + 8 <= count; j += 8) {
+    V8 v;
+    std::memcpy(&v, row + j, sizeof(v));
+    v = Exp(v - Splat(max_score));
+    std::memcpy(row + j, &v, sizeof(v));
+    sum += v;
+  }
+  float total = 0.0f;
+  for (int l = 0; l < 8; ++l) total += sum[l];
+  if (j < count) {  // the tail, through the same Exp
+    V8 v = Splat(-INFINITY);
+    std::memcpy(&v, row + j, (count - j) * sizeof(float));
+    v = Exp(v - Splat(max_score));  // -inf lanes give 0
+    std::memcpy(row + j, &v, (count - j) * sizeof(float));
+    for (int64_t l = 0; l < count - j; ++l) total += v[l];
+  }
+  const float inv = 1.0f / total;
+  for (int64_t i = 0; i < count; ++i) row[i] *= inv;
+}
+
+// Query rows handled by one pair of GEMMs: bounds the scores buffer at kRowsPerChunk ×
+// context floats.
+constexpr int64_t kRowsPerChunk = 256;
 
 }  // namespace
 
 void PagedAttention(const float* q, const StepBatch& batch, const KvCache& cache, int layer,
                     const AttentionParams& p, float* out) {
   const int64_t group = p.num_heads / p.num_kv_heads;  // query heads per kv head
-  std::vector<float> scores;
-  int64_t t = 0;  // flattened token index
+  const int64_t d = p.head_dim, dv = p.v_head_dim;
+  const int block_size = cache.shape().block_size;
+  const int64_t tokens_per_chunk = std::max<int64_t>(1, kRowsPerChunk / group);
+  std::vector<float> keys, values, scores, q_rows, out_rows;
+  int64_t t0 = 0;  // flattened index of the sequence's first new token
   for (const SequenceStep& seq : batch.seqs) {
-    for (int32_t i = 0; i < seq.num_new_tokens; ++i, ++t) {
-      const int32_t pos = seq.context_len - seq.num_new_tokens + i;
-      const int32_t lo = p.sliding_window > 0 ? std::max(0, pos - p.sliding_window + 1) : 0;
-      for (int64_t h = 0; h < p.num_heads; ++h) {
-        AttendOne(q + (t * p.num_heads + h) * p.head_dim, seq, lo, pos, h / group, cache, layer,
-                  p, scores, out + (t * p.num_heads + h) * p.v_head_dim);
+    const int32_t first_pos = seq.context_len - seq.num_new_tokens;
+    // Positions any of its new tokens reads: [lo_all, context_len).
+    const int32_t lo_all =
+        p.sliding_window > 0 ? std::max(0, first_pos - p.sliding_window + 1) : 0;
+    const int64_t span = seq.context_len - lo_all;
+    keys.resize(span * d);     // [span, d] of one kv head
+    values.resize(span * dv);  // [span, dv]
+    for (int64_t kv_head = 0; kv_head < p.num_kv_heads; ++kv_head) {
+      for (int64_t j = 0; j < span; ++j) {
+        const int32_t pos = lo_all + static_cast<int32_t>(j);
+        const int64_t slot =
+            int64_t{seq.block_table[pos / block_size]} * block_size + pos % block_size;
+        std::memcpy(&keys[j * d], cache.key(layer, slot) + kv_head * d, d * sizeof(float));
+        std::memcpy(&values[j * dv], cache.value(layer, slot) + kv_head * dv,
+                    dv * sizeof(float));
+      }
+      for (int32_t i0 = 0; i0 < seq.num_new_tokens; i0 += tokens_per_chunk) {
+        const int32_t i1 =
+            static_cast<int32_t>(std::min<int64_t>(seq.num_new_tokens, i0 + tokens_per_chunk));
+        const int64_t rows = int64_t{i1 - i0} * group;
+        // Columns up to the chunk's last token; earlier rows mask the rest.
+        const int64_t columns = first_pos + i1 - lo_all;
+        q_rows.resize(rows * d);
+        for (int32_t i = i0; i < i1; ++i) {  // row (i, g): token i, query head kv_head·G + g
+          std::memcpy(&q_rows[(i - i0) * group * d],
+                      q + ((t0 + i) * p.num_heads + kv_head * group) * d,
+                      group * d * sizeof(float));
+        }
+        scores.resize(rows * columns);  // [rows, columns]
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows),
+                    static_cast<blasint>(columns), static_cast<blasint>(d), p.scale,
+                    q_rows.data(), static_cast<blasint>(d), keys.data(), static_cast<blasint>(d),
+                    0.0f, scores.data(), static_cast<blasint>(columns));
+        for (int32_t i = i0; i < i1; ++i) {
+          const int32_t pos = first_pos + i;
+          const int32_t lo =
+              p.sliding_window > 0 ? std::max(0, pos - p.sliding_window + 1) : 0;
+          for (int64_t g = 0; g < group; ++g) {
+            SoftmaxRow(&scores[((i - i0) * group + g) * columns], columns, lo - lo_all,
+                       pos - lo_all);
+          }
+        }
+        out_rows.resize(rows * dv);  // [rows, dv]
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(rows),
+                    static_cast<blasint>(dv), static_cast<blasint>(columns), 1.0f,
+                    scores.data(), static_cast<blasint>(columns), values.data(),
+                    static_cast<blasint>(dv), 0.0f, out_rows.data(), static_cast<blasint>(dv));
+        for (int32_t i = i0; i < i1; ++i) {
+          std::memcpy(out + ((t0 + i) * p.num_heads + kv_head * group) * dv,
+                      &out_rows[(i - i0) * group * dv], group * dv * sizeof(float));
+        }
       }
     }
+    t0 += seq.num_new_tokens;
   }
 }
 
