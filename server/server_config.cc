@@ -36,8 +36,9 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
   args.AddInt("tp", &i.tp, "tensor-parallel size: worker ranks");
   args.AddString("device", &c.device, "cpu or cuda");
   args.AddString("dtype", &c.dtype,
-                 "float32 (cpu's default) or bfloat16 (cuda's default; on cpu: the layers' "
-                 "weights in bf16, activations and accumulation in fp32)");
+                 "auto (default: on cpu the checkpoint's dtype, bf16/fp16 served as bfloat16; "
+                 "on cuda bfloat16), float32 or bfloat16 (on cpu: the weights in bf16, "
+                 "activations and accumulation in fp32)");
   args.AddDouble("gpu-memory-fraction", &c.gpu_memory_fraction,
                  "cuda: share of each GPU for weights, activations and KV cache (default 0.9)");
   args.AddString("host", &c.host,
@@ -158,10 +159,10 @@ absl::Status ServerConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("--device must be cpu or cuda, got \"", device, "\""));
   }
-  if (!dtype.empty() && dtype != "float32" && dtype != "bfloat16") {
+  if (dtype != "auto" && dtype != "float32" && dtype != "bfloat16") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--dtype \"", dtype, "\": expected float32 or bfloat16 (on cpu, bfloat16 keeps the "
-        "layers' weights in bf16 and computes in fp32)"));
+        "--dtype \"", dtype, "\": expected auto, float32 or bfloat16 (float16 weights are "
+        "served as bfloat16)"));
   }
   if (!(gpu_memory_fraction > 0 && gpu_memory_fraction <= 1)) {
     return absl::InvalidArgumentError(
@@ -216,9 +217,10 @@ absl::Status ServerConfig::Validate() const {
   return absl::OkStatus();
 }
 
-std::string ServerConfig::ComputeDType() const {
-  if (!dtype.empty()) return dtype;
-  return device == "cpu" ? "float32" : "bfloat16";
+std::string ServerConfig::ComputeDType(DType checkpoint_dtype) const {
+  if (dtype != "auto") return dtype;
+  if (device != "cpu") return "bfloat16";
+  return checkpoint_dtype == DType::kF32 ? "float32" : "bfloat16";
 }
 
 absl::StatusOr<ServerConfig> ParseServerFlags(int argc, char** argv) {

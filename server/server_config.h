@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "tpserve/v1/batch_limits.h"
+#include "worker/dtype.h"
 
 namespace tpserve {
 
@@ -19,7 +20,9 @@ struct ServerConfig {
   std::string model_name;             // empty: the directory's base name
   int tp = 1;
   std::string device = "cpu";         // "cpu" or "cuda"
-  std::string dtype;                  // empty: float32 on cpu, bfloat16 on cuda
+  // "auto" (the default): on cpu the checkpoint's dtype (bf16 and fp16 checkpoints as
+  // bfloat16, fp32 as float32); on cuda bfloat16. Or "float32", "bfloat16".
+  std::string dtype = "auto";
   // cuda, without --kv-blocks/--kv-memory-mb: each rank's weights, activations and KV
   // cache take up to this fraction of its GPU's memory.
   double gpu_memory_fraction = 0.9;
@@ -64,8 +67,10 @@ struct ServerConfig {
   std::string api_key_file;
 
   absl::Status Validate() const;
-  // dtype, or the device's default.
-  std::string ComputeDType() const;
+  // The dtype served: dtype unless "auto"; for "auto" on cpu `checkpoint_dtype` (what
+  // the model's config.json says, else its weights' dtype) mapped to float32 or
+  // bfloat16, on cuda bfloat16.
+  std::string ComputeDType(DType checkpoint_dtype) const;
 };
 
 // Parses tpserve's command line. InvalidArgument names the flag; the usage text is

@@ -58,14 +58,14 @@ TEST(ServerConfigTest, ParsesEveryFlag) {
   EXPECT_EQ(c->worker_binary, "/w");
   EXPECT_EQ(c->metrics_port, 9090);
   EXPECT_TRUE(c->no_prefix_caching);
-  EXPECT_EQ(c->ComputeDType(), "bfloat16");  // cuda's default
+  EXPECT_EQ(c->ComputeDType(DType::kF32), "bfloat16");  // cuda's auto
 }
 
 TEST(ServerConfigTest, DtypeAndGpuMemoryFraction) {
   absl::StatusOr<ServerConfig> c = Parse({"--model", "/m", "--port", "0", "--device", "cuda",
                                           "--dtype", "float32", "--gpu-memory-fraction", "0.5"});
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->ComputeDType(), "float32");
+  EXPECT_EQ(c->ComputeDType(DType::kBF16), "float32");  // as asked, whatever the checkpoint
   EXPECT_DOUBLE_EQ(c->gpu_memory_fraction, 0.5);
   EXPECT_FALSE(c->enforce_eager);
   c = Parse({"--model", "/m", "--port", "0", "--device", "cuda", "--enforce-eager"});
@@ -73,7 +73,11 @@ TEST(ServerConfigTest, DtypeAndGpuMemoryFraction) {
   EXPECT_TRUE(c->enforce_eager);
   c = Parse({"--model", "/m", "--port", "0"});
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->ComputeDType(), "float32");
+  EXPECT_EQ(c->dtype, "auto");  // cpu's auto follows the checkpoint
+  EXPECT_EQ(c->ComputeDType(DType::kF32), "float32");
+  EXPECT_EQ(c->ComputeDType(DType::kBF16), "bfloat16");
+  EXPECT_EQ(c->ComputeDType(DType::kF16), "bfloat16");
+  EXPECT_FALSE(Parse({"--model", "/m", "--port", "0", "--dtype", "float16"}).ok());
   EXPECT_EQ(c->metrics_port, -1);  // off unless asked
   EXPECT_FALSE(c->no_prefix_caching);
 }
@@ -113,9 +117,9 @@ TEST(ServerConfigTest, BadFlagsNameTheFlag) {
       {{"--model", "/m", "--port", "1", "stray"}, "unexpected argument \"stray\""},
       {{"--bogus"}, "unknown flag --bogus"},
       {{"--model", "/m", "--port", "1", "--dtype", "float16"},
-       "--dtype \"float16\": expected float32 or bfloat16"},
+       "--dtype \"float16\": expected auto, float32 or bfloat16"},
       {{"--model", "/m", "--port", "1", "--device", "cuda", "--dtype", "float16"},
-       "expected float32 or bfloat16"},
+       "expected auto, float32 or bfloat16"},
       {{"--model", "/m", "--port", "1", "--device", "cuda", "--gpu-memory-fraction", "1.5"},
        "--gpu-memory-fraction must be in (0, 1], got 1.5"},
       {{"--model", "/m", "--port", "1", "--enforce-eager"},

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tpserve/v1/batch_limits.h"
+#include "worker/loader/checkpoint.h"
 #include "worker/loader/hf_config.h"
 
 namespace tpserve {
@@ -113,15 +114,29 @@ std::string ModelName(const ServerConfig& config) {
   return path.filename().string();
 }
 
+// What --dtype auto follows: config.json's dtype, else (a config without one) the
+// embedding's dtype in the checkpoint, as transformers' dtype="auto" falls back to the
+// weights'. Only the headers are read.
+absl::StatusOr<std::string> ServedDType(const ServerConfig& config, const ModelConfig& model) {
+  if (config.dtype != "auto" || config.device != "cpu" || model.torch_dtype_given) {
+    return config.ComputeDType(model.torch_dtype);
+  }
+  TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint,
+                           Checkpoint::Open(config.model_dir));
+  TPSERVE_ASSIGN_OR_RETURN(const TensorView embedding,
+                           checkpoint->Get("model.embed_tokens.weight"));
+  return config.ComputeDType(embedding.dtype);
+}
+
 ServedModel Describe(const ServerConfig& config, const ModelConfig& model,
-                     const BatchLimits& limits) {
+                     const BatchLimits& limits, const std::string& dtype) {
   ServedModel served;
   served.architecture = model.architecture;
   served.model_path = config.model_dir;
   served.model_name = ModelName(config);
   served.vocab_size = model.vocab_size;
   served.tp = config.tp;
-  served.dtype = config.ComputeDType();
+  served.dtype = dtype;
   served.device = config.device;
   served.kv_block_size = config.kv_block_size;
   served.limits = limits;
@@ -130,13 +145,13 @@ ServedModel Describe(const ServerConfig& config, const ModelConfig& model,
 }
 
 absl::StatusOr<WorkerPoolOptions> PoolOptions(const ServerConfig& config,
-                                               const BatchLimits& limits,
+                                               const BatchLimits& limits, const std::string& dtype,
                                                std::shared_ptr<const std::string>* control_dir) {
   WorkerPoolOptions pool;
   pool.model_dir = config.model_dir;
   pool.tp = config.tp;
   pool.device = config.device;
-  pool.dtype = config.ComputeDType();
+  pool.dtype = dtype;
   pool.eager_decode = config.enforce_eager;
   pool.spawn_workers = !config.external_workers;
   pool.worker_binary = config.worker_binary;
@@ -209,8 +224,9 @@ absl::StatusOr<ServingSetup> PrepareServing(const ServerConfig& config) {
   limits.set_max_context(max_context);
   ServingSetup setup;
   TPSERVE_ASSIGN_OR_RETURN(setup.tokenizer, LoadTokenizer(config.model_dir, model.vocab_size));
-  setup.model = Describe(config, model, limits);
-  TPSERVE_ASSIGN_OR_RETURN(setup.pool, PoolOptions(config, limits, &setup.control_dir));
+  TPSERVE_ASSIGN_OR_RETURN(const std::string dtype, ServedDType(config, model));
+  setup.model = Describe(config, model, limits, dtype);
+  TPSERVE_ASSIGN_OR_RETURN(setup.pool, PoolOptions(config, limits, dtype, &setup.control_dir));
   EngineOptions& engine = setup.supervisor.engine;
   engine.limits = limits;
   engine.max_queue = config.max_queue;

@@ -2,8 +2,15 @@
 golden fixture at tp 2: it serves, GetModelInfo says bfloat16, and its greedy tokens
 agree with the fp32 server's wherever fp32's top-2 logprob gap is wider than bf16's
 error could close (the first position closer than GAP ends the comparison: from there
-on the two may rightly part).
+on the two may rightly part). Then --dtype auto, the default: a bf16 checkpoint serves
+as bfloat16 and an fp32 one as float32, from config.json's dtype or, where the config
+has none, from the weights' dtype.
 """
+import json
+import os
+import shutil
+import tempfile
+
 from harness import Server, stubs
 
 MODEL = "tests/data/models/llama_gqa"
@@ -41,7 +48,41 @@ def main():
             assert ids16[i] == ids32[i], (i, ids32, ids16)
             compared += 1
     assert compared >= 8, compared
-    print("bf16_test: %d greedy tokens agree with fp32 (gap > %.2f); PASS" % (compared, GAP))
+    check_auto(pb, pb_grpc)
+    print("bf16_test: %d greedy tokens agree with fp32 (gap > %.2f); auto follows the "
+          "checkpoint; PASS" % (compared, GAP))
+
+
+def served_dtype(pb, pb_grpc, model):
+    import grpc
+    server = Server(model, tp=1)  # no --dtype: auto
+    try:
+        stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
+        return stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=30).dtype
+    finally:
+        assert server.stop() == 0
+
+
+def without_dtype_key(model, tmp):
+    """A copy of `model` whose config.json has neither dtype nor torch_dtype."""
+    dst = os.path.join(tmp, os.path.basename(model))
+    shutil.copytree(model, dst)
+    with open(os.path.join(dst, "config.json")) as f:
+        config = json.load(f)
+    config.pop("dtype", None)
+    config.pop("torch_dtype", None)
+    with open(os.path.join(dst, "config.json"), "w") as f:
+        json.dump(config, f)
+    return dst
+
+
+def check_auto(pb, pb_grpc):
+    bf16_model = "tests/data/models/llama_bf16_sharded"
+    assert served_dtype(pb, pb_grpc, bf16_model) == "bfloat16"
+    assert served_dtype(pb, pb_grpc, MODEL) == "float32"
+    with tempfile.TemporaryDirectory() as tmp:
+        assert served_dtype(pb, pb_grpc, without_dtype_key(bf16_model, tmp)) == "bfloat16"
+        assert served_dtype(pb, pb_grpc, without_dtype_key(MODEL, tmp)) == "float32"
 
 
 if __name__ == "__main__":

@@ -198,6 +198,7 @@ absl::Status ParseRope(const JsonField& root, ModelConfig* c) {
 absl::Status ParseDType(const JsonField& root, ModelConfig* c) {
   // "dtype" is the newer name (transformers >= 4.56); "torch_dtype" the older one.
   const JsonField dtype = root[root["dtype"].is_null() ? "torch_dtype" : "dtype"];
+  c->torch_dtype_given = !dtype.is_null();
   TPSERVE_ASSIGN_OR_RETURN(std::string name, dtype.StringOr("float32"));
   if (name == "float32") {
     c->torch_dtype = DType::kF32;

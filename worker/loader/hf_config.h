@@ -61,6 +61,7 @@ struct ModelConfig {
   int max_position_embeddings = 0;
   int sliding_window = 0;  // 0: full attention
   DType torch_dtype = DType::kF32;
+  bool torch_dtype_given = false;  // config.json says "dtype"/"torch_dtype"
   int bos_token_id = -1;  // -1 when absent
   int pad_token_id = -1;  // -1 when absent
   std::vector<int> eos_token_ids;
