@@ -39,6 +39,9 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
                  "auto (default: on cpu the checkpoint's dtype, bf16/fp16 served as bfloat16; "
                  "on cuda bfloat16), float32 or bfloat16 (on cpu: the weights in bf16, "
                  "activations and accumulation in fp32)");
+  args.AddString("kv-cache-dtype", &c.kv_cache_dtype,
+                 "auto (default: as --dtype serves, so bf16 in bf16 mode), float32 or bfloat16 "
+                 "(cpu: half the KV memory and bandwidth of float32)");
   args.AddDouble("gpu-memory-fraction", &c.gpu_memory_fraction,
                  "cuda: share of each GPU for weights, activations and KV cache (default 0.9)");
   args.AddString("host", &c.host,
@@ -163,6 +166,14 @@ absl::Status ServerConfig::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "--dtype \"", dtype, "\": expected auto, float32 or bfloat16 (float16 weights are "
         "served as bfloat16)"));
+  }
+  if (kv_cache_dtype != "auto" && kv_cache_dtype != "float32" && kv_cache_dtype != "bfloat16") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv-cache-dtype \"", kv_cache_dtype, "\": expected auto, float32 or bfloat16"));
+  }
+  if (kv_cache_dtype != "auto" && device == "cuda" && dtype != "auto" && kv_cache_dtype != dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv-cache-dtype ", kv_cache_dtype, ": the cuda KV cache holds --dtype (", dtype, ")"));
   }
   if (!(gpu_memory_fraction > 0 && gpu_memory_fraction <= 1)) {
     return absl::InvalidArgumentError(

@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "tpserve/v1/batch_limits.h"
-#include "worker/dtype.h"
+#include "worker/loader/hf_config.h"  // DType
 
 namespace tpserve {
 
@@ -23,6 +23,9 @@ struct ServerConfig {
   // "auto" (the default): on cpu the checkpoint's dtype (bf16 and fp16 checkpoints as
   // bfloat16, fp32 as float32); on cuda bfloat16. Or "float32", "bfloat16".
   std::string dtype = "auto";
+  // "auto" (the default): the served dtype's (bf16 in bf16 mode); "float32" or
+  // "bfloat16" (cpu; cuda's cache always holds the compute dtype).
+  std::string kv_cache_dtype = "auto";
   // cuda, without --kv-blocks/--kv-memory-mb: each rank's weights, activations and KV
   // cache take up to this fraction of its GPU's memory.
   double gpu_memory_fraction = 0.9;

@@ -17,7 +17,6 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tpserve/v1/batch_limits.h"
-#include "worker/loader/checkpoint.h"
 #include "worker/loader/hf_config.h"
 
 namespace tpserve {
@@ -121,11 +120,8 @@ absl::StatusOr<std::string> ServedDType(const ServerConfig& config, const ModelC
   if (config.dtype != "auto" || config.device != "cpu" || model.torch_dtype_given) {
     return config.ComputeDType(model.torch_dtype);
   }
-  TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint,
-                           Checkpoint::Open(config.model_dir));
-  TPSERVE_ASSIGN_OR_RETURN(const TensorView embedding,
-                           checkpoint->Get("model.embed_tokens.weight"));
-  return config.ComputeDType(embedding.dtype);
+  TPSERVE_ASSIGN_OR_RETURN(const DType weights, CheckpointDType(model, config.model_dir));
+  return config.ComputeDType(weights);
 }
 
 ServedModel Describe(const ServerConfig& config, const ModelConfig& model,
@@ -165,6 +161,7 @@ absl::StatusOr<WorkerPoolOptions> PoolOptions(const ServerConfig& config,
   }
   pool.kv_block_size = config.kv_block_size;
   pool.kv_num_blocks = config.kv_blocks;
+  pool.kv_cache_dtype = config.kv_cache_dtype == "auto" ? dtype : config.kv_cache_dtype;
   if (config.kv_memory_mb > 0) {
     pool.kv_memory_bytes = config.kv_memory_mb << 20;
   } else if (config.device == "cuda" && config.kv_blocks == 0) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/check.h"
 
 namespace tpserve {
 
@@ -30,15 +31,43 @@ KvCache::KvCache(const KvCacheShape& shape)
     : shape_(shape),
       key_stride_(int64_t{shape.num_kv_heads} * shape.head_dim),
       value_stride_(int64_t{shape.num_kv_heads} * shape.v_head_dim),
-      keys_(shape.num_layers, std::vector<float>(shape.num_slots() * key_stride_)),
-      values_(shape.num_layers, std::vector<float>(shape.num_slots() * value_stride_)) {}
+      keys_(shape.num_layers),
+      values_(shape.num_layers) {
+  for (int l = 0; l < shape.num_layers; ++l) {
+    const size_t k = shape.num_slots() * key_stride_, v = shape.num_slots() * value_stride_;
+    if (bf16()) {
+      keys_[l].bf16.resize(k);
+      values_[l].bf16.resize(v);
+    } else {
+      keys_[l].f32.resize(k);
+      values_[l].f32.resize(v);
+    }
+  }
+}
+
+float* KvCache::F32(std::vector<Layer>& layers, int layer) const {
+  TPSERVE_CHECK(!bf16());
+  return layers[layer].f32.data();
+}
+const float* KvCache::F32(const std::vector<Layer>& layers, int layer) const {
+  TPSERVE_CHECK(!bf16());
+  return layers[layer].f32.data();
+}
+uint16_t* KvCache::Bf16(std::vector<Layer>& layers, int layer) const {
+  TPSERVE_CHECK(bf16());
+  return layers[layer].bf16.data();
+}
+const uint16_t* KvCache::Bf16(const std::vector<Layer>& layers, int layer) const {
+  TPSERVE_CHECK(bf16());
+  return layers[layer].bf16.data();
+}
 
 absl::StatusOr<KvCache> KvCache::Create(const KvCacheShape& shape, int64_t max_bytes) {
   if (shape.num_layers <= 0 || shape.num_blocks <= 0 || shape.block_size <= 0 ||
       shape.num_kv_heads <= 0 || shape.head_dim <= 0 || shape.v_head_dim <= 0 ||
-      shape.bytes_per_element != sizeof(float)) {
+      (shape.bytes_per_element != 4 && shape.bytes_per_element != 2)) {
     return absl::InvalidArgumentError(
-        "KV cache dimensions must be positive (and the CPU cache holds fp32)");
+        "KV cache dimensions must be positive, and its elements fp32 (4 bytes) or bf16 (2)");
   }
   if (shape.bytes() > max_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(

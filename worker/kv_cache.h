@@ -20,7 +20,7 @@ struct KvCacheShape {
   int num_kv_heads = 0;  // on this rank
   int head_dim = 0;
   int v_head_dim = 0;
-  int bytes_per_element = 4;  // fp32 on the CPU; the CUDA cache may hold bf16
+  int bytes_per_element = 4;  // 4: fp32; 2: bf16 (the CPU's bf16 mode, the CUDA bf16 cache)
 
   int64_t num_slots() const { return int64_t{num_blocks} * block_size; }
   // Bytes for all layers' keys and values.
@@ -33,26 +33,52 @@ int64_t AvailableHostBytes();
 
 class KvCache {
  public:
-  // InvalidArgument on non-positive sizes; ResourceExhausted for a cache larger than
-  // max_bytes or one the allocator refuses.
+  // InvalidArgument on non-positive sizes or an element size other than 4 (fp32) or 2
+  // (bf16); ResourceExhausted for a cache larger than max_bytes or one the allocator
+  // refuses.
   static absl::StatusOr<KvCache> Create(const KvCacheShape& shape, int64_t max_bytes);
 
   const KvCacheShape& shape() const { return shape_; }
+  bool bf16() const { return shape_.bytes_per_element == 2; }
 
-  // Key and value of one slot, layer `layer`: [num_kv_heads, head_dim] / [.., v_head_dim].
-  float* key(int layer, int64_t slot) { return &keys_[layer][slot * key_stride_]; }
-  float* value(int layer, int64_t slot) { return &values_[layer][slot * value_stride_]; }
-  const float* key(int layer, int64_t slot) const { return &keys_[layer][slot * key_stride_]; }
+  // Key and value of one slot, layer `layer`: [num_kv_heads, head_dim] / [.., v_head_dim],
+  // as fp32 (an fp32 cache) or bf16 bits (a bf16 cache; values rounded to nearest even
+  // when written). Calling the other kind's accessor is a bug (checked).
+  float* key(int layer, int64_t slot) { return &F32(keys_, layer)[slot * key_stride_]; }
+  float* value(int layer, int64_t slot) { return &F32(values_, layer)[slot * value_stride_]; }
+  const float* key(int layer, int64_t slot) const {
+    return &F32(keys_, layer)[slot * key_stride_];
+  }
   const float* value(int layer, int64_t slot) const {
-    return &values_[layer][slot * value_stride_];
+    return &F32(values_, layer)[slot * value_stride_];
+  }
+  uint16_t* key_bf16(int layer, int64_t slot) { return &Bf16(keys_, layer)[slot * key_stride_]; }
+  uint16_t* value_bf16(int layer, int64_t slot) {
+    return &Bf16(values_, layer)[slot * value_stride_];
+  }
+  const uint16_t* key_bf16(int layer, int64_t slot) const {
+    return &Bf16(keys_, layer)[slot * key_stride_];
+  }
+  const uint16_t* value_bf16(int layer, int64_t slot) const {
+    return &Bf16(values_, layer)[slot * value_stride_];
   }
 
  private:
+  // One layer's storage: [num_slots, n_kv, head_dim] elements of the cache's dtype.
+  struct Layer {
+    std::vector<float> f32;
+    std::vector<uint16_t> bf16;
+  };
+  float* F32(std::vector<Layer>& layers, int layer) const;
+  const float* F32(const std::vector<Layer>& layers, int layer) const;
+  uint16_t* Bf16(std::vector<Layer>& layers, int layer) const;
+  const uint16_t* Bf16(const std::vector<Layer>& layers, int layer) const;
+
   explicit KvCache(const KvCacheShape& shape);
   KvCacheShape shape_;
   int64_t key_stride_, value_stride_;
-  std::vector<std::vector<float>> keys_;    // per layer: [num_slots, n_kv, head_dim]
-  std::vector<std::vector<float>> values_;  // per layer: [num_slots, n_kv, v_head_dim]
+  std::vector<Layer> keys_;    // per layer: [num_slots, n_kv, head_dim]
+  std::vector<Layer> values_;  // per layer: [num_slots, n_kv, v_head_dim]
 };
 
 }  // namespace tpserve

@@ -29,6 +29,14 @@ absl::Status WorkerPoolOptions::Validate() const {
   if (device != "cpu" && device != "cuda") {
     return bad(absl::StrCat("worker pool: device \"", device, "\": expected cpu or cuda"));
   }
+  if (!kv_cache_dtype.empty() && kv_cache_dtype != "float32" && kv_cache_dtype != "bfloat16") {
+    return bad(absl::StrCat("worker pool: kv_cache_dtype \"", kv_cache_dtype,
+                            "\": expected float32 or bfloat16"));
+  }
+  if (device != "cpu" && !kv_cache_dtype.empty() && kv_cache_dtype != dtype) {
+    return bad(absl::StrCat("worker pool: the cuda KV cache holds the compute dtype (", dtype,
+                            "), not ", kv_cache_dtype));
+  }
   if (dtype != "float32" && dtype != "bfloat16") {
     return bad(absl::StrCat("worker pool: dtype \"", dtype, "\" is not supported on ", device));
   }

@@ -46,6 +46,7 @@ FrontendMessage WorkerPool::Impl::MakeAssignment(int rank) const {
   a->set_comm_timeout_ms(static_cast<int32_t>(
       std::min<int64_t>(absl::ToInt64Milliseconds(comm), INT32_MAX)));
   a->mutable_kv_cache()->set_block_size(options.kv_block_size);
+  a->mutable_kv_cache()->set_dtype(options.kv_cache_dtype);
   a->mutable_kv_cache()->set_num_blocks(options.kv_num_blocks);
   a->mutable_kv_cache()->set_memory_bytes(options.kv_memory_bytes);
   a->mutable_kv_cache()->set_memory_fraction(static_cast<float>(options.kv_memory_fraction));

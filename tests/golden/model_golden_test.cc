@@ -2,7 +2,8 @@
 // tp size its heads allow, ranks as threads, logits within 1e-4 relative error —
 // one-shot prefill, token-by-token decode, and a staggered batch that mixes prefill and
 // decode of all prompts in the same steps — and with the layers' weights in bf16
-// (CpuWeights::kBFloat16) within 5e-2, the CUDA bf16 path's bound (bf16 weights and
+// (CpuWeights::kBFloat16, over a bf16 KV cache as served) within 5e-2, the CUDA bf16
+// path's bound (bf16 weights and
 // bf16-rounded GEMM inputs against an fp32 reference).
 #include <algorithm>
 #include <cstdio>
@@ -74,7 +75,9 @@ TEST_P(ModelGoldenTest, LogitsMatchTransformers) {
     RunOnLocalRanks(c.tp, [&](int rank, CommGroup& comm) {
       absl::StatusOr<std::unique_ptr<LlamaModel>> model = LoadModel(*files, &comm, c.weights);
       ASSERT_TRUE(model.ok()) << model.status();
-      auto logits = ForwardSequences(**model, group, c.mode, /*block_size=*/4);
+      // bf16 mode serves a bf16 KV cache by default (--kv-cache-dtype auto): test that.
+      CpuModelRunner runner(model->get(), c.weights == CpuWeights::kBFloat16 ? 2 : 4);
+      auto logits = ForwardSequences(runner, group, c.mode, /*block_size=*/4);
       ASSERT_TRUE(logits.ok()) << logits.status();
       per_rank[rank] = *std::move(logits);
     });

@@ -14,6 +14,7 @@
 #include "base/json_fields.h"
 #include "base/json_file.h"
 #include "base/status_macros.h"
+#include "worker/loader/checkpoint.h"
 
 namespace tpserve {
 namespace {
@@ -582,6 +583,14 @@ absl::StatusOr<std::vector<int>> LoadGenerationEosTokenIds(const std::string& pa
   if (!std::filesystem::exists(path, error)) return std::vector<int>{};
   TPSERVE_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
   return ParseGenerationEosTokenIds(text, path, vocab_size);
+}
+
+absl::StatusOr<DType> CheckpointDType(const ModelConfig& config, const std::string& model_dir) {
+  if (config.torch_dtype_given) return config.torch_dtype;
+  TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, Checkpoint::Open(model_dir));
+  TPSERVE_ASSIGN_OR_RETURN(const TensorView embedding,
+                           checkpoint->Get("model.embed_tokens.weight"));
+  return embedding.dtype;
 }
 
 }  // namespace tpserve

@@ -75,6 +75,11 @@ struct ModelConfig {
 
 // Parses and validates `path` (a config.json). Errors name the file and the key.
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path);
+
+// The dtype the checkpoint in `model_dir` holds its weights in, for --dtype auto:
+// config.json's dtype when it gives one, else the embedding's dtype in the safetensors
+// headers (as transformers' dtype="auto" falls back to the weights'). Reads headers only.
+absl::StatusOr<DType> CheckpointDType(const ModelConfig& config, const std::string& model_dir);
 // Same, from text; `source` names it in errors.
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
                                              const std::string& source);

@@ -87,8 +87,10 @@ absl::Status LlamaModel::LoadWeights(const Checkpoint& ckpt, CpuWeights weights)
   return absl::OkStatus();
 }
 
-KvCacheShape LlamaModel::CacheShape(int num_blocks, int block_size) const {
+KvCacheShape LlamaModel::CacheShape(int num_blocks, int block_size,
+                                    int bytes_per_element) const {
   KvCacheShape shape;
+  shape.bytes_per_element = bytes_per_element;
   shape.num_layers = config_.num_hidden_layers;
   shape.num_blocks = num_blocks;
   shape.block_size = block_size;

@@ -40,8 +40,9 @@ class LlamaModel {
   // biases stay fp32. Backends that copy the shards to a device load kFloat32.
   absl::Status LoadWeights(const Checkpoint& ckpt, CpuWeights weights = CpuWeights::kFloat32);
 
-  // The KV cache geometry of this rank for `num_blocks` blocks of `block_size` tokens.
-  KvCacheShape CacheShape(int num_blocks, int block_size) const;
+  // The KV cache geometry of this rank for `num_blocks` blocks of `block_size` tokens,
+  // with elements of `bytes_per_element` (4: fp32, 2: bf16).
+  KvCacheShape CacheShape(int num_blocks, int block_size, int bytes_per_element = 4) const;
 
   // Runs one step. Returns logits [batch.NumLogitRows(), vocab_size], identical on
   // every rank: for each sequence in order, one row per new token when all_logits,

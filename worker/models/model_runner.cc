@@ -17,7 +17,7 @@ absl::Status CpuModelRunner::AllocateCache(int num_blocks, int block_size) {
   cache_.reset();
   shape_ = KvCacheShape();
   // More than the host has free would end in the OOM killer, not an error.
-  const KvCacheShape shape = model_->CacheShape(num_blocks, block_size);
+  const KvCacheShape shape = CacheShape(num_blocks, block_size);
   const int64_t available = AvailableHostBytes();
   if (shape.bytes() > available) {
     return absl::ResourceExhaustedError(absl::StrCat(

@@ -44,18 +44,20 @@ class ModelRunner {
                                                                         bool sampling);
 };
 
-// The CPU backend: fp32 LlamaModel over a host KvCache.
+// The CPU backend: LlamaModel over a host KvCache of fp32 or bf16 elements
+// (kv_bytes_per_element 4 or 2).
 class CpuModelRunner : public ModelRunner {
  public:
   // Takes ownership of `model`.
-  explicit CpuModelRunner(std::unique_ptr<LlamaModel> model) : owned_(std::move(model)),
-                                                              model_(owned_.get()) {}
+  explicit CpuModelRunner(std::unique_ptr<LlamaModel> model, int kv_bytes_per_element = 4)
+      : owned_(std::move(model)), model_(owned_.get()), kv_bytes_(kv_bytes_per_element) {}
   // Borrows `model`, which must outlive the runner.
-  explicit CpuModelRunner(const LlamaModel* model) : model_(model) {}
+  explicit CpuModelRunner(const LlamaModel* model, int kv_bytes_per_element = 4)
+      : model_(model), kv_bytes_(kv_bytes_per_element) {}
 
   const ModelConfig& config() const override { return model_->config(); }
   KvCacheShape CacheShape(int num_blocks, int block_size) const override {
-    return model_->CacheShape(num_blocks, block_size);
+    return model_->CacheShape(num_blocks, block_size, kv_bytes_);
   }
   absl::Status AllocateCache(int num_blocks, int block_size) override;
   const KvCacheShape& cache_shape() const override { return shape_; }
@@ -64,6 +66,7 @@ class CpuModelRunner : public ModelRunner {
  private:
   std::unique_ptr<LlamaModel> owned_;
   const LlamaModel* model_;
+  int kv_bytes_;
   KvCacheShape shape_;
   std::optional<KvCache> cache_;
 };

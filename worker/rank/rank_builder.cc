@@ -79,7 +79,19 @@ absl::Status ValidateAssignment(const Assignment& a) {
       return absl::InvalidArgumentError(absl::StrCat(
           "assignment: comm_backend \"", a.comm_backend(), "\": CUDA ranks use nccl"));
     }
+    const std::string compute = a.dtype().empty() ? "bfloat16" : a.dtype();
+    if (!a.kv_cache().dtype().empty() && a.kv_cache().dtype() != compute) {
+      return absl::UnimplementedError(absl::StrCat("assignment: kv_cache.dtype \"",
+                                                   a.kv_cache().dtype(),
+                                                   "\": the CUDA cache holds the compute dtype (",
+                                                   compute, ")"));
+    }
     return absl::OkStatus();
+  }
+  const std::string& kv_dtype = a.kv_cache().dtype();
+  if (!kv_dtype.empty() && kv_dtype != "float32" && kv_dtype != "bfloat16") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "assignment: kv_cache.dtype \"", kv_dtype, "\": expected float32 or bfloat16"));
   }
   if (!a.dtype().empty() && a.dtype() != "float32" && a.dtype() != "bfloat16") {
     return absl::UnimplementedError(absl::StrCat(
@@ -135,15 +147,15 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> MakeRank(
 // Whether this rank's host copy of its shards fits, before any of it is allocated: the
 // ranks of a host (world_size of them, as CpuFractionBudget assumes) share its memory.
 // In fp32 that is the whole copy (on CUDA, the staging of the upload, and the device
-// check follows in CreateCudaLlamaModel). With bf16 weights the load's peak is the bf16
-// shards plus, at its end, the embedding's and the LM head's fp32 shards (converted
-// last) — so a 7B bf16 checkpoint needs its bf16 size, not twice it.
+// check follows in CreateCudaLlamaModel). With bf16 weights no fp32 copy exists at any
+// time: the bf16 shards, plus, for tied embeddings, the LM head's packed copy of the
+// embedding's shard — so a 7B bf16 checkpoint needs its bf16 size, not twice it.
 absl::Status CheckHostWeightsFit(const ModelConfig& config, int world_size, bool bf16) {
   int64_t per_rank = RankWeightBytes(config, world_size, bf16 ? 2 : sizeof(float));
-  if (bf16) {
+  if (bf16 && config.tie_word_embeddings) {
     const int64_t vocab_shard =
         (int64_t{config.vocab_size} + world_size - 1) / world_size * config.hidden_size;
-    per_rank += 2 * vocab_shard * static_cast<int64_t>(sizeof(float));
+    per_rank += 2 * vocab_shard;
   }
   const int64_t need = per_rank * world_size;
   const int64_t available = AvailableHostBytes();
@@ -177,7 +189,9 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> BuildCpuRank(const Assignment& a,
   TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<GlooCommGroup> comm, GlooCommGroup::Create(gloo));
   TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
                            LoadModel(files, comm.get(), weights));
-  auto runner = std::make_unique<CpuModelRunner>(std::move(model));
+  // The cache follows the compute dtype unless the assignment says otherwise.
+  const std::string& kv_dtype = a.kv_cache().dtype().empty() ? a.dtype() : a.kv_cache().dtype();
+  auto runner = std::make_unique<CpuModelRunner>(std::move(model), kv_dtype == "bfloat16" ? 2 : 4);
   return MakeRank(a, ExecutorOptions(a), std::move(comm), std::move(runner),
                   [&a]() -> absl::StatusOr<int64_t> {
                     return CpuFractionBudget(a.kv_cache(), a.world_size());

@@ -145,6 +145,31 @@ TEST(BuildRankTest, TheKvCacheHoldsWhatTheBudgetBuys) {
   EXPECT_GT((*fraction)->num_kv_blocks(), 0);
 }
 
+// A bf16 cache (the default in bf16 mode, or asked for) holds twice the blocks of an
+// fp32 one in the same budget.
+TEST(BuildRankTest, ABf16KvCacheHoldsTwiceTheBlocks) {
+  worker::v1::Assignment a = CpuAssignment();
+  a.mutable_kv_cache()->set_num_blocks(0);
+  a.mutable_kv_cache()->set_memory_bytes(int64_t{4} << 20);
+  absl::StatusOr<std::unique_ptr<RankExecutor>> fp32 = BuildRank(a);
+  ASSERT_TRUE(fp32.ok()) << fp32.status();
+  a.mutable_kv_cache()->set_dtype("bfloat16");
+  absl::StatusOr<std::unique_ptr<RankExecutor>> bf16 = BuildRank(a);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_NEAR((*bf16)->num_kv_blocks(), 2 * (*fp32)->num_kv_blocks(), 1);
+  a.mutable_kv_cache()->set_dtype("");
+  a.set_dtype("bfloat16");  // bf16 weights: the cache follows
+  absl::StatusOr<std::unique_ptr<RankExecutor>> follows = BuildRank(a);
+  ASSERT_TRUE(follows.ok()) << follows.status();
+  EXPECT_EQ((*follows)->num_kv_blocks(), (*bf16)->num_kv_blocks());
+  a.mutable_kv_cache()->set_dtype("float32");
+  absl::StatusOr<std::unique_ptr<RankExecutor>> asked = BuildRank(a);
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  EXPECT_EQ((*asked)->num_kv_blocks(), (*fp32)->num_kv_blocks());
+  a.mutable_kv_cache()->set_dtype("int8");
+  ExpectError(a, absl::StatusCode::kInvalidArgument, "kv_cache.dtype \"int8\"");
+}
+
 TEST(BuildRankTest, BadCudaAssignmentsNameTheField) {
   worker::v1::Assignment a = CudaAssignment();
   a.set_device("cuda:x");

@@ -95,7 +95,9 @@ absl::Status RunRank(const Flags& f) {
   const int total = static_cast<int>(f.prompt_len + f.decode_steps);
   const int blocks_per_seq = (total + block - 1) / block;
   TPSERVE_ASSIGN_OR_RETURN(
-      auto cache, KvCache::Create(model->CacheShape(blocks_per_seq * max_batch, block), 1LL << 36));
+      auto cache, KvCache::Create(model->CacheShape(blocks_per_seq * max_batch, block,
+                                                    bf16 ? 2 : 4),  // as served by default
+                                  1LL << 36));
   std::vector<std::vector<int32_t>> tables(max_batch);  // sequence i: its own blocks
   for (int i = 0; i < max_batch; ++i) {
     for (int b = 0; b < blocks_per_seq; ++b) tables[i].push_back(i * blocks_per_seq + b);

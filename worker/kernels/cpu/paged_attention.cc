@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include "worker/dtype.h"
+
 namespace tpserve {
 
 void WriteKv(const float* k, const float* v, absl::Span<const int64_t> slots, int layer,
@@ -15,8 +17,13 @@ void WriteKv(const float* k, const float* v, absl::Span<const int64_t> slots, in
   const int64_t k_width = int64_t{shape.num_kv_heads} * shape.head_dim;
   const int64_t v_width = int64_t{shape.num_kv_heads} * shape.v_head_dim;
   for (size_t t = 0; t < slots.size(); ++t) {
-    std::memcpy(cache.key(layer, slots[t]), k + t * k_width, k_width * sizeof(float));
-    std::memcpy(cache.value(layer, slots[t]), v + t * v_width, v_width * sizeof(float));
+    if (cache.bf16()) {
+      FloatsToBf16(k + t * k_width, k_width, cache.key_bf16(layer, slots[t]));
+      FloatsToBf16(v + t * v_width, v_width, cache.value_bf16(layer, slots[t]));
+    } else {
+      std::memcpy(cache.key(layer, slots[t]), k + t * k_width, k_width * sizeof(float));
+      std::memcpy(cache.value(layer, slots[t]), v + t * v_width, v_width * sizeof(float));
+    }
   }
 }
 
@@ -118,9 +125,16 @@ void PagedAttention(const float* q, const StepBatch& batch, const KvCache& cache
         const int32_t pos = lo_all + static_cast<int32_t>(j);
         const int64_t slot =
             int64_t{seq.block_table[pos / block_size]} * block_size + pos % block_size;
-        std::memcpy(&keys[j * d], cache.key(layer, slot) + kv_head * d, d * sizeof(float));
-        std::memcpy(&values[j * dv], cache.value(layer, slot) + kv_head * dv,
-                    dv * sizeof(float));
+        if (cache.bf16()) {  // widened exactly
+          const uint16_t* key = cache.key_bf16(layer, slot) + kv_head * d;
+          const uint16_t* value = cache.value_bf16(layer, slot) + kv_head * dv;
+          for (int64_t e = 0; e < d; ++e) keys[j * d + e] = Bf16ToFloat(key[e]);
+          for (int64_t e = 0; e < dv; ++e) values[j * dv + e] = Bf16ToFloat(value[e]);
+        } else {
+          std::memcpy(&keys[j * d], cache.key(layer, slot) + kv_head * d, d * sizeof(float));
+          std::memcpy(&values[j * dv], cache.value(layer, slot) + kv_head * dv,
+                      dv * sizeof(float));
+        }
       }
       for (int32_t i0 = 0; i0 < seq.num_new_tokens; i0 += tokens_per_chunk) {
         const int32_t i1 =

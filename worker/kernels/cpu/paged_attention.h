@@ -2,7 +2,8 @@
 //
 // The new tokens' keys and values must already be in the cache (WriteKv). Each query
 // token at position p attends to positions [max(0, p − window + 1), p] of its own
-// sequence; GQA maps local query head h to local kv head h / (n_q / n_kv). fp32.
+// sequence; GQA maps local query head h to local kv head h / (n_q / n_kv). fp32 math
+// over an fp32 or a bf16 cache (WriteKv rounds to bf16; reads widen exactly).
 #ifndef TPSERVE_WORKER_KERNELS_CPU_PAGED_ATTENTION_H_
 #define TPSERVE_WORKER_KERNELS_CPU_PAGED_ATTENTION_H_
 
