@@ -1,6 +1,8 @@
 """Every golden fixture under tests/data/models, served by tpserve at each tp size its
 heads allow (1 to 4), answers `tpserve-cli generate --temperature 0 --json` with
-Hugging Face's greedy ids."""
+Hugging Face's greedy ids. The goldens are transformers' fp32 computation, so the server
+computes in fp32 too (--dtype float32: auto would serve the bf16 fixture in bf16, whose
+agreement bf16_test checks where the top-2 gap allows)."""
 import glob
 import json
 import os
@@ -10,7 +12,7 @@ from harness import Server, cli
 
 def check_fixture(model, tp):
     golden = json.load(open(os.path.join(model, "golden.json")))
-    server = Server(model, tp=tp)
+    server = Server(model, tp=tp, extra_args=["--dtype", "float32"])
     try:
         for case in golden["greedy"]:
             prompt = golden["prompts"][case["prompt_index"]]
