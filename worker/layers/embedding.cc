@@ -64,13 +64,6 @@ VocabParallelEmbedding::VocabParallelEmbedding(int64_t num_embeddings, int64_t e
       padding_idx_(padding_idx),
       weight_({rows_, embedding_dim}) {}
 
-void VocabParallelEmbedding::ConvertWeightBf16() {
-  if (weight_is_bf16()) return;
-  bf16_weight_ = Bf16Tensor(weight_.shape());
-  FloatsToBf16(weight_.data(), static_cast<size_t>(weight_.numel()), bf16_weight_.data());
-  weight_ = Tensor();
-}
-
 absl::Status VocabParallelEmbedding::WeightLoaderBf16(const WeightView& loaded_weight) {
   if (bf16_weight_.empty()) {
     bf16_weight_ = Bf16Tensor({rows_, embedding_dim_});

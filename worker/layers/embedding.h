@@ -42,12 +42,10 @@ class VocabParallelEmbedding {
   absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
                             const ShardId& shard_id = kNoShard);
 
-  // The bf16 mode's loader: this rank's rows of a bf16 view straight into the bf16
-  // table; the fp32 table is freed untouched. A lookup widens its rows (exact).
+  // The bf16 mode's loader: this rank's rows of a checkpoint view straight into the
+  // bf16 table (rounded to nearest even), at half the fp32 table's memory; the fp32
+  // table is freed untouched. A lookup widens its rows (exact).
   absl::Status WeightLoaderBf16(const WeightView& loaded_weight);
-  // The loaded fp32 table rounded to bf16 (nearest even) and the fp32 copy freed, at
-  // half the table's memory. Idempotent.
-  void ConvertWeightBf16();
   bool weight_is_bf16() const { return !bf16_weight_.empty(); }
   const Bf16Tensor& bf16_weight() const { return bf16_weight_; }  // [Vp/T, H] once bf16
 

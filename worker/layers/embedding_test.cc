@@ -81,17 +81,16 @@ TEST_P(VocabParallelTest, LmHeadInBf16ReturnsTheSameLogitsWithinBf16Rounding) {
     EXPECT_LT(RelativeError(*logits, want), 2e-2);
     EXPECT_FALSE((*head)->WeightLoader((*head)->weight(), w).ok());
 
-    // Tied: the head packs its copy from the embedding's fp32 table, then the table goes
-    // to bf16 rows; lookups give the bf16-rounded rows exactly.
+    // Tied: the table loads as bf16 rows (rounded from an F32 checkpoint view), the head
+    // packs its copy from them; lookups give the bf16-rounded rows exactly.
     auto emb = VocabParallelEmbedding::Create(kVocab, kHidden, &comm);
     ASSERT_TRUE(emb.ok());
-    ASSERT_TRUE((*emb)->WeightLoader((*emb)->weight(), w).ok());
     auto tied = ParallelLMHead::Create(kHidden, kVocab, &comm, emb->get());
     ASSERT_TRUE(tied.ok());
     auto unpacked = ParallelLMHead::Create(kHidden, kVocab, &comm, emb->get());
     ASSERT_TRUE(unpacked.ok());
+    ASSERT_TRUE((*emb)->WeightLoaderBf16(WeightView{w.data(), DType::kF32, w.shape()}).ok());
     ASSERT_TRUE((*tied)->PackWeightBf16().ok());
-    (*emb)->ConvertWeightBf16();
     EXPECT_TRUE((*emb)->weight_is_bf16());
     EXPECT_TRUE((*emb)->weight().empty());
     auto tied_logits = (*tied)->Forward(x);

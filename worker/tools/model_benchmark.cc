@@ -111,8 +111,9 @@ absl::Status RunRank(const Flags& f) {
   const double prefill_s = Seconds(start);
   // Forward's GEMM work in the prefill: 2 flops per weight per token (the head for one row).
   const double head = double(files.config.vocab_size) * files.config.hidden_size;
+  const double vocab_tables = files.config.tie_word_embeddings ? 1 : 2;  // embedding (+ head)
   const double layer_params =
-      double(RankWeightBytes(files.config, 1, 1)) - 2 * head;  // all ranks' layer weights
+      double(RankWeightBytes(files.config, 1, 1)) - vocab_tables * head;  // all ranks' layers
   const double prefill_gflops = 2.0 * layer_params * f.prompt_len / prefill_s / 1e9;
   if (f.rank == 0) {
     std::printf("RESULT tp=%lld prefill_tok_s=%.1f prefill_gemm_gflop_s=%.1f\n",
