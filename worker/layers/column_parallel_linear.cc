@@ -49,12 +49,12 @@ absl::StatusOr<LinearOutput> ColumnParallelLinear::Forward(const Tensor& x) cons
   }
   if (!staged_.empty()) {
     return absl::FailedPreconditionError(
-        "ColumnParallelLinear: the weight is staged in bf16 but not packed (PackWeightBf16)");
+        "ColumnParallelLinear: the weight is staged in bf16 but not packed (PackWeight)");
   }
   const int64_t n = x.dim(0), out = output_size_per_partition_;
   Tensor y({n, out});  // [n, out/T]
   if (packed_ != nullptr) {
-    TPSERVE_RETURN_IF_ERROR(MatMulBf16(x.data(), n, *packed_, y.data()));
+    TPSERVE_RETURN_IF_ERROR(packed_->MatMul(x.data(), n, y.data(), /*accumulate=*/false));
   } else {
     MatMulTransB(x.data(), weight_.data(), n, input_size_, out, y.data());
   }
@@ -74,10 +74,10 @@ absl::StatusOr<LinearOutput> ColumnParallelLinear::Forward(const Tensor& x) cons
   return result;
 }
 
-absl::Status ColumnParallelLinear::PackWeightBf16() {
-  if (packed_ != nullptr) return absl::OkStatus();
-  TPSERVE_ASSIGN_OR_RETURN(packed_,
-                           staged_.empty() ? PackAndFreeBf16(weight_) : PackAndFreeBf16(staged_));
+absl::Status ColumnParallelLinear::PackWeight(WeightFormat format) {
+  if (packed_ != nullptr) return CheckRepack(packed_->format(), format, "ColumnParallelLinear");
+  TPSERVE_ASSIGN_OR_RETURN(packed_, staged_.empty() ? PackAndFree(weight_, format)
+                                                    : PackAndFree(staged_, format));
   return absl::OkStatus();
 }
 
@@ -100,7 +100,7 @@ absl::Status ColumnParallelLinear::WeightLoader(Tensor& param, const Tensor& loa
                                                 const ShardId& shard_id) {
   if (&param == &weight_ && (packed_ != nullptr || !staged_.empty())) {
     return absl::FailedPreconditionError(
-        "ColumnParallelLinear: the weight is held in bf16 already");
+        "ColumnParallelLinear: the weight is packed already");
   }
   if (loaded_weight.rank() == 0) {
     return absl::InvalidArgumentError("ColumnParallelLinear: empty checkpoint tensor");

@@ -154,22 +154,18 @@ absl::StatusOr<std::unique_ptr<ParallelLMHead>> ParallelLMHead::Create(
   return std::unique_ptr<ParallelLMHead>(new ParallelLMHead(hidden_size, vocab_size, comm, tied));
 }
 
-absl::Status ParallelLMHead::PackWeightBf16() {
-  if (packed_ != nullptr) return absl::OkStatus();
-  absl::StatusOr<PackedBf16Weight> packed;
+absl::Status ParallelLMHead::PackWeight(WeightFormat format) {
+  if (packed_ != nullptr) return CheckRepack(packed_->format(), format, "lm_head");
   if (tied_ != nullptr && tied_->weight_is_bf16()) {
     const Bf16Tensor& w = tied_->bf16_weight();  // [Vp/T, H], the embedding's
-    packed = PackedBf16Weight::FromBf16(w.data(), w.dim(0), w.dim(1));
+    TPSERVE_ASSIGN_OR_RETURN(packed_, PackBf16Rows(w.data(), w.dim(0), w.dim(1), format));
   } else if (tied_ != nullptr) {
     const Tensor& w = tied_->weight();  // [Vp/T, H], the embedding's
-    packed = PackedBf16Weight::FromFloat(w.data(), w.dim(0), w.dim(1));
+    TPSERVE_ASSIGN_OR_RETURN(packed_, PackFloatRows(w.data(), w.dim(0), w.dim(1), format));
   } else {
-    TPSERVE_ASSIGN_OR_RETURN(
-        packed_, staged_.empty() ? PackAndFreeBf16(own_weight_) : PackAndFreeBf16(staged_));
-    return absl::OkStatus();
+    TPSERVE_ASSIGN_OR_RETURN(packed_, staged_.empty() ? PackAndFree(own_weight_, format)
+                                                      : PackAndFree(staged_, format));
   }
-  if (!packed.ok()) return packed.status();
-  packed_ = std::make_unique<PackedBf16Weight>(*std::move(packed));
   return absl::OkStatus();
 }
 
@@ -181,12 +177,12 @@ absl::StatusOr<Tensor> ParallelLMHead::Forward(const Tensor& x) const {
   const int64_t n = x.dim(0);
   if (packed_ == nullptr && shard().empty()) {
     return absl::FailedPreconditionError(
-        "ParallelLMHead: the weight is bf16 but not packed (call PackWeightBf16)");
+        "ParallelLMHead: the weight is staged in bf16 but not packed (call PackWeight)");
   }
   const int64_t rows = packed_ != nullptr ? packed_->n_out() : shard().dim(0);
   Tensor local({n, rows});  // [n, Vp/T]
   if (packed_ != nullptr) {
-    TPSERVE_RETURN_IF_ERROR(MatMulBf16(x.data(), n, *packed_, local.data()));
+    TPSERVE_RETURN_IF_ERROR(packed_->MatMul(x.data(), n, local.data(), /*accumulate=*/false));
   } else {
     const Tensor& w = shard();  // [Vp/T, H]
     MatMulTransB(x.data(), w.data(), n, hidden_size_, rows, local.data());

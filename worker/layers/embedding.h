@@ -16,7 +16,8 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "worker/comm/comm_group.h"
-#include "worker/kernels/cpu/bf16_gemm.h"
+#include "worker/kernels/cpu/pack_weight.h"
+#include "worker/kernels/cpu/packed_weight.h"
 #include "worker/layers/shard_id.h"
 #include "worker/tensor.h"
 
@@ -85,11 +86,12 @@ class ParallelLMHead {
   // Untied only, the bf16 mode's loader: this rank's rows of a bf16 view to a staging
   // copy; the fp32 weight is freed untouched.
   absl::Status WeightLoaderBf16(const WeightView& loaded_weight);
-  // The weight as bf16 packed for MatMulBf16: an untied head's own (staged or fp32),
-  // which is freed; a tied head packs a copy of the embedding's shard, fp32 or bf16.
-  // Idempotent.
-  absl::Status PackWeightBf16();
-  bool weight_is_bf16() const { return packed_ != nullptr; }
+  // The weight packed in `format` (bf16 for oneDNN, or int8 per vocab row): an untied
+  // head's own (staged or fp32), which is freed; a tied head packs a copy of the
+  // embedding's shard, fp32 or bf16 (the embedding keeps its table for lookups).
+  // Idempotent for the same format; FailedPrecondition for another.
+  absl::Status PackWeight(WeightFormat format);
+  std::optional<WeightFormat> packed_format() const { return PackedFormat(packed_.get()); }
   Tensor& weight() { return own_weight_; }  // [Vp/T, H]; empty when tied or packed
   // The weight the head multiplies by: the embedding's shard when tied. [Vp/T, H]
   const Tensor& shard() const { return tied_ != nullptr ? tied_->weight() : own_weight_; }
@@ -104,7 +106,7 @@ class ParallelLMHead {
   int64_t hidden_size_;
   Tensor own_weight_;  // [Vp/T, H]
   Bf16Tensor staged_;  // [Vp/T, H] in bf16, from WeightLoaderBf16 until packed
-  std::unique_ptr<PackedBf16Weight> packed_;  // the weight in bf16, once packed
+  std::unique_ptr<PackedWeight> packed_;  // [Vp/T, H], once packed
 };
 
 }  // namespace tpserve

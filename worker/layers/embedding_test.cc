@@ -72,8 +72,8 @@ TEST_P(VocabParallelTest, LmHeadInBf16ReturnsTheSameLogitsWithinBf16Rounding) {
     auto head = ParallelLMHead::Create(kHidden, kVocab, &comm);
     ASSERT_TRUE(head.ok());
     ASSERT_TRUE((*head)->WeightLoader((*head)->weight(), w).ok());
-    ASSERT_TRUE((*head)->PackWeightBf16().ok());
-    EXPECT_TRUE((*head)->weight_is_bf16());
+    ASSERT_TRUE((*head)->PackWeight(WeightFormat::kBf16).ok());
+    EXPECT_EQ((*head)->packed_format(), WeightFormat::kBf16);
     EXPECT_TRUE((*head)->weight().empty());
     auto logits = (*head)->Forward(x);
     ASSERT_TRUE(logits.ok()) << logits.status();
@@ -90,13 +90,23 @@ TEST_P(VocabParallelTest, LmHeadInBf16ReturnsTheSameLogitsWithinBf16Rounding) {
     auto unpacked = ParallelLMHead::Create(kHidden, kVocab, &comm, emb->get());
     ASSERT_TRUE(unpacked.ok());
     ASSERT_TRUE((*emb)->WeightLoaderBf16(WeightView{w.data(), DType::kF32, w.shape()}).ok());
-    ASSERT_TRUE((*tied)->PackWeightBf16().ok());
+    ASSERT_TRUE((*tied)->PackWeight(WeightFormat::kBf16).ok());
     EXPECT_TRUE((*emb)->weight_is_bf16());
     EXPECT_TRUE((*emb)->weight().empty());
     auto tied_logits = (*tied)->Forward(x);
     ASSERT_TRUE(tied_logits.ok()) << tied_logits.status();
     EXPECT_LT(RelativeError(*tied_logits, want), 2e-2);
     EXPECT_EQ((*unpacked)->Forward(x).status().code(), absl::StatusCode::kFailedPrecondition);
+    // An int8 head from the same bf16 table (the table itself stays bf16 for lookups).
+    auto tied8 = ParallelLMHead::Create(kHidden, kVocab, &comm, emb->get());
+    ASSERT_TRUE(tied8.ok());
+    ASSERT_TRUE((*tied8)->PackWeight(WeightFormat::kInt8).ok());
+    EXPECT_EQ((*tied8)->packed_format(), WeightFormat::kInt8);
+    EXPECT_TRUE((*emb)->weight_is_bf16());
+    auto int8_logits = (*tied8)->Forward(x);
+    ASSERT_TRUE(int8_logits.ok()) << int8_logits.status();
+    EXPECT_LT(RelativeError(*int8_logits, want), 3e-2);
+    EXPECT_GT(RelativeError(*int8_logits, *tied_logits), 0.0);
     const std::vector<int32_t> ids = {0, kVocab - 1, 3};
     auto rows = (*emb)->Forward(ids);
     ASSERT_TRUE(rows.ok()) << rows.status();

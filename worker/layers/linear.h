@@ -6,11 +6,12 @@
 //  - QKVParallelLinear: q, k, v heads split by rank, kv heads replicated when T > K.
 //  - RowParallelLinear: weight [out, in/T] = columns [r·in/T, (r+1)·in/T); all-reduce.
 // Each layer cuts its own slice of a full checkpoint tensor in WeightLoader and runs
-// its own collective in Forward. After loading, PackWeightBf16() may turn a layer's
-// weight into bf16 packed for MatMulBf16 (worker/kernels/cpu/bf16_gemm.h), freeing the
-// fp32 copy: Forward then reads half the bytes (activations and accumulation stay fp32)
-// and weight() is empty. Layers are created once per rank and used by that
-// rank's compute thread only; the CommGroup must outlive them.
+// its own collective in Forward. After loading, PackWeight() may turn a layer's weight
+// into bf16 packed for oneDNN or int8 per output channel (worker/kernels/cpu/
+// pack_weight.h), freeing the fp32 copy: Forward then reads a half or a quarter of the
+// bytes (activations and accumulation stay fp32) and weight() is empty. Layers are
+// created once per rank and used by that rank's compute thread only; the CommGroup must
+// outlive them.
 #ifndef TPSERVE_WORKER_LAYERS_LINEAR_H_
 #define TPSERVE_WORKER_LAYERS_LINEAR_H_
 
@@ -22,7 +23,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/comm/comm_group.h"
-#include "worker/kernels/cpu/bf16_gemm.h"
+#include "worker/kernels/cpu/pack_weight.h"
+#include "worker/kernels/cpu/packed_weight.h"
 #include "worker/layers/shard_id.h"
 #include "worker/tensor.h"
 
@@ -52,13 +54,15 @@ class ColumnParallelLinear {
                             const ShardId& shard_id = kNoShard);
   // The bf16 mode's loader of the weight (not the bias): the same rows of a bf16 view
   // go to a bf16 staging copy, and the fp32 weight is freed untouched, so no fp32 copy
-  // of the weight ever exists; PackWeightBf16 then packs the staged copy.
+  // of the weight ever exists; PackWeight then packs the staged copy.
   absl::Status WeightLoaderBf16(const WeightView& loaded_weight, const ShardId& shard_id = kNoShard);
 
-  // The weight as bf16, packed once, from the staged bf16 copy if WeightLoaderBf16 ran,
-  // else from the fp32 weight; both are freed. Idempotent.
-  absl::Status PackWeightBf16();
-  bool weight_is_bf16() const { return packed_ != nullptr; }
+  // The weight packed once in `format` (bf16 for oneDNN, or int8 per output channel),
+  // from the staged bf16 copy if WeightLoaderBf16 ran, else from the fp32 weight; both
+  // are freed. Idempotent for the same format; FailedPrecondition for another.
+  absl::Status PackWeight(WeightFormat format);
+  // The packed weight's format; nullopt while the weight is fp32.
+  std::optional<WeightFormat> packed_format() const { return PackedFormat(packed_.get()); }
 
   Tensor& weight() { return weight_; }  // [out/T, in]; empty once packed
   Tensor* bias() { return has_bias_ ? &bias_ : nullptr; }  // [out/T]
@@ -93,7 +97,7 @@ class ColumnParallelLinear {
   Tensor weight_;  // [out/T, in]
   Tensor bias_;    // [out/T]
   Bf16Tensor staged_;  // [out/T, in] in bf16, from WeightLoaderBf16 until packed
-  std::unique_ptr<PackedBf16Weight> packed_;  // [out/T, in] in bf16, once packed
+  std::unique_ptr<PackedWeight> packed_;  // [out/T, in], once packed
 };
 
 class MergedColumnParallelLinear : public ColumnParallelLinear {
@@ -162,10 +166,9 @@ class RowParallelLinear {
   // fp32 weight is freed untouched (see ColumnParallelLinear::WeightLoaderBf16).
   absl::Status WeightLoaderBf16(const WeightView& loaded_weight);
 
-  // The weight as bf16, packed once, from the staged copy if WeightLoaderBf16 ran, else
-  // from the fp32 weight; both are freed. Idempotent.
-  absl::Status PackWeightBf16();
-  bool weight_is_bf16() const { return packed_ != nullptr; }
+  // The weight packed once in `format`, as ColumnParallelLinear::PackWeight.
+  absl::Status PackWeight(WeightFormat format);
+  std::optional<WeightFormat> packed_format() const { return PackedFormat(packed_.get()); }
 
   Tensor& weight() { return weight_; }  // [out, in/T]; empty once packed
   Tensor* bias() { return has_bias_ ? &bias_ : nullptr; }  // [out]
@@ -185,7 +188,7 @@ class RowParallelLinear {
   Tensor weight_;  // [out, in/T]
   Tensor bias_;    // [out]
   Bf16Tensor staged_;  // [out, in/T] in bf16, from WeightLoaderBf16 until packed
-  std::unique_ptr<PackedBf16Weight> packed_;  // [out, in/T] in bf16, once packed
+  std::unique_ptr<PackedWeight> packed_;  // [out, in/T], once packed
 };
 
 }  // namespace tpserve

@@ -134,7 +134,7 @@ TEST_P(LinearTest, RejectsSizesThatDoNotDivide) {
   });
 }
 
-// PackWeightBf16: the same outputs within bf16's rounding of weights and inputs (fp32
+// PackWeight: the same outputs within bf16's rounding of weights and inputs (fp32
 // sums), the fp32 weight freed, and no loading into a packed weight.
 TEST_P(LinearTest, Bf16WeightsGiveTheSameOutputsWithinBf16Rounding) {
   const int tp = GetParam();
@@ -148,9 +148,9 @@ TEST_P(LinearTest, Bf16WeightsGiveTheSameOutputsWithinBf16Rounding) {
     ASSERT_TRUE((*column)->WeightLoader(*(*column)->bias(), b).ok());
     auto fp32 = (*column)->Forward(x);
     ASSERT_TRUE(fp32.ok());
-    ASSERT_TRUE((*column)->PackWeightBf16().ok());
-    ASSERT_TRUE((*column)->PackWeightBf16().ok());  // idempotent
-    EXPECT_TRUE((*column)->weight_is_bf16());
+    ASSERT_TRUE((*column)->PackWeight(WeightFormat::kBf16).ok());
+    ASSERT_TRUE((*column)->PackWeight(WeightFormat::kBf16).ok());  // idempotent
+    EXPECT_EQ((*column)->packed_format(), WeightFormat::kBf16);
     EXPECT_TRUE((*column)->weight().empty());
     EXPECT_EQ((*column)->output_size_per_partition(), 48 / tp);
     auto bf16 = (*column)->Forward(x);
@@ -170,12 +170,53 @@ TEST_P(LinearTest, Bf16WeightsGiveTheSameOutputsWithinBf16Rounding) {
     }
     auto row32 = (*row)->Forward(x_local);
     ASSERT_TRUE(row32.ok());
-    ASSERT_TRUE((*row)->PackWeightBf16().ok());
+    ASSERT_TRUE((*row)->PackWeight(WeightFormat::kBf16).ok());
     auto row16 = (*row)->Forward(x_local);
     ASSERT_TRUE(row16.ok()) << row16.status();
     EXPECT_LT(RelativeError(row16->output, row32->output), kBf16Tol);
     EXPECT_EQ((*row)->WeightLoader((*row)->weight(), w_row).code(),
               absl::StatusCode::kFailedPrecondition);
+  });
+}
+
+// PackWeight(kInt8): per-output-row int8 weights give the fp32 outputs within int8's
+// rounding (a step of amax/127 per row), for weights staged in bf16 and for fp32 ones;
+// a packed layer is not repacked in another format.
+TEST_P(LinearTest, Int8WeightsGiveTheSameOutputsWithinInt8Rounding) {
+  const int tp = GetParam();
+  const Tensor x = RandomTensor({7, 96}, 31), w = RandomTensor({48, 96}, 32);
+  const Tensor b = RandomTensor({48}, 33), w_row = RandomTensor({40, 96}, 34);
+  constexpr double kInt8Tol = 2e-2;
+  const Tensor want = ReferenceLinear(x, w, b);
+  const Tensor want_row = ReferenceLinear(x, w_row, Tensor());
+  RunOnLocalRanks(tp, [&](int rank, CommGroup& comm) {
+    auto column = ColumnParallelLinear::Create(&comm, 96, 48, true, /*gather_output=*/true);
+    ASSERT_TRUE(column.ok());
+    ASSERT_TRUE((*column)->WeightLoaderBf16(WeightView{w.data(), DType::kF32, w.shape()}).ok());
+    ASSERT_TRUE((*column)->WeightLoader(*(*column)->bias(), b).ok());
+    ASSERT_TRUE((*column)->PackWeight(WeightFormat::kInt8).ok());
+    ASSERT_TRUE((*column)->PackWeight(WeightFormat::kInt8).ok());  // idempotent
+    EXPECT_EQ((*column)->PackWeight(WeightFormat::kBf16).code(),
+              absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ((*column)->packed_format(), WeightFormat::kInt8);
+    auto int8 = (*column)->Forward(x);
+    ASSERT_TRUE(int8.ok()) << int8.status();
+    EXPECT_LT(RelativeError(int8->output, want), kInt8Tol);
+    EXPECT_GT(RelativeError(int8->output, want), 1e-4);  // it really is quantized
+
+    auto row = RowParallelLinear::Create(&comm, 96, 40, false);
+    ASSERT_TRUE(row.ok());
+    ASSERT_TRUE((*row)->WeightLoader((*row)->weight(), w_row).ok());
+    ASSERT_TRUE((*row)->PackWeight(WeightFormat::kInt8).ok());
+    EXPECT_TRUE((*row)->weight().empty());
+    const int64_t in_local = 96 / tp;
+    Tensor x_local({7, in_local});  // this rank's columns of x
+    for (int64_t i = 0; i < 7; ++i) {
+      for (int64_t j = 0; j < in_local; ++j) x_local.row(i)[j] = x.row(i)[rank * in_local + j];
+    }
+    auto row8 = (*row)->Forward(x_local);
+    ASSERT_TRUE(row8.ok()) << row8.status();
+    EXPECT_LT(RelativeError(row8->output, want_row), kInt8Tol);
   });
 }
 
@@ -208,7 +249,7 @@ Stored Store(const Tensor& t, DType dtype) {
 }
 
 // WeightLoaderBf16 from a checkpoint view (F32, BF16 or F16, unaligned) packs exactly
-// what WeightLoader + PackWeightBf16 packs: outputs are bit for bit the same.
+// what WeightLoader + PackWeight packs: outputs are bit for bit the same.
 TEST_P(LinearTest, Bf16LoadersFromTheCheckpointMatchLoadingFp32ThenPacking) {
   const int tp = GetParam();
   const Tensor x = RandomTensor({5, 48}, 21);
@@ -250,9 +291,9 @@ TEST_P(LinearTest, Bf16LoadersFromTheCheckpointMatchLoadingFp32ThenPacking) {
       EXPECT_EQ(qkv[1]->Forward(x).status().code(), absl::StatusCode::kFailedPrecondition)
           << "staged but not packed";
       for (int i = 0; i < 2; ++i) {
-        ASSERT_TRUE(qkv[i]->PackWeightBf16().ok());
-        ASSERT_TRUE(gate_up[i]->PackWeightBf16().ok());
-        ASSERT_TRUE(row[i]->PackWeightBf16().ok());
+        ASSERT_TRUE(qkv[i]->PackWeight(WeightFormat::kBf16).ok());
+        ASSERT_TRUE(gate_up[i]->PackWeight(WeightFormat::kBf16).ok());
+        ASSERT_TRUE(row[i]->PackWeight(WeightFormat::kBf16).ok());
       }
       same(*qkv[0]->Forward(x), *qkv[1]->Forward(x));
       same(*gate_up[0]->Forward(x), *gate_up[1]->Forward(x));

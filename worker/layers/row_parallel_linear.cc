@@ -49,7 +49,7 @@ absl::StatusOr<LinearOutput> RowParallelLinear::Forward(const Tensor& x) const {
   }
   if (!staged_.empty()) {
     return absl::FailedPreconditionError(
-        "RowParallelLinear: the weight is staged in bf16 but not packed (PackWeightBf16)");
+        "RowParallelLinear: the weight is staged in bf16 but not packed (PackWeight)");
   }
   const int64_t n = x.dim(0);
   Tensor x_local;  // [n, in/T]
@@ -63,7 +63,7 @@ absl::StatusOr<LinearOutput> RowParallelLinear::Forward(const Tensor& x) const {
   }
   Tensor y({n, out});  // [n, out], this rank's partial sum
   if (packed_ != nullptr) {
-    TPSERVE_RETURN_IF_ERROR(MatMulBf16(input->data(), n, *packed_, y.data()));
+    TPSERVE_RETURN_IF_ERROR(packed_->MatMul(input->data(), n, y.data(), /*accumulate=*/false));
   } else {
     MatMulTransB(input->data(), weight_.data(), n, in_local, out, y.data());
   }
@@ -83,10 +83,10 @@ absl::StatusOr<LinearOutput> RowParallelLinear::Forward(const Tensor& x) const {
   return result;
 }
 
-absl::Status RowParallelLinear::PackWeightBf16() {
-  if (packed_ != nullptr) return absl::OkStatus();
-  TPSERVE_ASSIGN_OR_RETURN(packed_,
-                           staged_.empty() ? PackAndFreeBf16(weight_) : PackAndFreeBf16(staged_));
+absl::Status RowParallelLinear::PackWeight(WeightFormat format) {
+  if (packed_ != nullptr) return CheckRepack(packed_->format(), format, "RowParallelLinear");
+  TPSERVE_ASSIGN_OR_RETURN(packed_, staged_.empty() ? PackAndFree(weight_, format)
+                                                    : PackAndFree(staged_, format));
   return absl::OkStatus();
 }
 
@@ -123,7 +123,7 @@ absl::Status RowParallelLinear::WeightLoader(Tensor& param, const Tensor& loaded
     return absl::OkStatus();
   }
   if (packed_ != nullptr || !staged_.empty()) {
-    return absl::FailedPreconditionError("RowParallelLinear: the weight is held in bf16 already");
+    return absl::FailedPreconditionError("RowParallelLinear: the weight is packed already");
   }
   const int64_t out = weight_.dim(0), in_local = weight_.dim(1);
   if (&param != &weight_ || loaded_weight.shape() != Shape{out, input_size_}) {

@@ -51,7 +51,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelConfig
 
 absl::Status LlamaModel::LoadWeights(const Checkpoint& ckpt, CpuWeights weights) {
   const int64_t hidden = config_.hidden_size, vocab = config_.vocab_size;
-  const bool bf16 = weights == CpuWeights::kBFloat16;
+  const bool bf16 = LoadsBf16(weights);
+  const std::optional<WeightFormat> format = PackedWeightFormat(weights);
   WeightReader reader(ckpt);
   const Shape table = {vocab, hidden};
   TPSERVE_RETURN_IF_ERROR(
@@ -69,9 +70,9 @@ absl::Status LlamaModel::LoadWeights(const Checkpoint& ckpt, CpuWeights weights)
         LoadNorm(reader, prefix + "input_layernorm.weight", hidden, layer.input_norm));
     TPSERVE_RETURN_IF_ERROR(
         LoadNorm(reader, prefix + "post_attention_layernorm.weight", hidden, layer.post_attn_norm));
-    if (weights == CpuWeights::kBFloat16) {
-      TPSERVE_RETURN_IF_ERROR(layer.attn->PackWeightsBf16());
-      TPSERVE_RETURN_IF_ERROR(layer.mlp->PackWeightsBf16());
+    if (format.has_value()) {
+      TPSERVE_RETURN_IF_ERROR(layer.attn->PackWeights(*format));
+      TPSERVE_RETURN_IF_ERROR(layer.mlp->PackWeights(*format));
     }
   }
   TPSERVE_RETURN_IF_ERROR(LoadNorm(reader, "model.norm.weight", hidden, final_norm_));
@@ -83,7 +84,7 @@ absl::Status LlamaModel::LoadWeights(const Checkpoint& ckpt, CpuWeights weights)
                  return lm_head_->WeightLoader(lm_head_->weight(), t);
                }));
   }
-  if (bf16) TPSERVE_RETURN_IF_ERROR(lm_head_->PackWeightBf16());
+  if (format.has_value()) TPSERVE_RETURN_IF_ERROR(lm_head_->PackWeight(*format));
   return absl::OkStatus();
 }
 

@@ -35,9 +35,11 @@ class LlamaModel {
   // kBFloat16 (the CPU backend's bf16 mode): the embedding's table and every linear
   // weight come through the layers' bf16 loaders (a BF16 checkpoint's tensors read where
   // they are mapped, F32/F16 ones rounded), so no fp32 copy of a weight exists at any
-  // time; each decoder layer's weights are packed for MatMulBf16 as soon as that layer
+  // time; each decoder layer's weights are packed (PackWeight) as soon as that layer
   // has loaded, then the LM head (a tied one from the embedding's bf16 rows). Norms and
-  // biases stay fp32. Backends that copy the shards to a device load kFloat32.
+  // biases stay fp32. kInt8 loads as kBFloat16 but packs the linears and the LM head as
+  // int8 (an F32 checkpoint's weights are thus rounded to bf16 before they are
+  // quantized). Backends that copy the shards to a device load kFloat32.
   absl::Status LoadWeights(const Checkpoint& ckpt, CpuWeights weights = CpuWeights::kFloat32);
 
   // The KV cache geometry of this rank for `num_blocks` blocks of `block_size` tokens,

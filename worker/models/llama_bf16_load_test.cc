@@ -81,7 +81,7 @@ LoadPeak MeasureLoad(DType dtype, const std::string& name) {
   LoadPeak peak;
   peak.growth = StatusBytes("VmHWM") - before;
   peak.weight_bytes = spec.NumParameters() * 2;
-  EXPECT_TRUE((*model)->lm_head().weight_is_bf16());
+  EXPECT_EQ((*model)->lm_head().packed_format(), WeightFormat::kBf16);
   EXPECT_TRUE((*model)->embedding().weight_is_bf16());
   EXPECT_TRUE((*model)->embedding().weight().empty());
   return peak;

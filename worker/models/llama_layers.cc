@@ -40,7 +40,7 @@ absl::StatusOr<std::unique_ptr<LlamaAttention>> LlamaAttention::Create(
 
 absl::Status LlamaAttention::LoadWeights(WeightReader& reader, const std::string& prefix,
                                          CpuWeights weights) {
-  const bool bf16 = weights == CpuWeights::kBFloat16;
+  const bool bf16 = LoadsBf16(weights);
   const int64_t hidden = config_->hidden_size, d = config_->head_dim;
   const int64_t q_rows = int64_t{config_->num_attention_heads} * d;
   const int64_t kv_rows = int64_t{config_->num_key_value_heads} * d;
@@ -129,19 +129,31 @@ absl::StatusOr<std::unique_ptr<LlamaMlp>> LlamaMlp::Create(const ModelConfig& co
   return mlp;
 }
 
-absl::Status LlamaAttention::PackWeightsBf16() {
-  TPSERVE_RETURN_IF_ERROR(qkv_->PackWeightBf16());
-  return o_proj_->PackWeightBf16();
+std::optional<WeightFormat> PackedWeightFormat(CpuWeights weights) {
+  switch (weights) {
+    case CpuWeights::kFloat32:
+      return std::nullopt;
+    case CpuWeights::kBFloat16:
+      return WeightFormat::kBf16;
+    case CpuWeights::kInt8:
+      return WeightFormat::kInt8;
+  }
+  return std::nullopt;
 }
 
-absl::Status LlamaMlp::PackWeightsBf16() {
-  TPSERVE_RETURN_IF_ERROR(gate_up_->PackWeightBf16());
-  return down_->PackWeightBf16();
+absl::Status LlamaAttention::PackWeights(WeightFormat format) {
+  TPSERVE_RETURN_IF_ERROR(qkv_->PackWeight(format));
+  return o_proj_->PackWeight(format);
+}
+
+absl::Status LlamaMlp::PackWeights(WeightFormat format) {
+  TPSERVE_RETURN_IF_ERROR(gate_up_->PackWeight(format));
+  return down_->PackWeight(format);
 }
 
 absl::Status LlamaMlp::LoadWeights(WeightReader& reader, const std::string& prefix,
                                    CpuWeights weights) {
-  const bool bf16 = weights == CpuWeights::kBFloat16;
+  const bool bf16 = LoadsBf16(weights);
   int shard = 0;
   for (const char* name : {"gate_proj.", "up_proj."}) {
     const Shape shape = {intermediate_, hidden_};

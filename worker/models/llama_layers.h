@@ -6,6 +6,7 @@
 #define TPSERVE_WORKER_MODELS_LLAMA_LAYERS_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "base/status_macros.h"
 #include "worker/comm/comm_group.h"
+#include "worker/kernels/cpu/packed_weight.h"
 #include "worker/kernels/cpu/paged_attention.h"
 #include "worker/kernels/cpu/rope.h"
 #include "worker/kv_cache.h"
@@ -66,9 +68,17 @@ class WeightReader {
   Tensor scratch_;
 };
 
-// How the CPU backend holds the weights it computes with: fp32, or the linear layers'
-// weights (and the embedding table) in bf16, loaded without any fp32 copy.
-enum class CpuWeights { kFloat32, kBFloat16 };
+// How the CPU backend holds the weights it computes with: fp32; or the linear layers'
+// weights (and the embedding table) in bf16, loaded without any fp32 copy; or
+// kInt8 (weight-only quantization): loaded as kBFloat16, then every linear weight and
+// the LM head quantized to int8 with one fp32 scale per output row (the embedding
+// table stays bf16: a lookup reads one row, not the table).
+enum class CpuWeights { kFloat32, kBFloat16, kInt8 };
+
+// Whether `weights` loads through the layers' bf16 loaders (kBFloat16 and kInt8).
+inline bool LoadsBf16(CpuWeights weights) { return weights != CpuWeights::kFloat32; }
+// The format the linear layers pack their weights in; nullopt for kFloat32.
+std::optional<WeightFormat> PackedWeightFormat(CpuWeights weights);
 
 // The tensors one step's attention layers share: positions and cache slots.
 struct AttentionInputs {
@@ -84,12 +94,12 @@ class LlamaAttention {
                                                                 CommGroup* comm,
                                                                 const RotaryEmbedding* rope,
                                                                 int layer);
-  // prefix: "model.layers.{i}.self_attn."; kBFloat16 loads the weights through the
-  // layers' bf16 loaders (biases and norms stay fp32).
+  // prefix: "model.layers.{i}.self_attn."; kBFloat16 and kInt8 load the weights
+  // through the layers' bf16 loaders (biases and norms stay fp32).
   absl::Status LoadWeights(WeightReader& reader, const std::string& prefix,
                            CpuWeights weights = CpuWeights::kFloat32);
-  // qkv and o_proj to bf16 (ColumnParallelLinear::PackWeightBf16).
-  absl::Status PackWeightsBf16();
+  // qkv and o_proj packed in `format` (ColumnParallelLinear::PackWeight).
+  absl::Status PackWeights(WeightFormat format);
   // x: [n, hidden] -> [n, hidden], all-reduced.
   absl::StatusOr<Tensor> Forward(const Tensor& x, const AttentionInputs& in, KvCache& cache) const;
 
@@ -118,8 +128,8 @@ class LlamaMlp {
   // prefix: "model.layers.{i}.mlp."; weights as LlamaAttention::LoadWeights.
   absl::Status LoadWeights(WeightReader& reader, const std::string& prefix,
                            CpuWeights weights = CpuWeights::kFloat32);
-  // gate_up and down to bf16.
-  absl::Status PackWeightsBf16();
+  // gate_up and down packed in `format`.
+  absl::Status PackWeights(WeightFormat format);
   // x: [n, hidden] -> [n, hidden], all-reduced.
   absl::StatusOr<Tensor> Forward(const Tensor& x) const;
 

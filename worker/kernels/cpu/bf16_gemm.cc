@@ -281,6 +281,11 @@ absl::StatusOr<PackedBf16Weight> PackedBf16Weight::FromFloat(const float* data, 
   return FromBf16(bf16.data(), n_out, k);
 }
 
+absl::Status PackedBf16Weight::MatMul(const float* x, int64_t m, float* y,
+                                      bool accumulate) const {
+  return MatMulBf16(x, m, *this, y, accumulate);
+}
+
 size_t PackedBf16Weight::bytes() const { return impl_->bytes; }
 bool PackedBf16Weight::packed_for_onednn() const { return impl_->packed.has_value(); }
 size_t PackedBf16Weight::num_cached_primitives() const {
@@ -306,30 +311,6 @@ absl::Status MatMulBf16(const float* x, int64_t m, const PackedBf16Weight& w, fl
 
 void SetBf16GemmThreads(int threads) {
   bf16_gemm_threads.store(threads, std::memory_order_relaxed);
-}
-
-absl::StatusOr<std::unique_ptr<PackedBf16Weight>> PackAndFreeBf16(Tensor& weight) {
-  if (weight.rank() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat("PackAndFreeBf16: expected a [n_out, k] weight, got ",
-                                                   ShapeToString(weight.shape())));
-  }
-  absl::StatusOr<PackedBf16Weight> packed =
-      PackedBf16Weight::FromFloat(weight.data(), weight.dim(0), weight.dim(1));
-  if (!packed.ok()) return packed.status();
-  weight = Tensor();
-  return std::make_unique<PackedBf16Weight>(*std::move(packed));
-}
-
-absl::StatusOr<std::unique_ptr<PackedBf16Weight>> PackAndFreeBf16(Bf16Tensor& weight) {
-  if (weight.shape().size() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "PackAndFreeBf16: expected a [n_out, k] weight, got ", ShapeToString(weight.shape())));
-  }
-  absl::StatusOr<PackedBf16Weight> packed =
-      PackedBf16Weight::FromBf16(weight.data(), weight.dim(0), weight.dim(1));
-  if (!packed.ok()) return packed.status();
-  weight = Bf16Tensor();
-  return std::make_unique<PackedBf16Weight>(*std::move(packed));
 }
 
 }  // namespace tpserve

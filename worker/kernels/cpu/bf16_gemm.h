@@ -27,11 +27,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "worker/kernels/cpu/packed_weight.h"
 #include "worker/tensor.h"
 
 namespace tpserve {
 
-class PackedBf16Weight {
+class PackedBf16Weight : public PackedWeight {
  public:
   // data: [n_out, k] row-major bf16 bits, e.g. a safetensors BF16 tensor as stored; it
   // is read once and not kept. InvalidArgument on a non-positive size or a NaN/±Inf.
@@ -44,12 +45,15 @@ class PackedBf16Weight {
 
   PackedBf16Weight(PackedBf16Weight&&) noexcept;
   PackedBf16Weight& operator=(PackedBf16Weight&&) noexcept;
-  ~PackedBf16Weight();
+  ~PackedBf16Weight() override;
 
-  int64_t n_out() const { return n_out_; }
-  int64_t k() const { return k_; }
+  // MatMulBf16.
+  absl::Status MatMul(const float* x, int64_t m, float* y, bool accumulate) const override;
+  WeightFormat format() const override { return WeightFormat::kBf16; }
+  int64_t n_out() const override { return n_out_; }
+  int64_t k() const override { return k_; }
   // Bytes the packed weight occupies (oneDNN pads k to 32 and n_out to 64).
-  size_t bytes() const;
+  size_t bytes() const override;
   // True when oneDNN's matmul reads the weight (packed); false on the OpenBLAS path.
   bool packed_for_onednn() const;
   // How many matmul primitives this weight has created so far (for tests: at most
@@ -75,12 +79,6 @@ class PackedBf16Weight {
 // 0. InvalidArgument on a negative m or null buffers; Internal if oneDNN fails.
 absl::Status MatMulBf16(const float* x, int64_t m, const PackedBf16Weight& w, float* y,
                         bool accumulate = false);
-
-// A layer's fp32 weight tensor ([n_out, k]) packed, then freed (`weight` is left empty):
-// what a linear layer keeps in its bf16 mode.
-absl::StatusOr<std::unique_ptr<PackedBf16Weight>> PackAndFreeBf16(Tensor& weight);
-// The same from a bf16 staging copy ([n_out, k]), freed (left empty) once packed.
-absl::StatusOr<std::unique_ptr<PackedBf16Weight>> PackAndFreeBf16(Bf16Tensor& weight);
 
 // Sets how many OpenMP threads oneDNN uses for MatMulBf16 and packing in this process
 // (one rank = one process), as SetGemmThreads does for OpenBLAS, which the fallback path

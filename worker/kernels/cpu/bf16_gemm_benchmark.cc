@@ -1,5 +1,6 @@
-// bf16_gemm_benchmark: MatMulBf16 (bf16 weights, oneDNN) beside MatMulTransB (fp32
-// weights, OpenBLAS) on Llama-shaped linear layers, at decode and prefill row counts,
+// bf16_gemm_benchmark: MatMulBf16 (bf16 weights, oneDNN) and MatMulInt8 (int8 weights
+// with per-channel scales) beside MatMulTransB (fp32 weights, OpenBLAS) on Llama-shaped
+// linear layers, at decode and prefill row counts,
 // beside this machine's memory read bandwidth measured in the same run.
 //
 //   bazel build -c opt //worker/kernels/cpu:bf16_gemm_benchmark
@@ -10,7 +11,9 @@
 // reads the next copy, so decode reads its weight from memory as a model step does, not
 // from a cache. "wGB/s" is weight bytes (2 per element for bf16, 4 for fp32) / time;
 // "gain" is fp32 time / bf16 time; "bf16 floor" is the weight's bf16 bytes over the
-// measured read bandwidth: the decode time of a kernel that only streams the weight.
+// measured read bandwidth: the decode time of a kernel that only streams the weight
+// ("int8 floor" likewise for 1 byte per element). MatMulInt8 runs on the calling thread
+// only (a rank is one thread), so its columns are timed at the first thread count.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -25,6 +28,7 @@
 #include "worker/dtype.h"
 #include "worker/kernels/cpu/bf16_gemm.h"
 #include "worker/kernels/cpu/gemm.h"
+#include "worker/kernels/cpu/int8_gemm.h"
 
 namespace tpserve {
 namespace {
@@ -120,15 +124,16 @@ absl::Status Run(const Flags& f) {
   if (absl::Status s = ParseIdList(f.rows, &row_counts); !s.ok()) return s;
   if (f.max_isa == "avx2") dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
   if (f.max_isa == "avx512_core") dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx512_core);
+  if (!f.max_isa.empty()) LimitInt8GemmIsa(Int8GemmIsa::kGeneric);
   const std::vector<double> bandwidth = PrintReadBandwidth("before", thread_counts);
   const int64_t max_rows = *std::max_element(row_counts.begin(), row_counts.end());
   std::vector<float> x(max_rows * 11008), y(max_rows * 11264);  // [M, k], [M, n_out]
   std::mt19937 rng(1);
   std::normal_distribution<float> dist;
   for (float& v : x) v = dist(rng);
-  std::printf("%-13s %11s %5s %3s | %9s %6s %7s | %9s %6s %7s | %5s  %s\n", "layer",
-              "n_out x k", "M", "thr", "bf16 ms", "wGB/s", "GFLOP/s", "fp32 ms", "wGB/s",
-              "GFLOP/s", "gain", "bf16 floor ms");
+  std::printf("%-13s %11s %5s %3s | %9s %6s %7s | %9s %6s %7s | %5s %7s | %9s %6s %7s | %5s %7s\n",
+              "layer", "n_out x k", "M", "thr", "bf16 ms", "wGB/s", "GFLOP/s", "fp32 ms", "wGB/s",
+              "GFLOP/s", "gain", "floor", "int8 ms", "wGB/s", "GFLOP/s", "vbf16", "floor");
   for (const Layer& layer : kLayers) {
     const int64_t elements = layer.n_out * layer.k;
     const int copies = static_cast<int>(std::max<int64_t>(2, kGiB / (2 * elements)));
@@ -137,11 +142,15 @@ absl::Status Run(const Flags& f) {
     std::vector<uint16_t> w_bf16(elements);
     FloatsToBf16(w.data(), w.size(), w_bf16.data());
     std::vector<PackedBf16Weight> packed;
+    std::vector<Int8Weight> int8;
     std::vector<std::vector<float>> fp32(std::max(2, copies / 2), w);  // 1 GiB of fp32 too
     for (int c = 0; c < copies; ++c) {
       absl::StatusOr<PackedBf16Weight> p = PackedBf16Weight::FromBf16(w_bf16.data(), layer.n_out, layer.k);
       if (!p.ok()) return p.status();
       packed.push_back(*std::move(p));
+      absl::StatusOr<Int8Weight> q = Int8Weight::QuantizeBf16(w_bf16.data(), layer.n_out, layer.k);
+      if (!q.ok()) return q.status();
+      int8.push_back(*std::move(q));
     }
     for (size_t ti = 0; ti < thread_counts.size(); ++ti) {
       SetBf16GemmThreads(thread_counts[ti]);
@@ -155,15 +164,24 @@ absl::Status Run(const Flags& f) {
         const double fp32_s = TimePerCall(static_cast<int>(fp32.size()), f.min_seconds, [&](int c) {
           MatMulTransB(x.data(), fp32[c].data(), m, layer.k, layer.n_out, y.data());
         });
+        const double int8_s = ti > 0 ? 0 : TimePerCall(copies, f.min_seconds, [&](int c) {
+          status.Update(MatMulInt8(x.data(), m, int8[c], y.data()));
+        });
+        if (!status.ok()) return status;
         const double flop = 2.0 * m * elements;
         const bool prefill = m >= 512;
-        std::printf("%-13s %5ldx%-5ld %5d %3d | %9.3f %6.1f %7s | %9.3f %6.1f %7s | %5.2f  %.3f\n",
+        auto gflops = [&](double s) {
+          return prefill ? absl::StrFormat("%.0f", flop / s / 1e9) : std::string("-");
+        };
+        const std::string int8_columns =
+            ti > 0 ? "" : absl::StrFormat("| %9.3f %6.1f %7s | %5.2f %7.3f", int8_s * 1e3,
+                                          elements / int8_s / 1e9, gflops(int8_s),
+                                          bf16_s / int8_s, elements / bandwidth[ti] / 1e6);
+        std::printf("%-13s %5ldx%-5ld %5d %3d | %9.3f %6.1f %7s | %9.3f %6.1f %7s | %5.2f %7.3f %s\n",
                     layer.name, long(layer.n_out), long(layer.k), m, thread_counts[ti],
-                    bf16_s * 1e3, 2 * elements / bf16_s / 1e9,
-                    prefill ? absl::StrFormat("%.0f", flop / bf16_s / 1e9).c_str() : "-",
-                    fp32_s * 1e3, 4 * elements / fp32_s / 1e9,
-                    prefill ? absl::StrFormat("%.0f", flop / fp32_s / 1e9).c_str() : "-",
-                    fp32_s / bf16_s, 2 * elements / bandwidth[ti] / 1e6);
+                    bf16_s * 1e3, 2 * elements / bf16_s / 1e9, gflops(bf16_s).c_str(),
+                    fp32_s * 1e3, 4 * elements / fp32_s / 1e9, gflops(fp32_s).c_str(),
+                    fp32_s / bf16_s, 2 * elements / bandwidth[ti] / 1e6, int8_columns.c_str());
       }
     }
     std::printf("  (%s: %s)\n", layer.name,
@@ -182,7 +200,8 @@ int main(int argc, char** argv) {
   p.AddString("threads", &f.threads, "thread counts to run, e.g. 1,2");
   p.AddString("rows", &f.rows, "row counts M to run, e.g. 1,8,32,64,512,2048");
   p.AddDouble("min-seconds", &f.min_seconds, "time each case for at least this long");
-  p.AddString("max-isa", &f.max_isa, "cap oneDNN's ISA: avx2 or avx512_core (default: all)");
+  p.AddString("max-isa", &f.max_isa,
+              "cap oneDNN's ISA (avx2 or avx512_core) and MatMulInt8's (generic below AVX512-BF16)");
   absl::Status s = p.Parse(argc, argv);
   if (s.ok()) s = tpserve::Run(f);
   if (!s.ok()) {

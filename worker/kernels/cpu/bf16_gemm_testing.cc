@@ -15,6 +15,10 @@ namespace {
 constexpr float kGuard = 12345.0f;
 constexpr int64_t kGuardFloats = 16;
 
+float RoundToBf16(float f) { return Bf16ToFloat(FloatToBf16(f)); }
+
+}  // namespace
+
 std::vector<float> RandomNormal(int64_t count, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> dist;
@@ -22,10 +26,6 @@ std::vector<float> RandomNormal(int64_t count, uint32_t seed) {
   for (float& f : v) f = dist(rng);
   return v;
 }
-
-float RoundToBf16(float f) { return Bf16ToFloat(FloatToBf16(f)); }
-
-}  // namespace
 
 PackedBf16Weight RandomWeight(int64_t n_out, int64_t k, uint32_t seed,
                               std::vector<float>* w_rounded) {
@@ -39,7 +39,7 @@ PackedBf16Weight RandomWeight(int64_t n_out, int64_t k, uint32_t seed,
   return *std::move(packed);
 }
 
-void ExpectMatchesReference(const PackedBf16Weight& w, const std::vector<float>& w_rounded,
+void ExpectMatchesReference(const PackedWeight& w, const std::vector<float>& w_rounded,
                             int64_t m, bool accumulate, uint32_t seed,
                             int64_t max_checked_rows) {
   const int64_t n = w.n_out(), k = w.k();
@@ -48,7 +48,7 @@ void ExpectMatchesReference(const PackedBf16Weight& w, const std::vector<float>&
   std::vector<float> got(m * n + 2 * kGuardFloats, kGuard);         // guard | [m, n] | guard
   float* y = got.data() + kGuardFloats;
   if (accumulate) std::copy(y0.begin(), y0.end(), y);
-  ASSERT_TRUE(MatMulBf16(x.data(), m, w, y, accumulate).ok());
+  ASSERT_TRUE(w.MatMul(x.data(), m, y, accumulate).ok());
   for (int64_t i = 0; i < kGuardFloats; ++i) {
     ASSERT_EQ(got[i], kGuard) << "write before y";
     ASSERT_EQ(got[kGuardFloats + m * n + i], kGuard) << "write past y";

@@ -1,0 +1,197 @@
+#include "worker/kernels/cpu/int8_gemm.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/dtype.h"
+#include "worker/kernels/cpu/bf16_gemm_testing.h"
+#include "worker/kernels/cpu/pack_weight.h"
+
+namespace tpserve {
+namespace {
+
+// The values the weight holds, q·scale, [n_out, k].
+std::vector<float> Dequantized(const Int8Weight& w) {
+  std::vector<float> v(static_cast<size_t>(w.n_out() * w.k()));
+  for (int64_t r = 0; r < w.n_out(); ++r) {
+    for (int64_t c = 0; c < w.k(); ++c) v[r * w.k() + c] = w.q(r, c) * w.scale(r);
+  }
+  return v;
+}
+
+Int8Weight RandomInt8Weight(int64_t n_out, int64_t k, uint32_t seed) {
+  std::vector<float> w = RandomNormal(n_out * k, seed);
+  absl::StatusOr<Int8Weight> q = Int8Weight::QuantizeFloat(w.data(), n_out, k);
+  EXPECT_TRUE(q.ok()) << q.status();
+  return *std::move(q);
+}
+
+// Runs the body once per kernel this CPU has: the AVX512-BF16 one where present, and
+// the generic one always.
+class Int8GemmTest : public ::testing::TestWithParam<Int8GemmIsa> {
+ protected:
+  void SetUp() override {
+    if (LimitInt8GemmIsa(GetParam()) != GetParam()) GTEST_SKIP() << "the CPU lacks AVX512-BF16";
+  }
+  void TearDown() override { LimitInt8GemmIsa(Int8GemmIsa::kAvx512Bf16); }
+};
+
+TEST(Int8QuantizeTest, GridIsPerRowSymmetricAndWithinHalfAStep) {
+  const int64_t n_out = 37, k = 301;
+  std::vector<float> w = RandomNormal(n_out * k, 3);
+  for (int64_t c = 0; c < k; ++c) w[5 * k + c] = 0.0f;     // an all-zero row
+  for (int64_t c = 0; c < k; ++c) w[9 * k + c] *= 1000.0f;  // a row on another scale
+  absl::StatusOr<Int8Weight> q = Int8Weight::QuantizeFloat(w.data(), n_out, k);
+  ASSERT_TRUE(q.ok()) << q.status();
+  for (int64_t r = 0; r < n_out; ++r) {
+    float amax = 0;
+    for (int64_t c = 0; c < k; ++c) amax = std::max(amax, std::fabs(w[r * k + c]));
+    EXPECT_FLOAT_EQ(q->scale(r), amax / 127.0f) << "row " << r;
+    bool reached = amax == 0.0f;
+    for (int64_t c = 0; c < k; ++c) {
+      const int v = q->q(r, c);
+      ASSERT_LE(std::abs(v), 127);
+      reached |= std::abs(v) == 127;
+      ASSERT_LE(std::fabs(w[r * k + c] - v * q->scale(r)), 0.5001f * q->scale(r))
+          << "[" << r << ", " << c << "]";
+    }
+    EXPECT_TRUE(reached) << "row " << r << ": the largest weight must use the full range";
+  }
+  EXPECT_EQ(q->scale(5), 0.0f);
+}
+
+// QuantizeFloat quantizes the fp32 value, not its bf16 rounding: 0.5 + 2⁻¹⁰ rounds to
+// 0.5 in bf16, which would quantize to 0 (ties to even) instead of 1.
+TEST(Int8QuantizeTest, FloatsAreNotRoundedToBf16First) {
+  const float w[] = {127.0f, 0.5f + 0x1p-10f};  // [1, 2]: scale 1
+  absl::StatusOr<Int8Weight> q = Int8Weight::QuantizeFloat(w, 1, 2);
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->scale(0), 1.0f);
+  EXPECT_EQ(q->q(0, 1), 1);
+  const uint16_t bits[] = {FloatToBf16(127.0f), FloatToBf16(0.5f + 0x1p-10f)};
+  absl::StatusOr<Int8Weight> from_bf16 = Int8Weight::QuantizeBf16(bits, 1, 2);
+  ASSERT_TRUE(from_bf16.ok());
+  EXPECT_EQ(from_bf16->q(0, 1), 0);
+}
+
+TEST(Int8QuantizeTest, RejectsNonFiniteWeightsAndBadArguments) {
+  for (uint16_t bad : {uint16_t{0x7f80}, uint16_t{0xff80}, uint16_t{0x7fc0}}) {
+    const uint16_t bits[] = {0x3f80, 0x3f80, 0x3f80, 0x3f80, 0x3f80, bad};  // [2, 3]
+    absl::StatusOr<Int8Weight> w = Int8Weight::QuantizeBf16(bits, 2, 3);
+    ASSERT_EQ(w.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(w.status().message().find("[1, 2]"), std::string::npos) << w.status();
+  }
+  for (float bad :
+       {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+    const float values[] = {1, bad};
+    EXPECT_EQ(Int8Weight::QuantizeFloat(values, 1, 2).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  const uint16_t one = 0x3f80;
+  EXPECT_FALSE(Int8Weight::QuantizeBf16(&one, 0, 1).ok());
+  EXPECT_FALSE(Int8Weight::QuantizeBf16(nullptr, 1, 1).ok());
+  EXPECT_FALSE(Int8Weight::QuantizeFloat(nullptr, 1, 1).ok());
+  absl::StatusOr<Int8Weight> w = Int8Weight::QuantizeBf16(&one, 1, 1);
+  ASSERT_TRUE(w.ok());
+  float x = 1, y = 7;
+  EXPECT_EQ(MatMulInt8(&x, -1, *w, &y).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MatMulInt8(nullptr, 1, *w, &y).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MatMulInt8(nullptr, 0, *w, nullptr).ok());
+  EXPECT_EQ(y, 7);
+}
+
+// Weights on the grid and small integer x: every product and sum is exact.
+TEST_P(Int8GemmTest, ExactOnTheGrid) {
+  const float w_values[] = {127, -64, 1, 2, -0.5f, 0.25f};  // [2, 3]: scales 1 and 2/127
+  absl::StatusOr<Int8Weight> w = Int8Weight::QuantizeFloat(w_values, 2, 3);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->q(0, 1), -64);
+  const float x[] = {1, 2, 4, -1, 0, 8};  // [2, 3]
+  float y[] = {10, 20, 30, 40};
+  ASSERT_TRUE(MatMulInt8(x, 2, *w, y).ok());
+  EXPECT_EQ(y[0], 127 - 128 + 4);
+  EXPECT_FLOAT_EQ(y[1], (127 - 2 * 32 + 4 * 16) * (2.0f / 127));
+  EXPECT_EQ(y[2], -127 + 8);
+  ASSERT_TRUE(MatMulInt8(x, 2, *w, y, /*accumulate=*/true).ok());
+  EXPECT_EQ(y[0], 2 * 3);
+  EXPECT_EQ(y[2], 2 * -119);
+}
+
+// Tails in every dimension: rows not a multiple of the 4-row block, columns not a
+// multiple of 32, x rows around the 6-row pass, plus TinyLlama's MLP shapes.
+TEST_P(Int8GemmTest, MatchesReference) {
+  for (auto [n_out, k] : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {5, 33}, {67, 129},
+                          {130, 31}, {517, 1031}}) {
+    Int8Weight w = RandomInt8Weight(n_out, k, 11);
+    const std::vector<float> held = Dequantized(w);
+    for (int64_t m : {1, 2, 3, 5, 6, 7, 12, 13, 64, 200}) {
+      for (bool accumulate : {false, true}) {
+        ExpectMatchesReference(w, held, m, accumulate, 5, /*max_checked_rows=*/8);
+      }
+    }
+  }
+  for (auto [n_out, k] : {std::pair<int64_t, int64_t>{5632, 2048}, {2048, 5632}}) {
+    Int8Weight w = RandomInt8Weight(n_out, k, 13);
+    const std::vector<float> held = Dequantized(w);
+    for (int64_t m : {1, 8, 70}) ExpectMatchesReference(w, held, m, m == 8, 7, 3);
+  }
+}
+
+TEST_P(Int8GemmTest, NonFiniteXPropagatesToItsRowOnly) {
+  const float w_values[] = {127, 2, -127, 1};  // [2, 2], on the grid (scale 1)
+  absl::StatusOr<Int8Weight> w = Int8Weight::QuantizeFloat(w_values, 2, 2);
+  ASSERT_TRUE(w.ok());
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float x[] = {nan, 1, 0, 1, 1, 1, 2, 0, 0, 0, 0, 0, 0, 0};  // [7, 2]: past one pass
+  float y[14];
+  ASSERT_TRUE(MatMulInt8(x, 7, *w, y).ok());
+  EXPECT_TRUE(std::isnan(y[0]) && std::isnan(y[1]));
+  EXPECT_EQ(y[2], 2.0f);    // [0, 1] · [127, 2]
+  EXPECT_EQ(y[5], -126.0f);  // [1, 1] · [-127, 1]
+  for (int i = 2; i < 14; ++i) EXPECT_FALSE(std::isnan(y[i])) << i;
+}
+
+TEST_P(Int8GemmTest, ConcurrentCallsOnOneWeight) {
+  Int8Weight w = RandomInt8Weight(300, 200, 9);
+  const std::vector<float> held = Dequantized(w);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int64_t m : {1, 9, 65, 3}) ExpectMatchesReference(w, held, m + t, t % 2, t);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, Int8GemmTest,
+                         ::testing::Values(Int8GemmIsa::kAvx512Bf16, Int8GemmIsa::kGeneric),
+                         [](const auto& info) {
+                           return info.param == Int8GemmIsa::kGeneric ? "Generic" : "Avx512Bf16";
+                         });
+
+TEST(PackWeightTest, PacksEachFormatAndFreesTheSource) {
+  Bf16Tensor staged({3, 128});
+  for (int64_t i = 0; i < staged.numel(); ++i) staged.data()[i] = FloatToBf16(0.01f * (i % 17));
+  absl::StatusOr<std::unique_ptr<PackedWeight>> int8 = PackAndFree(staged, WeightFormat::kInt8);
+  ASSERT_TRUE(int8.ok()) << int8.status();
+  EXPECT_EQ((*int8)->format(), WeightFormat::kInt8);
+  EXPECT_TRUE(staged.empty());
+  EXPECT_EQ((*int8)->bytes(), 4 * 128 + 4 * sizeof(float));  // rows padded to 4, a scale each
+  Tensor fp32({3, 40});
+  absl::StatusOr<std::unique_ptr<PackedWeight>> bf16 = PackAndFree(fp32, WeightFormat::kBf16);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_EQ((*bf16)->format(), WeightFormat::kBf16);
+  EXPECT_EQ(fp32.numel(), 0);
+  Tensor vector({5});
+  EXPECT_EQ(PackAndFree(vector, WeightFormat::kInt8).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(vector.numel(), 5);  // not freed on failure
+}
+
+}  // namespace
+}  // namespace tpserve
