@@ -201,7 +201,7 @@ int main(int argc, char** argv) {
   p.AddString("rows", &f.rows, "row counts M to run, e.g. 1,8,32,64,512,2048");
   p.AddDouble("min-seconds", &f.min_seconds, "time each case for at least this long");
   p.AddString("max-isa", &f.max_isa,
-              "cap oneDNN's ISA (avx2 or avx512_core) and MatMulInt8's (generic below AVX512-BF16)");
+              "cap oneDNN's ISA (avx2 or avx512_core) and MatMulInt8's (generic below AVX512-VNNI)");
   absl::Status s = p.Parse(argc, argv);
   if (s.ok()) s = tpserve::Run(f);
   if (!s.ok()) {

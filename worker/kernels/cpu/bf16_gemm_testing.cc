@@ -41,7 +41,7 @@ PackedBf16Weight RandomWeight(int64_t n_out, int64_t k, uint32_t seed,
 
 void ExpectMatchesReference(const PackedWeight& w, const std::vector<float>& w_rounded,
                             int64_t m, bool accumulate, uint32_t seed,
-                            int64_t max_checked_rows) {
+                            int64_t max_checked_rows, RoundXRow round_x) {
   const int64_t n = w.n_out(), k = w.k();
   std::vector<float> x = RandomNormal(m * k, seed);                 // [m, k]
   std::vector<float> y0 = RandomNormal(m * n, seed + 1);            // [m, n]
@@ -58,7 +58,11 @@ void ExpectMatchesReference(const PackedWeight& w, const std::vector<float>& w_r
   const int64_t checked = std::min(m, max_checked_rows);
   for (int64_t c = 0; c < checked; ++c) {
     const int64_t i = checked == 1 ? 0 : c * (m - 1) / (checked - 1);  // first..last
-    for (int64_t p = 0; p < k; ++p) x_row[p] = RoundToBf16(x[i * k + p]);
+    if (round_x != nullptr) {
+      round_x(&x[i * k], k, x_row.data());
+    } else {
+      for (int64_t p = 0; p < k; ++p) x_row[p] = RoundToBf16(x[i * k + p]);
+    }
     for (int64_t j = 0; j < n; ++j) want[j] = accumulate ? y0[i * n + j] : 0.0f;
     MatMulTransBReference(x_row.data(), w_rounded.data(), 1, k, n, want.data(), accumulate);
     int bad = 0;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -16,17 +17,21 @@
 #include "worker/dtype.h"
 #include "worker/tensor.h"
 
-// Layout: q is [n_pad, k_pad] int8, rows padded to a multiple of kRowsPerBlock and columns
-// to a multiple of kColsPerStep with zeros (whose scale is 0), so the kernels have no
-// tails. x is rounded to bf16 into [m, k_pad] with zero padding.
+// Layout: q holds [n_pad, k_pad] int8, rows padded to a multiple of kRowsPerBlock and
+// columns to a multiple of kColsPerStep with zeros (whose scale is 0), so the kernels
+// have no tails; stored as [n_pad/4, k_pad/32, 4, 32]: a block of 4 rows is one
+// contiguous run in the order the kernel consumes it (each 32-column step of the 4 rows
+// in turn), one sequential stream for the hardware prefetcher rather than 4 short ones
+// (at k = 2048 a row is only 2 KiB).
 //
-// The AVX512-BF16 kernel takes kRowsPerBlock output rows at a time. For up to
-// kRowsPerPass rows of x it widens each 32-column step of those rows in registers
-// (vpmovsxbd, vcvtdq2ps, vcvtne2ps2bf16) and runs vdpbf16ps against each x row:
-// 4 weight vectors + 1 x vector + 4·6 accumulators fit the 32 zmm registers. For more
-// rows of x the block's rows are widened once into a bf16 buffer ([4, k_pad]: 45 KiB at
-// k = 5632, L1/L2-resident) that each pass of 6 x rows reads, so the widening, the costly
-// part, is paid once per weight element whatever m.
+// x is quantized per row to int16 with a power-of-two scale (QuantizeRowToInt16) into
+// [m, k_pad], zero-padded. The AVX512-VNNI kernel takes 4 output rows at a time and up
+// to 6 rows of x per pass: each 32-column step sign-extends the 4 weight rows to int16
+// (one vpmovsxbw each) and runs vpdpwssd (int16 pairs summed into int32 lanes) against
+// each x row: 4 weight vectors + 1 x vector + 4·6 accumulators fit the 32 zmm
+// registers. Products and sums are exact integers; every kStepsPerFlush steps the int32
+// lanes are added into fp32 before they could overflow (a lane gains at most
+// 2·32767·127 per step: 128 steps stay below 2³¹).
 
 namespace tpserve {
 namespace {
@@ -34,103 +39,197 @@ namespace {
 constexpr int64_t kRowsPerBlock = 4;
 constexpr int64_t kColsPerStep = 32;
 constexpr int kRowsPerPass = 6;
+constexpr int64_t kStepsPerFlush = 128;
 constexpr size_t kAlignment = 64;
+constexpr int64_t kPrefetchBytes = 2048;
+constexpr float kInt16Max = 32767.0f;
 // The generic path widens this many weights at a time (an L2-sized fp32 panel).
 constexpr int64_t kGenericPanelFloats = int64_t{1} << 16;
 
-std::atomic<Int8GemmIsa> max_isa{Int8GemmIsa::kAvx512Bf16};
+static_assert(kStepsPerFlush * 2 * 32767 * 127 < (int64_t{1} << 31),
+              "an int32 lane must not overflow between flushes");
 
-bool CpuHasAvx512Bf16() {
+std::atomic<Int8GemmIsa> max_isa{Int8GemmIsa::kAvx512Vnni};
+
+bool CpuHasAvx512Vnni() {
   static const bool has = __builtin_cpu_supports("avx512f") &&
                           __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512bf16");
+                          __builtin_cpu_supports("avx512vnni");
   return has;
 }
 
 int64_t RoundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
-#define TPSERVE_TARGET_AVX512BF16 \
-  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
-
-// 32 int8 weights -> 32 bf16 (exact: every int8 is a bf16), in column order.
-TPSERVE_TARGET_AVX512BF16 inline __m512bh WidenToBf16(const int8_t* p) {
-  const __m512 lo = _mm512_cvtepi32_ps(
-      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-  const __m512 hi = _mm512_cvtepi32_ps(
-      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16))));
-  return _mm512_cvtne2ps_pbh(hi, lo);
+// Where weight (row, col) lives in the blocked layout.
+int64_t Offset(int64_t row, int64_t col, int64_t k_pad) {
+  return (row / kRowsPerBlock) * kRowsPerBlock * k_pad +
+         (col / kColsPerStep) * kRowsPerBlock * kColsPerStep +
+         (row % kRowsPerBlock) * kColsPerStep + col % kColsPerStep;
 }
 
-TPSERVE_TARGET_AVX512BF16 inline __m512bh LoadBf16(const uint16_t* p) {
-  return (__m512bh)_mm512_loadu_si512(p);
-}
+#define TPSERVE_TARGET_AVX512VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
-// out[i][r] = Σ_c x[i][c] · w_r[c] for MB rows of x (stride k_pad) and the block's 4
-// weight rows: int8 rows at q (stride k_pad) when kFromInt8, else bf16 rows at wb.
-template <int MB, bool kFromInt8>
-TPSERVE_TARGET_AVX512BF16 void BlockDot(const int8_t* q, const uint16_t* wb, const uint16_t* x,
-                                        int64_t k_pad, float out[][kRowsPerBlock]) {
-  // Fully unrolled, so that the accumulators live in registers (-O2 does not peel these).
-  __m512 acc[MB][kRowsPerBlock];
-#pragma GCC unroll 8
-  for (int i = 0; i < MB; ++i) {
-#pragma GCC unroll 4
-    for (int r = 0; r < kRowsPerBlock; ++r) acc[i][r] = _mm512_setzero_ps();
+// sum[i][r] += the int32 lanes of Σ_{c in [begin, end)} x[i][c] · w_r[c], for MB rows
+// of int16 x (stride k_pad) and the block of 4 int8 weight rows at q (blocked layout).
+// At most kStepsPerFlush steps, so that no lane overflows. The accumulators are named
+// variables, one per (x row, weight row): GCC keeps an array of vectors on the stack,
+// storing it every step, however its loops are unrolled.
+#define TPSERVE_INT8_ROW(i) \
+  __m512i acc##i##_0 = zero, acc##i##_1 = zero, acc##i##_2 = zero, acc##i##_3 = zero
+#define TPSERVE_INT8_STEP(i)                                  \
+  if constexpr (MB > i) {                                     \
+    const __m512i xv = _mm512_loadu_si512(x + i * k_pad + c); \
+    DotAccumulate(acc##i##_0, xv, w0);                        \
+    DotAccumulate(acc##i##_1, xv, w1);                        \
+    DotAccumulate(acc##i##_2, xv, w2);                        \
+    DotAccumulate(acc##i##_3, xv, w3);                        \
   }
-  for (int64_t c = 0; c < k_pad; c += kColsPerStep) {
-    __m512bh w[kRowsPerBlock];
-#pragma GCC unroll 4
+#define TPSERVE_INT8_FLUSH(i)                                                     \
+  if constexpr (MB > i) {                                                         \
+    sum[i][0] = _mm512_add_ps(sum[i][0], ToFloats(acc##i##_0));         \
+    sum[i][1] = _mm512_add_ps(sum[i][1], ToFloats(acc##i##_1));         \
+    sum[i][2] = _mm512_add_ps(sum[i][2], ToFloats(acc##i##_2));         \
+    sum[i][3] = _mm512_add_ps(sum[i][3], ToFloats(acc##i##_3));         \
+  }
+
+// acc += pairwise int16 dot products of x and w (vpdpwssd), updated in place: GCC 12's
+// builtin copies the accumulator to a fresh register and back around every use, and
+// then keeps a stack copy of each, a store per accumulator per step.
+TPSERVE_TARGET_AVX512VNNI inline __attribute__((always_inline)) void DotAccumulate(
+    __m512i& acc, __m512i x, __m512i w) {
+  asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(w));
+}
+
+// The int32 lanes as floats. (The masked form with a defined source: GCC 12's
+// _mm512_cvtepi32_ps passes _mm512_undefined_ps, which -Wmaybe-uninitialized flags.)
+TPSERVE_TARGET_AVX512VNNI inline __attribute__((always_inline)) __m512 ToFloats(__m512i v) {
+  return _mm512_mask_cvtepi32_ps(_mm512_setzero_ps(), __mmask16{0xFFFF}, v);
+}
+
+template <int MB>
+TPSERVE_TARGET_AVX512VNNI inline __attribute__((always_inline)) void DotChunk(
+    const int8_t* q, const int16_t* x, int64_t k_pad, int64_t begin, int64_t end,
+    __m512 sum[][kRowsPerBlock]) {
+  static_assert(MB >= 1 && MB <= 6 && kRowsPerPass == 6 && kRowsPerBlock == 4);
+  const __m512i zero = _mm512_setzero_si512();
+  TPSERVE_INT8_ROW(0);
+  TPSERVE_INT8_ROW(1);
+  TPSERVE_INT8_ROW(2);
+  TPSERVE_INT8_ROW(3);
+  TPSERVE_INT8_ROW(4);
+  TPSERVE_INT8_ROW(5);
+  for (int64_t c = begin; c < end; c += kColsPerStep) {
+    const int8_t* wq = q + c * kRowsPerBlock;  // the step's 4 rows of 32, in turn
+    // The weight is one sequential stream (blocks follow each other): ask for it
+    // kPrefetchBytes ahead, past the hardware prefetcher's reach on one core.
+    _mm_prefetch(reinterpret_cast<const char*>(wq + kPrefetchBytes), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(wq + kPrefetchBytes + 64), _MM_HINT_T0);
+    const __m512i w0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(wq)));
+    const __m512i w1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(wq + kColsPerStep)));
+    const __m512i w2 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(wq + 2 * kColsPerStep)));
+    const __m512i w3 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(wq + 3 * kColsPerStep)));
+    TPSERVE_INT8_STEP(0)
+    TPSERVE_INT8_STEP(1)
+    TPSERVE_INT8_STEP(2)
+    TPSERVE_INT8_STEP(3)
+    TPSERVE_INT8_STEP(4)
+    TPSERVE_INT8_STEP(5)
+  }
+  TPSERVE_INT8_FLUSH(0)
+  TPSERVE_INT8_FLUSH(1)
+  TPSERVE_INT8_FLUSH(2)
+  TPSERVE_INT8_FLUSH(3)
+  TPSERVE_INT8_FLUSH(4)
+  TPSERVE_INT8_FLUSH(5)
+}
+
+#undef TPSERVE_INT8_ROW
+#undef TPSERVE_INT8_STEP
+#undef TPSERVE_INT8_FLUSH
+
+// out[i][r] = Σ_c x[i][c] · w_r[c] for MB rows of x and the block's 4 weight rows: exact
+// integer partial sums of at most kStepsPerFlush steps, added in fp32.
+template <int MB>
+TPSERVE_TARGET_AVX512VNNI void BlockDot(const int8_t* q, const int16_t* x, int64_t k_pad,
+                                        float out[][kRowsPerBlock]) {
+  __m512 sum[MB][kRowsPerBlock];  // touched once per chunk: may live in memory
+  for (int i = 0; i < MB; ++i) {
+    for (int r = 0; r < kRowsPerBlock; ++r) sum[i][r] = _mm512_setzero_ps();
+  }
+  constexpr int64_t kChunk = kStepsPerFlush * kColsPerStep;
+  for (int64_t begin = 0; begin < k_pad; begin += kChunk) {
+    DotChunk<MB>(q, x, k_pad, begin, std::min(k_pad, begin + kChunk), sum);
+  }
+  alignas(64) float lanes[16];
+  for (int i = 0; i < MB; ++i) {
     for (int r = 0; r < kRowsPerBlock; ++r) {
-      w[r] = kFromInt8 ? WidenToBf16(q + r * k_pad + c) : LoadBf16(wb + r * k_pad + c);
+      _mm512_store_ps(lanes, sum[i][r]);
+      for (int width = 8; width > 0; width /= 2) {  // pairwise, as a reduction tree
+        for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+      }
+      out[i][r] = lanes[0];
     }
-#pragma GCC unroll 8
-    for (int i = 0; i < MB; ++i) {
-      const __m512bh xv = LoadBf16(x + i * k_pad + c);
-#pragma GCC unroll 4
-      for (int r = 0; r < kRowsPerBlock; ++r) acc[i][r] = _mm512_dpbf16_ps(acc[i][r], xv, w[r]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < MB; ++i) {
-#pragma GCC unroll 4
-    for (int r = 0; r < kRowsPerBlock; ++r) out[i][r] = _mm512_reduce_add_ps(acc[i][r]);
   }
 }
 
-template <bool kFromInt8>
-TPSERVE_TARGET_AVX512BF16 void BlockDotRows(int rows, const int8_t* q, const uint16_t* wb,
-                                            const uint16_t* x, int64_t k_pad,
-                                            float out[][kRowsPerBlock]) {
+TPSERVE_TARGET_AVX512VNNI void BlockDotRows(int rows, const int8_t* q, const int16_t* x,
+                                            int64_t k_pad, float out[][kRowsPerBlock]) {
   switch (rows) {
-    case 1: return BlockDot<1, kFromInt8>(q, wb, x, k_pad, out);
-    case 2: return BlockDot<2, kFromInt8>(q, wb, x, k_pad, out);
-    case 3: return BlockDot<3, kFromInt8>(q, wb, x, k_pad, out);
-    case 4: return BlockDot<4, kFromInt8>(q, wb, x, k_pad, out);
-    case 5: return BlockDot<5, kFromInt8>(q, wb, x, k_pad, out);
-    default: return BlockDot<kRowsPerPass, kFromInt8>(q, wb, x, k_pad, out);
-  }
-}
-
-TPSERVE_TARGET_AVX512BF16 void WidenRowsToBf16(const int8_t* q, int64_t count, uint16_t* dst) {
-  for (int64_t c = 0; c < count; c += kColsPerStep) {
-    _mm512_storeu_si512(dst + c, (__m512i)WidenToBf16(q + c));
+    case 1: return BlockDot<1>(q, x, k_pad, out);
+    case 2: return BlockDot<2>(q, x, k_pad, out);
+    case 3: return BlockDot<3>(q, x, k_pad, out);
+    case 4: return BlockDot<4>(q, x, k_pad, out);
+    case 5: return BlockDot<5>(q, x, k_pad, out);
+    default: return BlockDot<kRowsPerPass>(q, x, k_pad, out);
   }
 }
 
 }  // namespace
 
+float QuantizeRowToInt16(const float* x, int64_t k, int16_t* q) {
+  float amax = 0.0f;
+  bool finite = true;
+  for (int64_t c = 0; c < k; ++c) {
+    finite &= std::isfinite(x[c]);
+    amax = std::max(amax, std::fabs(x[c]));
+  }
+  if (!finite) {
+    std::fill(q, q + k, int16_t{0});
+    return std::numeric_limits<float>::quiet_NaN();
+  }
+  if (amax == 0.0f) {
+    std::fill(q, q + k, int16_t{0});
+    return 0.0f;
+  }
+  // The smallest power of two 2^e with amax / 2^e ≤ 32767: amax = f·2^p, f in [0.5, 1).
+  int p = 0;
+  std::frexp(amax, &p);
+  int e = p - 15;  // amax / 2^e = f·2^15 < 32768
+  if (std::ldexp(amax, -e) > kInt16Max) ++e;
+  for (int64_t c = 0; c < k; ++c) {
+    const float v = std::nearbyint(std::ldexp(x[c], -e));
+    q[c] = static_cast<int16_t>(std::clamp(v, -kInt16Max, kInt16Max));
+  }
+  return std::ldexp(1.0f, e);
+}
+
 struct Int8Weight::Impl {
   std::unique_ptr<void, decltype(&std::free)> storage{nullptr, &std::free};
-  int8_t* q = nullptr;  // [n_pad, k_pad], kAlignment-aligned inside storage
+  int8_t* q = nullptr;  // blocked [n_pad, k_pad], kAlignment-aligned inside storage
   std::vector<float> scales;  // [n_pad]; 0 for padding rows
   int64_t n_out = 0, k = 0, n_pad = 0, k_pad = 0;
 
   void Allocate(int64_t rows, int64_t cols);
-  // x: [m, k] -> [m, k_pad] bf16 bits, zero-padded.
-  std::vector<uint16_t> RoundX(const float* x, int64_t m) const;
-  // y[i][row] = scale · dot (+ y if accumulate), for the rows that exist.
-  void Store(const float dots[][kRowsPerBlock], int rows, int64_t block_row, float* y,
-             bool accumulate) const;
+  // x: [m, k] -> xq [m, k_pad] int16 (zero-padded), returns x's scales [m] (NaN for a
+  // row with a non-finite value).
+  std::vector<float> QuantizeX(const float* x, int64_t m, std::vector<int16_t>& xq) const;
+  // y[i][row] = x_scale[i] · scale · dot (+ y if accumulate), for the rows that exist.
+  void Store(const float dots[][kRowsPerBlock], const float* x_scales, int rows,
+             int64_t block_row, float* y, bool accumulate) const;
   void MatMulAvx512(const float* x, int64_t m, float* y, bool accumulate) const;
   void MatMulGeneric(const float* x, int64_t m, float* y, bool accumulate) const;
   // Quantizes rows of `get(row, col)` (already checked finite), once allocated.
@@ -145,10 +244,9 @@ void Int8Weight::Impl::Quantize(Get get) {
     for (int64_t c = 0; c < k; ++c) amax = std::max(amax, std::fabs(get(r, c)));
     scales[r] = amax / 127.0f;
     const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    int8_t* row = q + r * k_pad;
     for (int64_t c = 0; c < k; ++c) {
       const float v = std::nearbyint(get(r, c) * inv);
-      row[c] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+      q[Offset(r, c, k_pad)] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
     }
   }
 }
@@ -164,67 +262,71 @@ void Int8Weight::Impl::Allocate(int64_t rows, int64_t cols) {
   scales.assign(static_cast<size_t>(n_pad), 0.0f);
 }
 
-std::vector<uint16_t> Int8Weight::Impl::RoundX(const float* x, int64_t m) const {
-  std::vector<uint16_t> xb(static_cast<size_t>(m * k_pad), 0);  // [m, k_pad]
-  for (int64_t i = 0; i < m; ++i) FloatsToBf16(x + i * k, static_cast<size_t>(k), &xb[i * k_pad]);
-  return xb;
+std::vector<float> Int8Weight::Impl::QuantizeX(const float* x, int64_t m,
+                                               std::vector<int16_t>& xq) const {
+  xq.assign(static_cast<size_t>(m * k_pad), 0);  // [m, k_pad]
+  std::vector<float> x_scales(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) x_scales[i] = QuantizeRowToInt16(x + i * k, k, &xq[i * k_pad]);
+  return x_scales;
 }
 
-void Int8Weight::Impl::Store(const float dots[][kRowsPerBlock], int rows, int64_t block_row,
-                             float* y, bool accumulate) const {
+void Int8Weight::Impl::Store(const float dots[][kRowsPerBlock], const float* x_scales, int rows,
+                             int64_t block_row, float* y, bool accumulate) const {
   const int64_t valid = std::min(kRowsPerBlock, n_out - block_row);
   for (int i = 0; i < rows; ++i) {
     float* out = y + i * n_out + block_row;
     for (int64_t r = 0; r < valid; ++r) {
-      const float v = scales[block_row + r] * dots[i][r];
+      // x's scale is a power of two (or NaN): multiplying by it first is exact.
+      const float v = (x_scales[i] * dots[i][r]) * scales[block_row + r];
       out[r] = accumulate ? out[r] + v : v;
     }
   }
 }
 
 void Int8Weight::Impl::MatMulAvx512(const float* x, int64_t m, float* y, bool accumulate) const {
-  const std::vector<uint16_t> xb = RoundX(x, m);  // [m, k_pad]
+  std::vector<int16_t> xq;
+  const std::vector<float> x_scales = QuantizeX(x, m, xq);  // xq: [m, k_pad]
   float dots[kRowsPerPass][kRowsPerBlock];
-  if (m <= kRowsPerPass) {
-    for (int64_t b = 0; b < n_pad; b += kRowsPerBlock) {
-      BlockDotRows<true>(static_cast<int>(m), q + b * k_pad, nullptr, xb.data(), k_pad, dots);
-      Store(dots, static_cast<int>(m), b, y, accumulate);
-    }
-    return;
-  }
-  std::unique_ptr<uint16_t[]> wb(new uint16_t[kRowsPerBlock * k_pad]);  // [4, k_pad] bf16
+  // Block-major: each block of the weight is read from memory once per call and stays in
+  // L1 for the later passes over x.
   for (int64_t b = 0; b < n_pad; b += kRowsPerBlock) {
-    WidenRowsToBf16(q + b * k_pad, kRowsPerBlock * k_pad, wb.get());
     for (int64_t i = 0; i < m; i += kRowsPerPass) {
       const int rows = static_cast<int>(std::min<int64_t>(kRowsPerPass, m - i));
-      BlockDotRows<false>(rows, nullptr, wb.get(), &xb[i * k_pad], k_pad, dots);
-      Store(dots, rows, b, y + i * n_out, accumulate);
+      BlockDotRows(rows, q + b * k_pad, &xq[i * k_pad], k_pad, dots);
+      Store(dots, &x_scales[i], rows, b, y + i * n_out, accumulate);
     }
   }
 }
 
 void Int8Weight::Impl::MatMulGeneric(const float* x, int64_t m, float* y, bool accumulate) const {
-  const std::vector<uint16_t> xb = RoundX(x, m);
-  std::vector<float> xr(xb.size());  // [m, k_pad]: x's bf16 values
-  for (size_t i = 0; i < xb.size(); ++i) xr[i] = Bf16ToFloat(xb[i]);
+  std::vector<int16_t> xq;
+  const std::vector<float> x_scales = QuantizeX(x, m, xq);
+  std::vector<float> xf(xq.begin(), xq.end());  // [m, k_pad]: the int16 values, exact
   const int64_t panel_rows = std::clamp<int64_t>(kGenericPanelFloats / k_pad, 1, n_out);
   std::vector<float> panel(static_cast<size_t>(panel_rows * k_pad));  // [panel_rows, k_pad]
-  const float beta = accumulate ? 1.0f : 0.0f;
+  std::vector<float> dots(static_cast<size_t>(m * panel_rows));      // [m, panel_rows]
   const auto kk = static_cast<blasint>(k_pad);
   for (int64_t j = 0; j < n_out; j += panel_rows) {
     const int64_t rows = std::min(panel_rows, n_out - j);
     for (int64_t r = 0; r < rows; ++r) {
-      const int8_t* src = q + (j + r) * k_pad;
-      const float s = scales[j + r];
-      for (int64_t c = 0; c < k_pad; ++c) panel[r * k_pad + c] = s * static_cast<float>(src[c]);
+      for (int64_t c = 0; c < k_pad; ++c) {
+        panel[r * k_pad + c] = static_cast<float>(q[Offset(j + r, c, k_pad)]);
+      }
     }
+    const auto n = static_cast<blasint>(rows);
     if (m == 1) {
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(rows), kk, 1.0f, panel.data(),
-                  kk, xr.data(), 1, beta, y + j, 1);
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, n, kk, 1.0f, panel.data(), kk, xf.data(), 1,
+                  0.0f, dots.data(), 1);
     } else {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m),
-                  static_cast<blasint>(rows), kk, 1.0f, xr.data(), kk, panel.data(), kk, beta,
-                  y + j, static_cast<blasint>(n_out));
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), n, kk, 1.0f,
+                  xf.data(), kk, panel.data(), kk, 0.0f, dots.data(), n);
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const float v = (x_scales[i] * dots[i * rows + r]) * scales[j + r];
+        float& out = y[i * n_out + j + r];
+        out = accumulate ? out + v : v;
+      }
     }
   }
 }
@@ -282,7 +384,9 @@ size_t Int8Weight::bytes() const {
   return static_cast<size_t>(impl_->n_pad * impl_->k_pad) + impl_->scales.size() * sizeof(float);
 }
 
-int8_t Int8Weight::q(int64_t row, int64_t col) const { return impl_->q[row * impl_->k_pad + col]; }
+int8_t Int8Weight::q(int64_t row, int64_t col) const {
+  return impl_->q[Offset(row, col, impl_->k_pad)];
+}
 float Int8Weight::scale(int64_t row) const { return impl_->scales[row]; }
 
 absl::Status MatMulInt8(const float* x, int64_t m, const Int8Weight& w, float* y,
@@ -292,7 +396,7 @@ absl::Status MatMulInt8(const float* x, int64_t m, const Int8Weight& w, float* y
   }
   if (w.impl_ == nullptr) return absl::FailedPreconditionError("MatMulInt8: moved-from weight");
   if (m == 0) return absl::OkStatus();
-  if (Int8GemmIsaInUse() == Int8GemmIsa::kAvx512Bf16) {
+  if (Int8GemmIsaInUse() == Int8GemmIsa::kAvx512Vnni) {
     w.impl_->MatMulAvx512(x, m, y, accumulate);
   } else {
     w.impl_->MatMulGeneric(x, m, y, accumulate);
@@ -306,8 +410,8 @@ Int8GemmIsa LimitInt8GemmIsa(Int8GemmIsa isa) {
 }
 
 Int8GemmIsa Int8GemmIsaInUse() {
-  return max_isa.load(std::memory_order_relaxed) == Int8GemmIsa::kAvx512Bf16 && CpuHasAvx512Bf16()
-             ? Int8GemmIsa::kAvx512Bf16
+  return max_isa.load(std::memory_order_relaxed) == Int8GemmIsa::kAvx512Vnni && CpuHasAvx512Vnni()
+             ? Int8GemmIsa::kAvx512Vnni
              : Int8GemmIsa::kGeneric;
 }
 

@@ -3,16 +3,20 @@
 // (symmetric: scale = max|w_row| / 127, q = round(w / scale) in [-127, 127]), computed
 // when the model loads. A decode step streams a quarter of fp32's bytes, half of bf16's.
 //
-// Numerics: as MatMulBf16, x is rounded to bf16 (nearest even); every int8 value is
-// exact in bf16, so each product x·q is exact in fp32 and summed in fp32; the row's
-// scale multiplies the sum. The only error beyond the bf16 mode's is the weight's
-// rounding to its grid, at most scale/2 per element.
+// Numerics: each row of x is quantized to int16 with a power-of-two scale 2^e, the
+// smallest with max|x_row| / 2^e ≤ 32767 (QuantizeRowToInt16): 15 bits relative to the
+// row's largest value, where bf16 keeps 8 bits relative to each value — finer than the
+// bf16 mode's rounding of x unless a value is over 2⁷ times smaller than its row's
+// largest. Products x_q·q and their sums are exact integers (int32 lanes, added into
+// fp32 every 4,096 columns); the result is 2^e · scale · sum. The error beyond the
+// rounding of x is the weight's rounding to its grid, at most scale/2 per element. A row
+// of x with a NaN or ±Inf gives NaN across its row of y, and only there.
 //
-// Kernels: with AVX512-BF16 the weight's int8 rows are widened to bf16 in registers (or
-// once per block of output rows into an L1/L2 buffer when x has more rows than the
-// registers hold) and multiplied with vdpbf16ps; without it (or when LimitInt8GemmIsa
-// says so) int8 panels are widened to fp32 for OpenBLAS. Both give the same results up
-// to fp32 summation order. A rank is one thread: MatMulInt8 runs on the calling thread.
+// Kernels: with AVX512-VNNI the weight's int8 rows are sign-extended to int16 in
+// registers and multiplied with vpdpwssd, 4 output rows by up to 6 rows of x at a time;
+// without it (or when LimitInt8GemmIsa says so) int8 panels are widened to fp32 for
+// OpenBLAS on the same int16 x. Both give the same results up to fp32 summation of the
+// integer partial sums. A rank is one thread: MatMulInt8 runs on the calling thread.
 //
 // Threading: an Int8Weight is immutable after creation; MatMulInt8 may run on any
 // threads at once.
@@ -68,10 +72,15 @@ class Int8Weight : public PackedWeight {
 absl::Status MatMulInt8(const float* x, int64_t m, const Int8Weight& w, float* y,
                         bool accumulate = false);
 
-// Which kernel MatMulInt8 may use in this process: kAvx512Bf16 where the CPU has it
+// x: [k] -> q: [k] int16 in [-32767, 32767] with x ≈ q · 2^e; returns 2^e (0 for an
+// all-zero row; NaN, with q all zero, for a row holding a NaN or ±Inf). What MatMulInt8
+// multiplies the weight by, exposed for tests.
+float QuantizeRowToInt16(const float* x, int64_t k, int16_t* q);
+
+// Which kernel MatMulInt8 may use in this process: kAvx512Vnni where the CPU has it
 // (the default), kGeneric (OpenBLAS on widened panels) always. Tests force kGeneric to
-// cover CPUs without AVX512-BF16; returns the ISA now in effect.
-enum class Int8GemmIsa { kGeneric, kAvx512Bf16 };
+// cover CPUs without AVX512-VNNI; returns the ISA now in effect.
+enum class Int8GemmIsa { kGeneric, kAvx512Vnni };
 Int8GemmIsa LimitInt8GemmIsa(Int8GemmIsa max_isa);
 Int8GemmIsa Int8GemmIsaInUse();
 

@@ -24,6 +24,13 @@ std::vector<float> Dequantized(const Int8Weight& w) {
   return v;
 }
 
+// The x values MatMulInt8 multiplies by: int16 · 2^e per row.
+void RoundXToInt16(const float* x, int64_t k, float* held) {
+  std::vector<int16_t> q(static_cast<size_t>(k));
+  const float scale = QuantizeRowToInt16(x, k, q.data());
+  for (int64_t c = 0; c < k; ++c) held[c] = q[c] * scale;
+}
+
 Int8Weight RandomInt8Weight(int64_t n_out, int64_t k, uint32_t seed) {
   std::vector<float> w = RandomNormal(n_out * k, seed);
   absl::StatusOr<Int8Weight> q = Int8Weight::QuantizeFloat(w.data(), n_out, k);
@@ -36,9 +43,9 @@ Int8Weight RandomInt8Weight(int64_t n_out, int64_t k, uint32_t seed) {
 class Int8GemmTest : public ::testing::TestWithParam<Int8GemmIsa> {
  protected:
   void SetUp() override {
-    if (LimitInt8GemmIsa(GetParam()) != GetParam()) GTEST_SKIP() << "the CPU lacks AVX512-BF16";
+    if (LimitInt8GemmIsa(GetParam()) != GetParam()) GTEST_SKIP() << "the CPU lacks AVX512-VNNI";
   }
-  void TearDown() override { LimitInt8GemmIsa(Int8GemmIsa::kAvx512Bf16); }
+  void TearDown() override { LimitInt8GemmIsa(Int8GemmIsa::kAvx512Vnni); }
 };
 
 TEST(Int8QuantizeTest, GridIsPerRowSymmetricAndWithinHalfAStep) {
@@ -131,15 +138,64 @@ TEST_P(Int8GemmTest, MatchesReference) {
     const std::vector<float> held = Dequantized(w);
     for (int64_t m : {1, 2, 3, 5, 6, 7, 12, 13, 64, 200}) {
       for (bool accumulate : {false, true}) {
-        ExpectMatchesReference(w, held, m, accumulate, 5, /*max_checked_rows=*/8);
+        ExpectMatchesReference(w, held, m, accumulate, 5, /*max_checked_rows=*/8, RoundXToInt16);
       }
     }
   }
   for (auto [n_out, k] : {std::pair<int64_t, int64_t>{5632, 2048}, {2048, 5632}}) {
     Int8Weight w = RandomInt8Weight(n_out, k, 13);
     const std::vector<float> held = Dequantized(w);
-    for (int64_t m : {1, 8, 70}) ExpectMatchesReference(w, held, m, m == 8, 7, 3);
+    for (int64_t m : {1, 8, 70}) ExpectMatchesReference(w, held, m, m == 8, 7, 3, RoundXToInt16);
   }
+}
+
+TEST(QuantizeRowToInt16Test, PowerOfTwoScaleUsingTheUpperHalfOfTheRange) {
+  const int64_t k = 1000;
+  for (float magnitude : {1e-30f, 3e-3f, 1.0f, 0.99997f, 1.5f, 7e4f, 3e37f}) {
+    std::vector<float> x = RandomNormal(k, 17);
+    for (float& v : x) v *= magnitude;
+    std::vector<int16_t> q(k);
+    const float scale = QuantizeRowToInt16(x.data(), k, q.data());
+    int exponent = 0;
+    ASSERT_EQ(std::frexp(scale, &exponent), 0.5f) << "not a power of two: " << scale;
+    int largest = 0;
+    for (int64_t c = 0; c < k; ++c) {
+      largest = std::max(largest, std::abs(int{q[c]}));
+      ASSERT_LE(std::fabs(x[c] - q[c] * scale), 0.5f * scale) << magnitude << " at " << c;
+    }
+    EXPECT_LE(largest, 32767);
+    EXPECT_GE(largest, 16384) << "the row's largest value must use the top bit";
+  }
+  // Values within 2⁷ of the largest that are bf16 are held exactly.
+  const float exact[] = {-3.0f, 1.0f, 0.5f, 0.3984375f, 0.0f};
+  int16_t q[5];
+  const float scale = QuantizeRowToInt16(exact, 5, q);
+  for (int c = 0; c < 5; ++c) EXPECT_EQ(q[c] * scale, exact[c]);
+  const float zeros[] = {0.0f, -0.0f};
+  EXPECT_EQ(QuantizeRowToInt16(zeros, 2, q), 0.0f);
+  const float bad[] = {1.0f, std::numeric_limits<float>::infinity()};
+  EXPECT_TRUE(std::isnan(QuantizeRowToInt16(bad, 2, q)));
+  EXPECT_EQ(q[0], 0);
+}
+
+// The largest products over a long row: the VNNI kernel's int32 lanes are flushed to fp32
+// before they overflow, so its result is exact (every partial sum here is a multiple of
+// 2⁸ below 2³²·2⁸); the generic path sums the products in fp32 (OpenBLAS), within the
+// usual 4·sqrt(k)·2⁻²⁴.
+TEST_P(Int8GemmTest, LongRowsOfLargestValuesDoNotOverflow) {
+  const int64_t k = 16384;
+  std::vector<float> w_values(2 * k, 1.0f);  // q = 127, scale 1/127
+  for (int64_t c = 0; c < k; ++c) w_values[k + c] = c % 2 == 0 ? 1.0f : -1.0f;
+  absl::StatusOr<Int8Weight> w = Int8Weight::QuantizeFloat(w_values.data(), 2, k);
+  ASSERT_TRUE(w.ok());
+  const float top = 32767.0f / 32768.0f;  // quantizes to 32767
+  std::vector<float> x(k, top);
+  float y[2];
+  ASSERT_TRUE(MatMulInt8(x.data(), 1, *w, y).ok());
+  const double want = k * double{top};
+  const double tol = GetParam() == Int8GemmIsa::kGeneric ? 4 * std::sqrt(k) * 0x1p-24 : 0.0;
+  EXPECT_NEAR(y[0], want, want * tol);
+  EXPECT_NEAR(y[1], 0.0, want * tol);
 }
 
 TEST_P(Int8GemmTest, NonFiniteXPropagatesToItsRowOnly) {
@@ -162,16 +218,18 @@ TEST_P(Int8GemmTest, ConcurrentCallsOnOneWeight) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
-      for (int64_t m : {1, 9, 65, 3}) ExpectMatchesReference(w, held, m + t, t % 2, t);
+      for (int64_t m : {1, 9, 65, 3}) {
+        ExpectMatchesReference(w, held, m + t, t % 2, t, 1 << 30, RoundXToInt16);
+      }
     });
   }
   for (std::thread& t : threads) t.join();
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, Int8GemmTest,
-                         ::testing::Values(Int8GemmIsa::kAvx512Bf16, Int8GemmIsa::kGeneric),
+                         ::testing::Values(Int8GemmIsa::kAvx512Vnni, Int8GemmIsa::kGeneric),
                          [](const auto& info) {
-                           return info.param == Int8GemmIsa::kGeneric ? "Generic" : "Avx512Bf16";
+                           return info.param == Int8GemmIsa::kGeneric ? "Generic" : "Avx512Vnni";
                          });
 
 TEST(PackWeightTest, PacksEachFormatAndFreesTheSource) {
