@@ -42,6 +42,10 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
   args.AddString("kv-cache-dtype", &c.kv_cache_dtype,
                  "auto (default: as --dtype serves, so bf16 in bf16 mode), float32 or bfloat16 "
                  "(cpu: half the KV memory and bandwidth of float32)");
+  args.AddString("quantization", &c.quantization,
+                 "none (default) or int8 (cpu: weight-only int8 with a scale per output "
+                 "channel, computed at load from a bf16, fp16 or fp32 checkpoint; half the "
+                 "weight bytes of bfloat16; with --dtype auto or bfloat16)");
   args.AddDouble("gpu-memory-fraction", &c.gpu_memory_fraction,
                  "cuda: share of each GPU for weights, activations and KV cache (default 0.9)");
   args.AddString("host", &c.host,
@@ -175,6 +179,20 @@ absl::Status ServerConfig::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "--kv-cache-dtype ", kv_cache_dtype, ": the cuda KV cache holds --dtype (", dtype, ")"));
   }
+  if (quantization != "none" && quantization != "int8") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--quantization \"", quantization, "\": expected none or int8"));
+  }
+  if (quantization == "int8" && device != "cpu") {
+    return absl::InvalidArgumentError(
+        "--quantization int8 is served by the cpu backend only (--device cuda holds bf16 or "
+        "fp32 weights)");
+  }
+  if (quantization == "int8" && dtype == "float32") {
+    return absl::InvalidArgumentError(
+        "--quantization int8 keeps the embedding table in bf16: --dtype must be auto or "
+        "bfloat16, not float32");
+  }
   if (!(gpu_memory_fraction > 0 && gpu_memory_fraction <= 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--gpu-memory-fraction must be in (0, 1], got ", gpu_memory_fraction));
@@ -230,7 +248,7 @@ absl::Status ServerConfig::Validate() const {
 
 std::string ServerConfig::ComputeDType(DType checkpoint_dtype) const {
   if (dtype != "auto") return dtype;
-  if (device != "cpu") return "bfloat16";
+  if (device != "cpu" || quantization == "int8") return "bfloat16";
   return checkpoint_dtype == DType::kF32 ? "float32" : "bfloat16";
 }
 

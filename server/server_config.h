@@ -26,6 +26,10 @@ struct ServerConfig {
   // "auto" (the default): the served dtype's (bf16 in bf16 mode); "float32" or
   // "bfloat16" (cpu; cuda's cache always holds the compute dtype).
   std::string kv_cache_dtype = "auto";
+  // "none" (the default) or "int8" (cpu only): every linear weight and the LM head
+  // quantized at load to int8 with one fp32 scale per output channel, from whatever the
+  // checkpoint holds; the embedding table stays bf16, so the served dtype is bfloat16.
+  std::string quantization = "none";
   // cuda, without --kv-blocks/--kv-memory-mb: each rank's weights, activations and KV
   // cache take up to this fraction of its GPU's memory.
   double gpu_memory_fraction = 0.9;

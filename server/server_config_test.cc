@@ -80,6 +80,11 @@ TEST(ServerConfigTest, DtypeAndGpuMemoryFraction) {
   EXPECT_FALSE(Parse({"--model", "/m", "--port", "0", "--dtype", "float16"}).ok());
   EXPECT_EQ(c->metrics_port, -1);  // off unless asked
   EXPECT_FALSE(c->no_prefix_caching);
+  EXPECT_EQ(c->quantization, "none");
+  // int8 keeps the embedding table in bf16: auto serves bfloat16, even an fp32 checkpoint.
+  c = Parse({"--model", "/m", "--port", "0", "--quantization", "int8"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->ComputeDType(DType::kF32), "bfloat16");
 }
 
 TEST(ServerConfigTest, SecurityFlags) {
@@ -120,6 +125,12 @@ TEST(ServerConfigTest, BadFlagsNameTheFlag) {
        "--dtype \"float16\": expected auto, float32 or bfloat16"},
       {{"--model", "/m", "--port", "1", "--device", "cuda", "--dtype", "float16"},
        "expected auto, float32 or bfloat16"},
+      {{"--model", "/m", "--port", "1", "--quantization", "int4"},
+       "--quantization \"int4\": expected none or int8"},
+      {{"--model", "/m", "--port", "1", "--device", "cuda", "--quantization", "int8"},
+       "--quantization int8 is served by the cpu backend only"},
+      {{"--model", "/m", "--port", "1", "--dtype", "float32", "--quantization", "int8"},
+       "--dtype must be auto or bfloat16, not float32"},
       {{"--model", "/m", "--port", "1", "--kv-cache-dtype", "fp8"},
        "--kv-cache-dtype \"fp8\": expected auto, float32 or bfloat16"},
       {{"--model", "/m", "--port", "1", "--device", "cuda", "--dtype", "bfloat16",

@@ -334,6 +334,7 @@ void ServingCore::FillModelInfo(v1::ModelInfo* info) const {
   info->set_max_context(ContextLimit());
   info->set_tp(model_.tp);
   info->set_dtype(model_.dtype);
+  info->set_quantization(model_.quantization.empty() ? "none" : model_.quantization);
   info->set_device(model_.device);
   info->set_kv_block_size(model_.kv_block_size);
   info->set_max_batch_tokens(model_.limits.max_batch_tokens());
@@ -376,6 +377,9 @@ std::string ServingCore::RenderMetrics() const {
                                                    {"architecture", model_.architecture},
                                                    {"device", model_.device},
                                                    {"dtype", model_.dtype},
+                                                   {"quantization", model_.quantization.empty()
+                                                                        ? "none"
+                                                                        : model_.quantization},
                                                    {"tp", std::to_string(model_.tp)}};
   return ledger_->metrics.Render(info, Snapshot());
 }

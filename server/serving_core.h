@@ -52,6 +52,7 @@ struct ServedModel {
   int vocab_size = 0;
   int tp = 1;
   std::string dtype;
+  std::string quantization;  // "none" or "int8"
   std::string device;
   int kv_block_size = 0;
   BatchLimits limits;  // max_context resolved: the served length, ≥ 1

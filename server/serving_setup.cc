@@ -117,7 +117,8 @@ std::string ModelName(const ServerConfig& config) {
 // embedding's dtype in the checkpoint, as transformers' dtype="auto" falls back to the
 // weights'. Only the headers are read.
 absl::StatusOr<std::string> ServedDType(const ServerConfig& config, const ModelConfig& model) {
-  if (config.dtype != "auto" || config.device != "cpu" || model.torch_dtype_given) {
+  if (config.dtype != "auto" || config.device != "cpu" || model.torch_dtype_given ||
+      config.quantization == "int8") {
     return config.ComputeDType(model.torch_dtype);
   }
   TPSERVE_ASSIGN_OR_RETURN(const DType weights, CheckpointDType(model, config.model_dir));
@@ -133,6 +134,7 @@ ServedModel Describe(const ServerConfig& config, const ModelConfig& model,
   served.vocab_size = model.vocab_size;
   served.tp = config.tp;
   served.dtype = dtype;
+  served.quantization = config.quantization;
   served.device = config.device;
   served.kv_block_size = config.kv_block_size;
   served.limits = limits;
@@ -148,6 +150,7 @@ absl::StatusOr<WorkerPoolOptions> PoolOptions(const ServerConfig& config,
   pool.tp = config.tp;
   pool.device = config.device;
   pool.dtype = dtype;
+  pool.quantization = config.quantization == "none" ? "" : config.quantization;
   pool.eager_decode = config.enforce_eager;
   pool.spawn_workers = !config.external_workers;
   pool.worker_binary = config.worker_binary;

@@ -37,6 +37,14 @@ absl::Status WorkerPoolOptions::Validate() const {
     return bad(absl::StrCat("worker pool: the cuda KV cache holds the compute dtype (", dtype,
                             "), not ", kv_cache_dtype));
   }
+  if (!quantization.empty() && quantization != "int8") {
+    return bad(absl::StrCat("worker pool: quantization \"", quantization,
+                            "\": expected empty or int8"));
+  }
+  if (quantization == "int8" && (device != "cpu" || dtype != "bfloat16")) {
+    return bad(absl::StrCat("worker pool: int8 quantization needs device cpu and dtype "
+                            "bfloat16, not ", device, " and ", dtype));
+  }
   if (dtype != "float32" && dtype != "bfloat16") {
     return bad(absl::StrCat("worker pool: dtype \"", dtype, "\" is not supported on ", device));
   }

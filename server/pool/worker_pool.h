@@ -62,6 +62,7 @@ struct WorkerPoolOptions {
   int kv_block_size = 16;
   int kv_num_blocks = 0;                 // 0: size from kv_memory_bytes
   std::string kv_cache_dtype;            // "float32" or "bfloat16"; empty: dtype
+  std::string quantization;              // "" (none) or "int8" (cpu, dtype bfloat16)
   int64_t kv_memory_bytes = int64_t{1} << 30;  // per rank, when kv_num_blocks is 0
   // cuda, when kv_num_blocks and kv_memory_bytes are 0: the share of each GPU that its
   // rank may fill (weights and activations included) before the KV cache is sized.

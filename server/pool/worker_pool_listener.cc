@@ -37,6 +37,7 @@ FrontendMessage WorkerPool::Impl::MakeAssignment(int rank) const {
   // Spawned ranks share one host: rank r drives GPU r (a worker's --device cuda:N overrides).
   a->set_device(cuda ? absl::StrCat("cuda:", rank) : options.device);
   a->set_dtype(options.dtype);
+  a->set_quantization(options.quantization);
   a->set_comm_backend(cuda ? "nccl" : "gloo");
   a->set_store_host(store_advertised_host);
   a->set_store_port(store->port());

@@ -2,7 +2,9 @@
 golden fixture at tp 2: it serves, GetModelInfo says bfloat16, and its greedy tokens
 agree with the fp32 server's wherever fp32's top-2 logprob gap is wider than bf16's
 error could close (the first position closer than GAP ends the comparison: from there
-on the two may rightly part). Then --dtype auto, the default: a bf16 checkpoint serves
+on the two may rightly part). The same for --quantization int8 (int8 weights, one scale
+per output channel) with its wider gap, GetModelInfo saying bfloat16 and int8. Then
+--dtype auto, the default: a bf16 checkpoint serves
 as bfloat16 and an fp32 one as float32, from config.json's dtype or, where the config
 has none, from the weights' dtype.
 """
@@ -16,6 +18,7 @@ from harness import Server, stubs
 MODEL = "tests/data/models/llama_gqa"
 PROMPTS = [[1, 5, 9, 14], [3, 3, 7], [11, 2, 8, 4, 6]]
 GAP = 0.1  # nats; bf16's relative error on these logits is below 1e-2 (model_golden_test)
+INT8_GAP = 0.25  # int8's is below 2.1e-2 there
 
 
 def greedy(stub, pb, prompt, logprobs):
@@ -30,27 +33,39 @@ def main():
     pb, pb_grpc = stubs()
     import grpc
     runs = {}
-    for dtype in ("float32", "bfloat16"):
-        server = Server(MODEL, tp=2, extra_args=["--dtype", dtype])
+    modes = {"float32": ["--dtype", "float32"], "bfloat16": ["--dtype", "bfloat16"],
+             "int8": ["--quantization", "int8"]}
+    for mode, args in modes.items():
+        server = Server(MODEL, tp=2, extra_args=args)
         try:
             stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
             info = stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=30)
-            assert info.dtype == dtype, info
-            runs[dtype] = [greedy(stub, pb, p, 2) for p in PROMPTS]
+            assert info.dtype == ("float32" if mode == "float32" else "bfloat16"), info
+            assert info.quantization == ("int8" if mode == "int8" else "none"), info
+            runs[mode] = [greedy(stub, pb, p, 2) for p in PROMPTS]
         finally:
             assert server.stop() == 0
+    compared = {mode: agreeing(runs["float32"], runs[mode], gap)
+                for mode, gap in (("bfloat16", GAP), ("int8", INT8_GAP))}
+    assert compared["bfloat16"] >= 8 and compared["int8"] >= 6, compared
+    check_auto(pb, pb_grpc)
+    print("bf16_test: %d bf16 greedy tokens agree with fp32 (gap > %.2f), %d int8 ones "
+          "(gap > %.2f); auto follows the checkpoint; PASS"
+          % (compared["bfloat16"], GAP, compared["int8"], INT8_GAP))
+
+
+def agreeing(reference, other, gap):
+    """How many greedy tokens of `other` were compared with (and equal) `reference`'s,
+    up to each prompt's first position where the reference's top-2 gap is below `gap`."""
     compared = 0
-    for (ids32, lp32), (ids16, _) in zip(runs["float32"], runs["bfloat16"]):
+    for (ids32, lp32), (ids, _) in zip(reference, other):
         for i, position in enumerate(lp32):
             top = sorted((t.logprob for t in position.top), reverse=True)
-            if len(top) < 2 or top[0] - top[1] < GAP:
+            if len(top) < 2 or top[0] - top[1] < gap:
                 break
-            assert ids16[i] == ids32[i], (i, ids32, ids16)
+            assert ids[i] == ids32[i], (i, ids32, ids)
             compared += 1
-    assert compared >= 8, compared
-    check_auto(pb, pb_grpc)
-    print("bf16_test: %d greedy tokens agree with fp32 (gap > %.2f); auto follows the "
-          "checkpoint; PASS" % (compared, GAP))
+    return compared
 
 
 def served_dtype(pb, pb_grpc, model):

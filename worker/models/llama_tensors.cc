@@ -134,32 +134,45 @@ absl::Status CheckCheckpointTensors(const ModelConfig& config, const Checkpoint&
   return absl::OkStatus();
 }
 
-int64_t RankWeightBytes(const ModelConfig& config, int tp, int bytes_per_value) {
+RankWeightValues CountRankWeightValues(const ModelConfig& config, int tp) {
   tp = std::max(tp, 1);
   const int64_t kv_heads = config.num_key_value_heads;
   // Each rank holds max(kv_heads / tp, 1) kv heads (replicated when tp exceeds them).
   const int64_t kv_heads_per_rank = std::max<int64_t>(kv_heads / tp, 1);
   const int64_t padded_vocab = (int64_t{config.vocab_size} + tp - 1) / tp;
-  int64_t values = 0;
+  RankWeightValues v;
   for (const Planned& p : Plan(config)) {
     const int64_t n = NumElements(p.tensor.shape);
+    int64_t values = 0;
     switch (p.split) {
       case Split::kRows:
       case Split::kColumns:
-        values += n / tp;
+        values = n / tp;
         break;
       case Split::kKvRows:
-        values += n / kv_heads * kv_heads_per_rank;
+        values = n / kv_heads * kv_heads_per_rank;
         break;
       case Split::kVocab:
-        values += n / config.vocab_size * padded_vocab;
+        values = n / config.vocab_size * padded_vocab;
         break;
       case Split::kReplicated:
-        values += n;
+        values = n;
         break;
     }
+    if (p.split == Split::kVocab) {
+      (p.tensor.name == "lm_head.weight" ? v.lm_head : v.embedding) += values;
+    } else if (p.tensor.shape.size() == 2) {
+      v.linear += values;
+    } else {
+      v.other += values;
+    }
   }
-  return values * bytes_per_value;
+  v.layer_linear = config.num_hidden_layers > 0 ? v.linear / config.num_hidden_layers : 0;
+  return v;
+}
+
+int64_t RankWeightBytes(const ModelConfig& config, int tp, int bytes_per_value) {
+  return CountRankWeightValues(config, tp).total() * bytes_per_value;
 }
 
 }  // namespace tpserve

@@ -52,6 +52,17 @@ absl::Status CheckCheckpointTensors(const ModelConfig& config, const Checkpoint&
 // when tp exceeds them, the vocabulary padded to a multiple of tp), norms replicated.
 int64_t RankWeightBytes(const ModelConfig& config, int tp, int bytes_per_value);
 
+// The same count by kind, for formats that hold the kinds at different widths.
+struct RankWeightValues {
+  int64_t linear = 0;     // the decoder layers' weight matrices (what int8 quantizes)
+  int64_t embedding = 0;  // the embedding table's shard
+  int64_t lm_head = 0;    // an untied LM head's shard; 0 when tied
+  int64_t other = 0;      // biases and norms
+  int64_t layer_linear = 0;  // one decoder layer's weight matrices
+  int64_t total() const { return linear + embedding + lm_head + other; }
+};
+RankWeightValues CountRankWeightValues(const ModelConfig& config, int tp);
+
 }  // namespace tpserve
 
 #endif  // TPSERVE_WORKER_MODELS_LLAMA_TENSORS_H_

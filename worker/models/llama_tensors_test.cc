@@ -194,6 +194,13 @@ TEST(RankWeightBytesTest, CountsEachRanksShards) {
   // tp 2: everything but the norms halves, except k/v (1 kv head, replicated).
   const int64_t half = (256 + 64 + 64 + 256 + 128 + 256) / 2 + 64 + 24;
   EXPECT_EQ(RankWeightBytes(c, 2, 2), half * 2);
+  const RankWeightValues v = CountRankWeightValues(c, 2);
+  EXPECT_EQ(v.embedding, 128);
+  EXPECT_EQ(v.lm_head, 128);
+  EXPECT_EQ(v.linear, (64 + 64 + 256 + 128) / 2 + 64);  // one layer: q, o, gate/up, down; k/v
+  EXPECT_EQ(v.layer_linear, v.linear);
+  EXPECT_EQ(v.other, 24);
+  EXPECT_EQ(v.total(), half);
 }
 
 }  // namespace

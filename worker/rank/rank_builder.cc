@@ -69,8 +69,16 @@ absl::Status ValidateAssignment(const Assignment& a) {
     return absl::InvalidArgumentError(
         absl::StrCat("assignment: rank ", a.rank(), " outside world_size ", a.world_size()));
   }
+  if (!a.quantization().empty() && a.quantization() != "int8") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "assignment: quantization \"", a.quantization(), "\": expected empty or int8"));
+  }
   if (a.device() != "cpu") {
     TPSERVE_RETURN_IF_ERROR(CudaOrdinal(a.device()).status());
+    if (!a.quantization().empty()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "assignment: quantization \"", a.quantization(), "\": the CUDA backend has none"));
+    }
     if (absl::Status s = ParseDeviceDType(a.dtype().empty() ? "bfloat16" : a.dtype()).status();
         !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("assignment: ", s.message()));
@@ -97,6 +105,11 @@ absl::Status ValidateAssignment(const Assignment& a) {
     return absl::UnimplementedError(absl::StrCat(
         "assignment: dtype \"", a.dtype(),
         "\": the CPU backend computes in float32, or with bfloat16 weights"));
+  }
+  if (a.quantization() == "int8" && a.dtype() != "bfloat16") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "assignment: quantization int8 needs dtype \"bfloat16\" (the embedding table's), not \"",
+        a.dtype(), "\""));
   }
   if (a.world_size() > 1 && a.comm_backend() != "gloo") {
     return absl::UnimplementedError(absl::StrCat("assignment: comm_backend \"", a.comm_backend(),
@@ -149,19 +162,36 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> MakeRank(
 // In fp32 that is the whole copy (on CUDA, the staging of the upload, and the device
 // check follows in CreateCudaLlamaModel). With bf16 weights no fp32 copy exists at any
 // time: the bf16 shards, plus, for tied embeddings, the LM head's packed copy of the
-// embedding's shard — so a 7B bf16 checkpoint needs its bf16 size, not twice it.
-absl::Status CheckHostWeightsFit(const ModelConfig& config, int world_size, bool bf16) {
-  int64_t per_rank = RankWeightBytes(config, world_size, bf16 ? 2 : sizeof(float));
-  if (bf16 && config.tie_word_embeddings) {
-    const int64_t vocab_shard =
-        (int64_t{config.vocab_size} + world_size - 1) / world_size * config.hidden_size;
-    per_rank += 2 * vocab_shard;
+// embedding's shard — so a 7B bf16 checkpoint needs its bf16 size, not twice it. With
+// int8: the linears and the LM head at one byte, the embedding table at two, and one
+// decoder layer's linears staged in bf16 while that layer loads. Norms and biases are
+// fp32 throughout.
+absl::Status CheckHostWeightsFit(const ModelConfig& config, int world_size, CpuWeights weights) {
+  const RankWeightValues v = CountRankWeightValues(config, world_size);
+  const int64_t vocab_shard =
+      (int64_t{config.vocab_size} + world_size - 1) / world_size * config.hidden_size;
+  const int64_t tied_head = config.tie_word_embeddings ? vocab_shard : 0;  // the packed copy
+  int64_t per_rank = 0;
+  switch (weights) {
+    case CpuWeights::kFloat32:
+      per_rank = v.total() * 4;
+      break;
+    case CpuWeights::kBFloat16:
+      per_rank = (v.linear + v.embedding + v.lm_head + tied_head) * 2 + v.other * 4;
+      break;
+    case CpuWeights::kInt8:
+      per_rank = v.linear + v.embedding * 2 + v.lm_head + tied_head + v.other * 4 +
+                 v.layer_linear * 2;
+      break;
   }
+  const char* format = weights == CpuWeights::kInt8       ? "int8"
+                       : weights == CpuWeights::kBFloat16 ? "bf16"
+                                                          : "fp32";
   const int64_t need = per_rank * world_size;
   const int64_t available = AvailableHostBytes();
   if (need <= available) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
-      "the weights take ", per_rank, " bytes per rank in ", bf16 ? "bf16" : "fp32", " (", need,
+      "the weights take ", per_rank, " bytes per rank in ", format, " (", need,
       " bytes for the ", world_size, " rank(s) of this host), more than the host's available "
       "memory (", available, " bytes, MemAvailable)"));
 }
@@ -182,10 +212,10 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> BuildCpuRank(const Assignment& a,
   // Peers attach and open their files at different times; the frontend's start timeout
   // bounds the whole start anyway.
   gloo.connect_timeout = std::max(gloo.timeout, absl::Minutes(5));
-  const CpuWeights weights =
-      a.dtype() == "bfloat16" ? CpuWeights::kBFloat16 : CpuWeights::kFloat32;
-  TPSERVE_RETURN_IF_ERROR(CheckHostWeightsFit(files.config, a.world_size(),
-                                              weights == CpuWeights::kBFloat16));
+  const CpuWeights weights = a.quantization() == "int8" ? CpuWeights::kInt8
+                             : a.dtype() == "bfloat16"  ? CpuWeights::kBFloat16
+                                                        : CpuWeights::kFloat32;
+  TPSERVE_RETURN_IF_ERROR(CheckHostWeightsFit(files.config, a.world_size(), weights));
   TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<GlooCommGroup> comm, GlooCommGroup::Create(gloo));
   TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
                            LoadModel(files, comm.get(), weights));
@@ -214,7 +244,7 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> BuildCudaRank(const Assignment& a,
   model.limits = a.limits();  // the buffers are sized for them
   model.step_timeout = nccl.timeout;
   model.cuda_graphs = !a.eager_decode();
-  TPSERVE_RETURN_IF_ERROR(CheckHostWeightsFit(files.config, a.world_size(), /*bf16=*/false));
+  TPSERVE_RETURN_IF_ERROR(CheckHostWeightsFit(files.config, a.world_size(), CpuWeights::kFloat32));
   TPSERVE_ASSIGN_OR_RETURN(CudaRank rank, LoadCudaRank(files, nccl, model));
   std::fprintf(stderr, "tpserve_worker: rank %d: decode steps %s\n", a.rank(),
                model.cuda_graphs ? "replay CUDA graphs" : "run eagerly (--enforce-eager)");

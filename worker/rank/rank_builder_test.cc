@@ -113,6 +113,27 @@ TEST(BuildRankTest, WeightsThatCannotFitAreRefusedBeforeLoading) {
               "than the host's available memory");  // With bf16 weights the check counts what the bf16 load holds: about half.
   a.set_dtype("bfloat16");
   ExpectError(a, absl::StatusCode::kResourceExhausted, "bytes per rank in bf16 (");
+  a.set_quantization("int8");
+  ExpectError(a, absl::StatusCode::kResourceExhausted, "bytes per rank in int8 (");
+}
+
+// An int8 rank loads and serves; quantization is refused by name where it cannot apply.
+TEST(BuildRankTest, Int8QuantizationNeedsCpuAndBf16) {
+  worker::v1::Assignment a = CpuAssignment();
+  a.set_dtype("bfloat16");
+  a.set_quantization("int8");
+  a.mutable_kv_cache()->set_num_blocks(4);
+  absl::StatusOr<std::unique_ptr<RankExecutor>> int8 = BuildRank(a);
+  ASSERT_TRUE(int8.ok()) << int8.status();
+  a.set_dtype("float32");
+  ExpectError(a, absl::StatusCode::kInvalidArgument,
+              "quantization int8 needs dtype \"bfloat16\"");
+  a.set_dtype("bfloat16");
+  a.set_quantization("int4");
+  ExpectError(a, absl::StatusCode::kInvalidArgument, "quantization \"int4\": expected");
+  a = CudaAssignment();
+  a.set_quantization("int8");
+  ExpectError(a, absl::StatusCode::kUnimplemented, "the CUDA backend has none");
 }
 
 // The one KV budget rule: blocks as assigned, else as many as the bytes hold, else the

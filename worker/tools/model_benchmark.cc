@@ -6,6 +6,7 @@
 //   bazel run -c opt //worker/tools:model_benchmark -- [--tp 1,2] [--prompt-len 128]
 //       [--decode-steps 32] [--batches 1,8,32] [--layers 8] [--hidden 768]
 //       [--intermediate N] [--heads N] [--kv-heads N] [--vocab 32000] [--dtype bfloat16]
+//       [--quantization int8]
 //       [--dir DIR]
 //
 // The coordinator writes the checkpoint once, then for each tp re-executes itself as
@@ -48,6 +49,7 @@ struct Flags {
   int64_t rank = -1, tp_size = 1, store_port = 0;
   bool tcp_only = false;  // collectives over Gloo's TCP even on one host
   std::string dtype = "float32";  // or bfloat16: the layers' weights in bf16
+  std::string quantization = "none";  // or int8: the linears and LM head in int8 (bf16 mode)
 };
 
 double Seconds(std::chrono::steady_clock::time_point start) {
@@ -83,12 +85,21 @@ absl::Status RunRank(const Flags& f) {
   options.shared_memory = !f.tcp_only;
   TPSERVE_ASSIGN_OR_RETURN(auto comm, GlooCommGroup::Create(options));
   TPSERVE_ASSIGN_OR_RETURN(auto files, OpenModel(f.dir, static_cast<int>(f.tp_size)));
-  const bool bf16 = f.dtype == "bfloat16";
-  TPSERVE_ASSIGN_OR_RETURN(
-      auto model,
-      LoadModel(files, comm.get(), bf16 ? CpuWeights::kBFloat16 : CpuWeights::kFloat32));
+  const bool int8 = f.quantization == "int8";
+  const bool bf16 = f.dtype == "bfloat16" || int8;
+  const CpuWeights weights = int8   ? CpuWeights::kInt8
+                             : bf16 ? CpuWeights::kBFloat16
+                                    : CpuWeights::kFloat32;
+  TPSERVE_ASSIGN_OR_RETURN(auto model, LoadModel(files, comm.get(), weights));
+  // What the rank holds: int8 linears and head (a tied head's own int8 copy), the bf16
+  // table; or every weight at 2 or 4 bytes (a tied bf16 head's copy at 2).
+  const RankWeightValues values = CountRankWeightValues(files.config, static_cast<int>(f.tp_size));
+  const int64_t tied_head = files.config.tie_word_embeddings ? values.embedding : 0;
   const int64_t weight_bytes =
-      RankWeightBytes(files.config, static_cast<int>(f.tp_size), bf16 ? 2 : 4);
+      int8   ? values.linear + values.lm_head + tied_head + 2 * values.embedding + 4 * values.other
+      : bf16 ? 2 * (values.linear + values.lm_head + tied_head + values.embedding) +
+                   4 * values.other
+             : 4 * values.total();
   const int64_t load_peak = PeakRssBytes();
   files.checkpoint.reset();  // as a worker does once loaded
   const int block = 16;
@@ -179,6 +190,8 @@ absl::Status RunPool(const Flags& f, int tp) {
     if (f.tcp_only) argv.push_back("--tcp-only");
     argv.push_back("--dtype");
     argv.push_back(f.dtype);
+    argv.push_back("--quantization");
+    argv.push_back(f.quantization);
     return argv;
   });
 }
@@ -197,14 +210,15 @@ absl::Status Coordinate(const Flags& f) {
   TPSERVE_RETURN_IF_ERROR(WriteSyntheticLlama(f.dir, spec));
   const double params = static_cast<double>(spec.NumParameters());
   // A decode step reads every weight once, except that only one embedding row is read;
-  // in bf16 mode the layers' and the (untied) LM head's weights are 2 bytes each.
+  // in bf16 mode the layers' and the LM head's weights are 2 bytes each, with int8 one.
   const double head = double(spec.vocab_size) * spec.hidden_size;
-  const double step_bytes = (f.dtype == "bfloat16" ? 2.0 : 4.0) * (params - head);
+  const bool int8 = f.quantization == "int8";
+  const double step_bytes = (int8 ? 1.0 : f.dtype == "bfloat16" ? 2.0 : 4.0) * (params - head);
   std::printf("model: %.1fM parameters (hidden %d, %d layers, heads %d/%d, intermediate %d, "
               "vocab %d), %s layer weights, decode reads %.0f MB/step\n",
               params / 1e6, spec.hidden_size, spec.num_layers, spec.num_heads,
-              spec.num_kv_heads, spec.intermediate_size, spec.vocab_size, f.dtype.c_str(),
-              step_bytes / 1e6);
+              spec.num_kv_heads, spec.intermediate_size, spec.vocab_size,
+              int8 ? "int8" : f.dtype.c_str(), step_bytes / 1e6);
   std::vector<int32_t> tps;
   TPSERVE_RETURN_IF_ERROR(ParseIdList(f.tp, &tps));
   for (int tp : tps) {
@@ -227,6 +241,9 @@ int Main(int argc, char** argv) {
   p.AddInt("prompt-len", &f.prompt_len, "prefill tokens (default 128)");
   p.AddString("dtype", &f.dtype,
               "float32 (default) or bfloat16 (the layers' weights in bf16, fp32 compute)");
+  p.AddString("quantization", &f.quantization,
+              "none (default) or int8 (linears and LM head in int8 per output channel, the "
+              "embedding table in bf16, whatever --dtype)");
   p.AddInt("decode-steps", &f.decode_steps, "decode steps per batch size (default 32)");
   p.AddString("batches", &f.batches, "comma-separated decode batch sizes (default 1)");
   p.AddInt("intermediate", &f.intermediate, "MLP size (default hidden*8/3, rounded to 64)");
@@ -247,6 +264,11 @@ int Main(int argc, char** argv) {
   if (f.dtype != "float32" && f.dtype != "bfloat16") {
     std::fprintf(stderr, "model_benchmark: --dtype must be float32 or bfloat16, got %s\n",
                  f.dtype.c_str());
+    return 2;
+  }
+  if (f.quantization != "none" && f.quantization != "int8") {
+    std::fprintf(stderr, "model_benchmark: --quantization must be none or int8, got %s\n",
+                 f.quantization.c_str());
     return 2;
   }
   std::string temp_dir;
