@@ -190,29 +190,77 @@ TPSERVE_TARGET_AVX512VNNI void BlockDotRows(int rows, const int8_t* q, const int
 
 }  // namespace
 
-float QuantizeRowToInt16(const float* x, int64_t k, int16_t* q) {
+namespace {
+
+// max|x| over [k], and whether every value is finite.
+float RowAbsMax(const float* x, int64_t k, bool* finite) {
   float amax = 0.0f;
-  bool finite = true;
+  bool all_finite = true;
   for (int64_t c = 0; c < k; ++c) {
-    finite &= std::isfinite(x[c]);
+    all_finite &= std::isfinite(x[c]);
     amax = std::max(amax, std::fabs(x[c]));
   }
-  if (!finite) {
-    std::fill(q, q + k, int16_t{0});
-    return std::numeric_limits<float>::quiet_NaN();
+  *finite = all_finite;
+  return amax;
+}
+
+TPSERVE_TARGET_AVX512VNNI float RowAbsMaxAvx512(const float* x, int64_t k, bool* finite) {
+  const __m512i abs_bits = _mm512_set1_epi32(0x7fffffff);
+  const __m512i inf_bits = _mm512_set1_epi32(0x7f800000);
+  __m512i amax = _mm512_setzero_si512();  // |x| as bits: for finite floats, ordered as ints
+  __mmask16 non_finite = 0;
+  for (int64_t c = 0; c < k; c += 16) {
+    const __mmask16 m = k - c >= 16 ? __mmask16{0xFFFF} : __mmask16((1u << (k - c)) - 1);
+    const __m512i v = _mm512_and_si512(_mm512_maskz_loadu_epi32(m, x + c), abs_bits);
+    non_finite |= _mm512_mask_cmpge_epi32_mask(m, v, inf_bits);
+    amax = _mm512_max_epi32(amax, v);
   }
-  if (amax == 0.0f) {
+  *finite = non_finite == 0;
+  const int32_t bits = _mm512_reduce_max_epi32(amax);
+  float out;
+  std::memcpy(&out, &bits, sizeof(out));
+  return out;
+}
+
+// q = round-to-nearest-even(x · inv), inv a power of two, |x · inv| ≤ 32767.
+TPSERVE_TARGET_AVX512VNNI void ScaleToInt16Avx512(const float* x, int64_t k, float inv,
+                                                  int16_t* q) {
+  const __m512 scale = _mm512_set1_ps(inv);
+  for (int64_t c = 0; c < k; c += 16) {
+    const __mmask16 m = k - c >= 16 ? __mmask16{0xFFFF} : __mmask16((1u << (k - c)) - 1);
+    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + c), scale);
+    // To int32 rounding to nearest even, then narrowed with saturation, stored masked.
+    _mm512_mask_cvtsepi32_storeu_epi16(q + c, m, _mm512_cvtps_epi32(v));
+  }
+}
+
+}  // namespace
+
+float QuantizeRowToInt16(const float* x, int64_t k, int16_t* q) {
+  const bool vector = Int8GemmIsaInUse() == Int8GemmIsa::kAvx512Vnni;
+  bool finite = true;
+  const float amax = vector ? RowAbsMaxAvx512(x, k, &finite) : RowAbsMax(x, k, &finite);
+  if (!finite || amax == 0.0f) {
     std::fill(q, q + k, int16_t{0});
-    return 0.0f;
+    return finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
   }
   // The smallest power of two 2^e with amax / 2^e ≤ 32767: amax = f·2^p, f in [0.5, 1).
   int p = 0;
   std::frexp(amax, &p);
   int e = p - 15;  // amax / 2^e = f·2^15 < 32768
   if (std::ldexp(amax, -e) > kInt16Max) ++e;
-  for (int64_t c = 0; c < k; ++c) {
-    const float v = std::nearbyint(std::ldexp(x[c], -e));
-    q[c] = static_cast<int16_t>(std::clamp(v, -kInt16Max, kInt16Max));
+  if (-e >= -126 && -e <= 127) {  // 2^-e is a normal float: x · 2^-e is exact
+    const float inv = std::ldexp(1.0f, -e);
+    if (vector) {
+      ScaleToInt16Avx512(x, k, inv, q);
+    } else {
+      for (int64_t c = 0; c < k; ++c) q[c] = static_cast<int16_t>(std::nearbyint(x[c] * inv));
+    }
+  } else {
+    for (int64_t c = 0; c < k; ++c) {
+      const float v = std::nearbyint(std::ldexp(x[c], -e));
+      q[c] = static_cast<int16_t>(std::clamp(v, -kInt16Max, kInt16Max));
+    }
   }
   return std::ldexp(1.0f, e);
 }
