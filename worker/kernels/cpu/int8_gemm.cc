@@ -17,6 +17,12 @@
 #include "worker/dtype.h"
 #include "worker/tensor.h"
 
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() (a self-initialised variable) as
+// the unused merge source of their masked builtins, which -W(maybe-)uninitialized
+// reports at every inlined use; nothing in this file reads an uninitialised value.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 // Layout: q holds [n_pad, k_pad] int8, rows padded to a multiple of kRowsPerBlock and
 // columns to a multiple of kColsPerStep with zeros (whose scale is 0), so the kernels
 // have no tails; stored as [n_pad/4, k_pad/32, 4, 32]: a block of 4 rows is one
@@ -29,9 +35,15 @@
 // to 6 rows of x per pass: each 32-column step sign-extends the 4 weight rows to int16
 // (one vpmovsxbw each) and runs vpdpwssd (int16 pairs summed into int32 lanes) against
 // each x row: 4 weight vectors + 1 x vector + 4·6 accumulators fit the 32 zmm
-// registers. Products and sums are exact integers; every kStepsPerFlush steps the int32
-// lanes are added into fp32 before they could overflow (a lane gains at most
-// 2·32767·127 per step: 128 steps stay below 2³¹).
+// registers. Products and sums are exact integers within a chunk of kChunkCols columns
+// (a lane gains at most 2·32767·127 per step: 32 steps stay far below 2³¹); each
+// chunk's lanes go to fp32 and are summed by a fixed tree, and the chunks' sums are added
+// in column order, starting from 0. Every path (any m, decode or tiled) adds in exactly
+// this order, so a row of y does not depend on which other rows share the call.
+//
+// Up to 6 rows of x the weight is streamed once, block after block (decode). Past that
+// the work is tiled for the caches: a panel of kPanelBlocks blocks (L2) against passes
+// of 6 rows of one column chunk of x (L1), the panel's sums kept in an fp32 tile.
 
 namespace tpserve {
 namespace {
@@ -39,15 +51,17 @@ namespace {
 constexpr int64_t kRowsPerBlock = 4;
 constexpr int64_t kColsPerStep = 32;
 constexpr int kRowsPerPass = 6;
-constexpr int64_t kStepsPerFlush = 128;
+constexpr int64_t kChunkCols = 1024;  // columns summed exactly in int32 lanes
+constexpr int64_t kPanelBlocks = 16;  // 64 output rows: 128 KiB of int8 at k = 2048
 constexpr size_t kAlignment = 64;
 constexpr int64_t kPrefetchBytes = 2048;
 constexpr float kInt16Max = 32767.0f;
 // The generic path widens this many weights at a time (an L2-sized fp32 panel).
 constexpr int64_t kGenericPanelFloats = int64_t{1} << 16;
 
-static_assert(kStepsPerFlush * 2 * 32767 * 127 < (int64_t{1} << 31),
-              "an int32 lane must not overflow between flushes");
+static_assert(kChunkCols % kColsPerStep == 0, "chunks are whole steps");
+static_assert(kChunkCols / kColsPerStep * 2 * 32767 * 127 < (int64_t{1} << 31),
+              "an int32 lane must not overflow within a chunk");
 
 std::atomic<Int8GemmIsa> max_isa{Int8GemmIsa::kAvx512Vnni};
 
@@ -69,29 +83,6 @@ int64_t Offset(int64_t row, int64_t col, int64_t k_pad) {
 
 #define TPSERVE_TARGET_AVX512VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
-// sum[i][r] += the int32 lanes of Σ_{c in [begin, end)} x[i][c] · w_r[c], for MB rows
-// of int16 x (stride k_pad) and the block of 4 int8 weight rows at q (blocked layout).
-// At most kStepsPerFlush steps, so that no lane overflows. The accumulators are named
-// variables, one per (x row, weight row): GCC keeps an array of vectors on the stack,
-// storing it every step, however its loops are unrolled.
-#define TPSERVE_INT8_ROW(i) \
-  __m512i acc##i##_0 = zero, acc##i##_1 = zero, acc##i##_2 = zero, acc##i##_3 = zero
-#define TPSERVE_INT8_STEP(i)                                  \
-  if constexpr (MB > i) {                                     \
-    const __m512i xv = _mm512_loadu_si512(x + i * k_pad + c); \
-    DotAccumulate(acc##i##_0, xv, w0);                        \
-    DotAccumulate(acc##i##_1, xv, w1);                        \
-    DotAccumulate(acc##i##_2, xv, w2);                        \
-    DotAccumulate(acc##i##_3, xv, w3);                        \
-  }
-#define TPSERVE_INT8_FLUSH(i)                                                     \
-  if constexpr (MB > i) {                                                         \
-    sum[i][0] = _mm512_add_ps(sum[i][0], ToFloats(acc##i##_0));         \
-    sum[i][1] = _mm512_add_ps(sum[i][1], ToFloats(acc##i##_1));         \
-    sum[i][2] = _mm512_add_ps(sum[i][2], ToFloats(acc##i##_2));         \
-    sum[i][3] = _mm512_add_ps(sum[i][3], ToFloats(acc##i##_3));         \
-  }
-
 // acc += pairwise int16 dot products of x and w (vpdpwssd), updated in place: GCC 12's
 // builtin copies the accumulator to a fresh register and back around every use, and
 // then keeps a stack copy of each, a store per accumulator per step.
@@ -100,16 +91,43 @@ TPSERVE_TARGET_AVX512VNNI inline __attribute__((always_inline)) void DotAccumula
   asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(w));
 }
 
-// The int32 lanes as floats. (The masked form with a defined source: GCC 12's
-// _mm512_cvtepi32_ps passes _mm512_undefined_ps, which -Wmaybe-uninitialized flags.)
-TPSERVE_TARGET_AVX512VNNI inline __attribute__((always_inline)) __m512 ToFloats(__m512i v) {
-  return _mm512_mask_cvtepi32_ps(_mm512_setzero_ps(), __mmask16{0xFFFF}, v);
+// The 16 int32 lanes as floats, summed by a fixed tree (halves, quarters, pairs, lanes).
+TPSERVE_TARGET_AVX512VNNI inline __attribute__((always_inline)) float LaneSum(__m512i lanes) {
+  __m512 v = _mm512_mask_cvtepi32_ps(_mm512_setzero_ps(), __mmask16{0xFFFF}, lanes);
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x4E));  // + the other 256 bits
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xB1));  // + the neighbouring 128 bits
+  v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4E));        // + the other 64 bits
+  v = _mm512_add_ps(v, _mm512_permute_ps(v, 0xB1));        // + the neighbouring lane
+  return _mm512_cvtss_f32(v);
 }
 
+// out[i][r] = Σ_{c in [begin, end)} x[i][c] · w_r[c] for MB rows of int16 x (stride
+// x_stride) and the block of 4 int8 weight rows at q (blocked layout): exact in int32
+// lanes (end - begin ≤ kChunkCols), then LaneSum. The accumulators are named variables,
+// one per (x row, weight row): GCC keeps an array of vectors on the stack, storing it
+// every step, however its loops are unrolled.
+#define TPSERVE_INT8_ROW(i) \
+  __m512i acc##i##_0 = zero, acc##i##_1 = zero, acc##i##_2 = zero, acc##i##_3 = zero
+#define TPSERVE_INT8_STEP(i)                                     \
+  if constexpr (MB > i) {                                        \
+    const __m512i xv = _mm512_loadu_si512(x + i * x_stride + c); \
+    DotAccumulate(acc##i##_0, xv, w0);                           \
+    DotAccumulate(acc##i##_1, xv, w1);                           \
+    DotAccumulate(acc##i##_2, xv, w2);                           \
+    DotAccumulate(acc##i##_3, xv, w3);                           \
+  }
+#define TPSERVE_INT8_OUT(i)          \
+  if constexpr (MB > i) {            \
+    out[i][0] = LaneSum(acc##i##_0); \
+    out[i][1] = LaneSum(acc##i##_1); \
+    out[i][2] = LaneSum(acc##i##_2); \
+    out[i][3] = LaneSum(acc##i##_3); \
+  }
+
 template <int MB>
-TPSERVE_TARGET_AVX512VNNI inline __attribute__((always_inline)) void DotChunk(
-    const int8_t* q, const int16_t* x, int64_t k_pad, int64_t begin, int64_t end,
-    __m512 sum[][kRowsPerBlock]) {
+TPSERVE_TARGET_AVX512VNNI void DotChunk(const int8_t* q, const int16_t* x, int64_t x_stride,
+                                        int64_t begin, int64_t end,
+                                        float out[][kRowsPerBlock]) {
   static_assert(MB >= 1 && MB <= 6 && kRowsPerPass == 6 && kRowsPerBlock == 4);
   const __m512i zero = _mm512_setzero_si512();
   TPSERVE_INT8_ROW(0);
@@ -139,52 +157,28 @@ TPSERVE_TARGET_AVX512VNNI inline __attribute__((always_inline)) void DotChunk(
     TPSERVE_INT8_STEP(4)
     TPSERVE_INT8_STEP(5)
   }
-  TPSERVE_INT8_FLUSH(0)
-  TPSERVE_INT8_FLUSH(1)
-  TPSERVE_INT8_FLUSH(2)
-  TPSERVE_INT8_FLUSH(3)
-  TPSERVE_INT8_FLUSH(4)
-  TPSERVE_INT8_FLUSH(5)
+  TPSERVE_INT8_OUT(0)
+  TPSERVE_INT8_OUT(1)
+  TPSERVE_INT8_OUT(2)
+  TPSERVE_INT8_OUT(3)
+  TPSERVE_INT8_OUT(4)
+  TPSERVE_INT8_OUT(5)
 }
 
 #undef TPSERVE_INT8_ROW
 #undef TPSERVE_INT8_STEP
-#undef TPSERVE_INT8_FLUSH
+#undef TPSERVE_INT8_OUT
 
-// out[i][r] = Σ_c x[i][c] · w_r[c] for MB rows of x and the block's 4 weight rows: exact
-// integer partial sums of at most kStepsPerFlush steps, added in fp32.
-template <int MB>
-TPSERVE_TARGET_AVX512VNNI void BlockDot(const int8_t* q, const int16_t* x, int64_t k_pad,
-                                        float out[][kRowsPerBlock]) {
-  __m512 sum[MB][kRowsPerBlock];  // touched once per chunk: may live in memory
-  for (int i = 0; i < MB; ++i) {
-    for (int r = 0; r < kRowsPerBlock; ++r) sum[i][r] = _mm512_setzero_ps();
-  }
-  constexpr int64_t kChunk = kStepsPerFlush * kColsPerStep;
-  for (int64_t begin = 0; begin < k_pad; begin += kChunk) {
-    DotChunk<MB>(q, x, k_pad, begin, std::min(k_pad, begin + kChunk), sum);
-  }
-  alignas(64) float lanes[16];
-  for (int i = 0; i < MB; ++i) {
-    for (int r = 0; r < kRowsPerBlock; ++r) {
-      _mm512_store_ps(lanes, sum[i][r]);
-      for (int width = 8; width > 0; width /= 2) {  // pairwise, as a reduction tree
-        for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
-      }
-      out[i][r] = lanes[0];
-    }
-  }
-}
-
-TPSERVE_TARGET_AVX512VNNI void BlockDotRows(int rows, const int8_t* q, const int16_t* x,
-                                            int64_t k_pad, float out[][kRowsPerBlock]) {
+TPSERVE_TARGET_AVX512VNNI void BlockDotChunk(int rows, const int8_t* q, const int16_t* x,
+                                             int64_t x_stride, int64_t begin, int64_t end,
+                                             float out[][kRowsPerBlock]) {
   switch (rows) {
-    case 1: return BlockDot<1>(q, x, k_pad, out);
-    case 2: return BlockDot<2>(q, x, k_pad, out);
-    case 3: return BlockDot<3>(q, x, k_pad, out);
-    case 4: return BlockDot<4>(q, x, k_pad, out);
-    case 5: return BlockDot<5>(q, x, k_pad, out);
-    default: return BlockDot<kRowsPerPass>(q, x, k_pad, out);
+    case 1: return DotChunk<1>(q, x, x_stride, begin, end, out);
+    case 2: return DotChunk<2>(q, x, x_stride, begin, end, out);
+    case 3: return DotChunk<3>(q, x, x_stride, begin, end, out);
+    case 4: return DotChunk<4>(q, x, x_stride, begin, end, out);
+    case 5: return DotChunk<5>(q, x, x_stride, begin, end, out);
+    default: return DotChunk<kRowsPerPass>(q, x, x_stride, begin, end, out);
   }
 }
 
@@ -275,9 +269,10 @@ struct Int8Weight::Impl {
   // x: [m, k] -> xq [m, k_pad] int16 (zero-padded), returns x's scales [m] (NaN for a
   // row with a non-finite value).
   std::vector<float> QuantizeX(const float* x, int64_t m, std::vector<int16_t>& xq) const;
-  // y[i][row] = x_scale[i] · scale · dot (+ y if accumulate), for the rows that exist.
-  void Store(const float dots[][kRowsPerBlock], const float* x_scales, int rows,
-             int64_t block_row, float* y, bool accumulate) const;
+  // y[i][row0 + r] = x_scales[i] · scale · dots[i·dots_stride + r] (+ y if accumulate)
+  // for i < rows, r < count, the rows of the weight that exist.
+  void Store(const float* dots, int64_t dots_stride, const float* x_scales, int64_t rows,
+             int64_t row0, int64_t count, float* y, bool accumulate) const;
   void MatMulAvx512(const float* x, int64_t m, float* y, bool accumulate) const;
   void MatMulGeneric(const float* x, int64_t m, float* y, bool accumulate) const;
   // Quantizes rows of `get(row, col)` (already checked finite), once allocated.
@@ -318,14 +313,16 @@ std::vector<float> Int8Weight::Impl::QuantizeX(const float* x, int64_t m,
   return x_scales;
 }
 
-void Int8Weight::Impl::Store(const float dots[][kRowsPerBlock], const float* x_scales, int rows,
-                             int64_t block_row, float* y, bool accumulate) const {
-  const int64_t valid = std::min(kRowsPerBlock, n_out - block_row);
-  for (int i = 0; i < rows; ++i) {
-    float* out = y + i * n_out + block_row;
+void Int8Weight::Impl::Store(const float* dots, int64_t dots_stride, const float* x_scales,
+                             int64_t rows, int64_t row0, int64_t count, float* y,
+                             bool accumulate) const {
+  const int64_t valid = std::min(count, n_out - row0);
+  for (int64_t i = 0; i < rows; ++i) {
+    float* out = y + i * n_out + row0;
+    const float* dot = dots + i * dots_stride;
     for (int64_t r = 0; r < valid; ++r) {
       // x's scale is a power of two (or NaN): multiplying by it first is exact.
-      const float v = (x_scales[i] * dots[i][r]) * scales[block_row + r];
+      const float v = (x_scales[i] * dot[r]) * scales[row0 + r];
       out[r] = accumulate ? out[r] + v : v;
     }
   }
@@ -335,14 +332,42 @@ void Int8Weight::Impl::MatMulAvx512(const float* x, int64_t m, float* y, bool ac
   std::vector<int16_t> xq;
   const std::vector<float> x_scales = QuantizeX(x, m, xq);  // xq: [m, k_pad]
   float dots[kRowsPerPass][kRowsPerBlock];
-  // Block-major: each block of the weight is read from memory once per call and stays in
-  // L1 for the later passes over x.
-  for (int64_t b = 0; b < n_pad; b += kRowsPerBlock) {
-    for (int64_t i = 0; i < m; i += kRowsPerPass) {
-      const int rows = static_cast<int>(std::min<int64_t>(kRowsPerPass, m - i));
-      BlockDotRows(rows, q + b * k_pad, &xq[i * k_pad], k_pad, dots);
-      Store(dots, &x_scales[i], rows, b, y + i * n_out, accumulate);
+  if (m <= kRowsPerPass) {
+    // Decode: the weight streams from memory once, block after block.
+    const int rows = static_cast<int>(m);
+    for (int64_t b = 0; b < n_pad; b += kRowsPerBlock) {
+      float total[kRowsPerPass][kRowsPerBlock] = {};
+      for (int64_t c = 0; c < k_pad; c += kChunkCols) {
+        BlockDotChunk(rows, q + b * k_pad, xq.data(), k_pad, c, std::min(k_pad, c + kChunkCols),
+                      dots);
+        for (int i = 0; i < rows; ++i) {
+          for (int r = 0; r < kRowsPerBlock; ++r) total[i][r] += dots[i][r];
+        }
+      }
+      Store(&total[0][0], kRowsPerBlock, x_scales.data(), m, b, kRowsPerBlock, y, accumulate);
     }
+    return;
+  }
+  // Tiled: a panel of weight blocks (L2) against passes of 6 rows of one chunk of x (L1).
+  constexpr int64_t kPanelRows = kPanelBlocks * kRowsPerBlock;
+  std::vector<float> tile(static_cast<size_t>(m * kPanelRows));  // [m, kPanelRows] sums
+  for (int64_t p = 0; p < n_pad; p += kPanelRows) {
+    const int64_t panel_end = std::min(n_pad, p + kPanelRows);
+    std::fill(tile.begin(), tile.end(), 0.0f);
+    for (int64_t c = 0; c < k_pad; c += kChunkCols) {
+      const int64_t c_end = std::min(k_pad, c + kChunkCols);
+      for (int64_t i = 0; i < m; i += kRowsPerPass) {
+        const int rows = static_cast<int>(std::min<int64_t>(kRowsPerPass, m - i));
+        for (int64_t b = p; b < panel_end; b += kRowsPerBlock) {
+          BlockDotChunk(rows, q + b * k_pad, &xq[i * k_pad], k_pad, c, c_end, dots);
+          for (int ii = 0; ii < rows; ++ii) {
+            float* sums = &tile[(i + ii) * kPanelRows + (b - p)];
+            for (int r = 0; r < kRowsPerBlock; ++r) sums[r] += dots[ii][r];
+          }
+        }
+      }
+    }
+    Store(tile.data(), kPanelRows, x_scales.data(), m, p, panel_end - p, y, accumulate);
   }
 }
 

@@ -16,7 +16,8 @@
 // registers and multiplied with vpdpwssd, 4 output rows by up to 6 rows of x at a time;
 // without it (or when LimitInt8GemmIsa says so) int8 panels are widened to fp32 for
 // OpenBLAS on the same int16 x. Both give the same results up to fp32 summation of the
-// integer partial sums. A rank is one thread: MatMulInt8 runs on the calling thread.
+// integer partial sums. The VNNI kernel adds in one fixed order whatever m, so a row of y
+// is bit for bit the same whichever rows share the call. A rank is one thread: MatMulInt8 runs on the calling thread.
 //
 // Threading: an Int8Weight is immutable after creation; MatMulInt8 may run on any
 // threads at once.
