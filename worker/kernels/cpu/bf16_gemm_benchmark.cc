@@ -14,6 +14,11 @@
 // measured read bandwidth: the decode time of a kernel that only streams the weight
 // ("int8 floor" likewise for 1 byte per element). MatMulInt8 runs on the calling thread
 // only (a rank is one thread), so its columns are timed at the first thread count.
+// Before the table, the peak rate of one thread's dot-product instructions (vdpbf16ps,
+// which oneDNN's bf16 brgemm runs without AMX, and vpdpwssd, MatMulInt8's) on registers
+// only: what the prefill GFLOP/s columns compare with.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -49,6 +54,54 @@ constexpr Layer kLayers[] = {
 
 double Seconds(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+#define TPSERVE_PEAK_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx512vnni")))
+
+// One instruction `op` (vdpbf16ps or vpdpwssd: 16 lanes × 2 products × 2 ops each) on
+// 12 independent accumulators per iteration, registers only, `iterations` times; ops per
+// second. One asm block with named operands: an array of vectors would live on the stack.
+#define TPSERVE_DOT_PEAK(op)                                                            \
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0,     \
+          a6 = a0, a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;                       \
+  const __m512i x = _mm512_set1_epi16(0x3f80), w = _mm512_set1_epi16(0x3c00);           \
+  const auto start = std::chrono::steady_clock::now();                                  \
+  for (int64_t it = 0; it < iterations; ++it) {                                         \
+    asm volatile(op " %13, %12, %0\n\t" op " %13, %12, %1\n\t" op " %13, %12, %2\n\t"   \
+                 op " %13, %12, %3\n\t" op " %13, %12, %4\n\t" op " %13, %12, %5\n\t"   \
+                 op " %13, %12, %6\n\t" op " %13, %12, %7\n\t" op " %13, %12, %8\n\t"   \
+                 op " %13, %12, %9\n\t" op " %13, %12, %10\n\t" op " %13, %12, %11"     \
+                 : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), \
+                   "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11)                   \
+                 : "v"(x), "v"(w));                                                     \
+  }                                                                                     \
+  const double s = Seconds(start);                                                      \
+  return 12.0 * 64.0 * double(iterations) / s;
+
+TPSERVE_PEAK_TARGET double PeakBf16DotFlops(int64_t iterations) {
+  TPSERVE_DOT_PEAK("vdpbf16ps")
+}
+
+TPSERVE_PEAK_TARGET double PeakInt16DotOps(int64_t iterations) {
+  TPSERVE_DOT_PEAK("vpdpwssd")
+}
+
+#undef TPSERVE_DOT_PEAK
+
+void PrintDotPeaks() {
+  if (!__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512vnni")) {
+    std::printf("dot-product peak: not measured (no AVX512-BF16 or AVX512-VNNI)\n");
+    return;
+  }
+  constexpr int64_t kIterations = 20'000'000;
+  double bf16 = 0, int16 = 0;
+  for (int pass = 0; pass < 3; ++pass) {  // best of three
+    bf16 = std::max(bf16, PeakBf16DotFlops(kIterations));
+    int16 = std::max(int16, PeakInt16DotOps(kIterations));
+  }
+  std::printf("dot-product peak, one thread, registers only: vdpbf16ps %.0f GFLOP/s, "
+              "vpdpwssd %.0f GOP/s\n", bf16 / 1e9, int16 / 1e9);
 }
 
 // Best of three passes of `threads` threads summing their share of a 1 GiB buffer, each
@@ -125,6 +178,7 @@ absl::Status Run(const Flags& f) {
   if (f.max_isa == "avx2") dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
   if (f.max_isa == "avx512_core") dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx512_core);
   if (!f.max_isa.empty()) LimitInt8GemmIsa(Int8GemmIsa::kGeneric);
+  PrintDotPeaks();
   const std::vector<double> bandwidth = PrintReadBandwidth("before", thread_counts);
   const int64_t max_rows = *std::max_element(row_counts.begin(), row_counts.end());
   std::vector<float> x(max_rows * 11008), y(max_rows * 11264);  // [M, k], [M, n_out]
