@@ -14,6 +14,9 @@ absl::Status EngineOptions::Validate() const {
   if (max_queue < 1) {
     return absl::InvalidArgumentError(absl::StrCat("max_queue must be ≥ 1, got ", max_queue));
   }
+  if (step_time_target < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("step_time_target must be ≥ 0");
+  }
   if (kv_watermark_blocks < 0 || vocab_size < 0) {
     return absl::InvalidArgumentError(absl::StrCat("kv_watermark_blocks (", kv_watermark_blocks,
                                                    ") and vocab_size (", vocab_size,

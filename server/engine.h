@@ -42,6 +42,9 @@ struct EngineOptions {
   bool prefix_caching = true;    // share computed KV blocks of common prompt prefixes
   int vocab_size = 0;            // sampled token ids must be in [0, vocab_size); 0: unchecked
   std::vector<int32_t> eos_token_ids;
+  // When positive, steps are sized to take about this long (StepTokenBudget): prefill
+  // chunks shrink on a slow host so decodes keep their pace; zero: max_batch_tokens.
+  absl::Duration step_time_target = absl::ZeroDuration();
 
   absl::Status Validate() const;
 };

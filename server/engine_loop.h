@@ -19,6 +19,7 @@
 #include "server/engine.h"
 #include "server/scheduler.h"
 #include "server/sequence.h"
+#include "server/step_token_budget.h"
 
 namespace tpserve {
 
@@ -35,8 +36,10 @@ struct Engine::Impl {
         executor(*executor),
         tokenizer(tokenizer),
         blocks(std::move(block_manager)),
-        scheduler(options.limits, &blocks) {
+        scheduler(options.limits, &blocks),
+        token_budget(options.step_time_target, options.limits.max_batch_tokens()) {
     stats.kv_blocks_total = blocks.num_blocks();
+    scheduler.set_token_budget(token_budget.tokens());
   }
 
   absl::Status Validate(const EngineRequest& request) const;
@@ -73,6 +76,7 @@ struct Engine::Impl {
   // Engine thread only (or any thread once it has been joined).
   BlockManager blocks;
   Scheduler scheduler;
+  StepTokenBudget token_budget;
   absl::flat_hash_map<uint64_t, Request> live;
   std::thread thread;
 

@@ -26,7 +26,8 @@ void Scheduler::Remove(Sequence* seq) {
 
 ScheduledStep Scheduler::Schedule() {
   ScheduledStep step;
-  int64_t budget = limits_.max_batch_tokens();
+  int64_t budget = std::min<int64_t>(limits_.max_batch_tokens(),
+                                     std::max(token_budget_, NumDecodes() + kMinPrefillTokens));
   const bool preempted = !ScheduleRunning(budget, step);
   if (!preempted) AdmitWaiting(budget, step);
   if (step.batch.empty()) return ScheduledStep();

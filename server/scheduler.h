@@ -70,6 +70,11 @@ class Scheduler {
   void Remove(Sequence* seq);
 
   ScheduledStep Schedule();
+  // Caps the tokens of later steps below limits.max_batch_tokens (StepTokenBudget's
+  // estimate for a step-time target). Every running decode still gets its token: the
+  // cap applies to prefill chunks, which get at least kMinPrefillTokens when any wait.
+  void set_token_budget(int64_t tokens) { token_budget_ = tokens; }
+  static constexpr int64_t kMinPrefillTokens = 16;
   // Records that `step` ran: its sequences' tokens are computed.
   void CompleteStep(const ScheduledStep& step);
 
@@ -107,6 +112,7 @@ class Scheduler {
   // Allocate accepts now.
   int64_t AdmissibleTokens(int64_t limit, absl::Span<const int32_t> cached) const;
   int64_t NumDecodes() const;
+  int64_t token_budget_ = INT64_MAX;
 
   const BatchLimits limits_;
   BlockManager& blocks_;

@@ -138,6 +138,33 @@ TEST(SchedulerTest, ChunkedPrefillNeverBlocksDecodes) {
   h.ExpectSoloOutputs();
 }
 
+// A token budget below max_batch_tokens (a step-time target on a slow host) chunks
+// prompts to it, yet every running decode still gets its token each step, and a prompt
+// still advances by at least kMinPrefillTokens.
+TEST(SchedulerTest, ATokenBudgetChunksPrefillsButKeepsEveryDecode) {
+  Harness h(256, 4, 0, {512, 32});
+  std::vector<Sequence*> decoders;
+  for (int i = 0; i < 20; ++i) decoders.push_back(h.Add(Prompt(4, i), 30));
+  h.Step();  // their prompts
+  h.scheduler_.set_token_budget(24);
+  h.Add(Prompt(300, 99), 2);
+  for (int i = 0; i < 8; ++i) {
+    worker::v1::StepPlan plan = h.Step();
+    int64_t tokens = 0, decodes = 0;
+    for (const auto& r : plan.running()) {
+      tokens += r.num_new_tokens();
+      decodes += r.num_new_tokens() == 1;
+    }
+    for (const auto& n : plan.new_sequences()) tokens += n.num_new_tokens();
+    EXPECT_EQ(decodes, 20) << "step " << i;
+    // 20 decodes leave 4 of the budget of 24: the floor of 16 prefill tokens applies.
+    EXPECT_EQ(tokens, 20 + Scheduler::kMinPrefillTokens) << "step " << i;
+  }
+  h.scheduler_.set_token_budget(INT64_MAX);  // back to max_batch_tokens
+  h.RunToEnd();
+  h.ExpectSoloOutputs();
+}
+
 TEST(SchedulerTest, AdmitsInFifoOrderUpToMaxSequences) {
   Harness h(64, 4, 0, {64, 2});
   for (int i = 0; i < 4; ++i) h.Add(Prompt(3, i), 2);

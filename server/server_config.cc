@@ -24,7 +24,7 @@ absl::Status CheckRange(const char* flag, int64_t value, int64_t low, int64_t hi
 struct IntFlags {
   int64_t tp, port, metrics_port, http_port, kv_blocks, kv_memory_mb, kv_block_size, max_context,
       max_batch_tokens, max_sequences, max_queue, step_timeout_ms, step_timeout_per_token_ms,
-      start_timeout_s, drain_grace_ms;
+      step_time_target_ms, start_timeout_s, drain_grace_ms;
 };
 
 void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
@@ -91,6 +91,10 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
   args.AddInt("max-sequences", &i.max_sequences, "sequences per engine step");
   args.AddInt("max-queue", &i.max_queue, "waiting requests before RESOURCE_EXHAUSTED");
   args.AddInt("step-timeout-ms", &i.step_timeout_ms, "deadline of one step on every rank");
+  args.AddInt("step-time-target-ms", &i.step_time_target_ms,
+              "size each engine step's tokens from measured step times to take about this "
+              "long, so decodes keep their pace while long prompts prefill in chunks "
+              "(e.g. 1000 on a CPU host; default 0: off, --max-batch-tokens a step)");
   args.AddInt("step-timeout-per-token-ms", &i.step_timeout_per_token_ms,
               "added to a step's deadline for each token it computes (default 100), so a "
               "long prefill on a slow machine is not taken for a hung rank");
@@ -123,6 +127,7 @@ IntFlags Defaults(const ServerConfig& c) {
           c.max_queue,
           c.step_timeout_ms,
           c.step_timeout_per_token_ms,
+          c.step_time_target_ms,
           c.start_timeout_s,
           c.drain_grace_ms};
 }
@@ -139,6 +144,7 @@ absl::Status Narrow(const IntFlags& i, ServerConfig& c) {
       {"max-queue", {i.max_queue, &c.max_queue}},
       {"step-timeout-ms", {i.step_timeout_ms, &c.step_timeout_ms}},
       {"step-timeout-per-token-ms", {i.step_timeout_per_token_ms, &c.step_timeout_per_token_ms}},
+      {"step-time-target-ms", {i.step_time_target_ms, &c.step_time_target_ms}},
       {"start-timeout-s", {i.start_timeout_s, &c.start_timeout_s}},
       {"drain-grace-ms", {i.drain_grace_ms, &c.drain_grace_ms}},
   };
@@ -237,6 +243,7 @@ absl::Status ServerConfig::Validate() const {
       {"max-queue", max_queue, 1, 1 << 24},
       {"step-timeout-ms", step_timeout_ms, 1, 3600000},
       {"step-timeout-per-token-ms", step_timeout_per_token_ms, 0, 60000},
+      {"step-time-target-ms", step_time_target_ms, 0, 3600000},
       {"start-timeout-s", start_timeout_s, 1, 86400},
       {"drain-grace-ms", drain_grace_ms, 0, 3600000},
   };

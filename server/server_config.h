@@ -62,6 +62,9 @@ struct ServerConfig {
   int max_queue = 256;
   int step_timeout_ms = 30000;
   int step_timeout_per_token_ms = 100;  // added to a step's deadline per token it computes
+  // Size steps to take about this long (prefill chunks shrink on a slow host, so decodes
+  // keep their pace while long prompts are prefilled); 0: off, max_batch_tokens a step.
+  int step_time_target_ms = 0;
   int start_timeout_s = 300;
   int drain_grace_ms = 30000;         // in-flight requests get this long after SIGTERM
   // The public port's security; main reads the files at start (server/tls_files.h,

