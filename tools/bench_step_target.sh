@@ -4,17 +4,18 @@
 # --max-batch-tokens budget per step and once with --step-time-target-ms, each printing
 # the decoders' largest gap between tokens, their time per token after the long prompt
 # arrived, and the long prompt's time to first token (tools/bench_step_target.py).
-#   bash tools/bench_step_target.sh [--tp 1] [--layers 22] [--hidden 2048]
-#       [--decoders 4] [--long 2000] [--target-ms 1000] [--extra "ARGS"]
+# The default model is the 1.1B TinyLlama shape (hidden 2048, 22 layers, heads 32/4,
+# intermediate 5632, random bf16 weights, served in bf16).
+#   bash tools/bench_step_target.sh [--tp 1] [--layers 22] [--decoders 4] [--long 2000]
+#       [--target-ms 1000] [--extra "ARGS"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/serving_lib.sh
-tp=1 layers=22 hidden=2048 decoders=4 long=2000 target=1000 extra=""
+tp=1 layers=22 decoders=4 long=2000 target=1000 extra=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --tp) tp=$2; shift 2 ;;
     --layers) layers=$2; shift 2 ;;
-    --hidden) hidden=$2; shift 2 ;;
     --decoders) decoders=$2; shift 2 ;;
     --long) long=$2; shift 2 ;;
     --target-ms) target=$2; shift 2 ;;
@@ -22,7 +23,14 @@ while [ $# -gt 0 ]; do
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
-serving_setup "$layers" "$hidden"
+serving_build
+model=$(mktemp -d)
+log=$(mktemp)
+trap 'serving_stop; rm -rf "$model" "$log"' EXIT
+bazel-bin/worker/tools/model_benchmark --dir "$model" --layers "$layers" --hidden 2048 \
+  --intermediate 5632 --heads 32 --kv-heads 4 --vocab 32000 --tp 1 --prompt-len 8 \
+  --decode-steps 1 --dtype bfloat16 >"$log"
+head -1 "$log"
 for t in 0 "$target"; do
   # shellcheck disable=SC2086
   serving_start "$log" --model "$model" --tp "$tp" --device cpu --step-time-target-ms "$t" \
