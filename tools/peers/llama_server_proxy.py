@@ -112,6 +112,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         model = request.get("model", "")
         usage = None
+        sent = 0  # token ids passed on so far
         try:
             for line in resp:
                 line = line.strip()
@@ -121,8 +122,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 if "error" in event:
                     self._event({"error": event["error"]})
                     break
-                tokens = event.get("tokens") or []
+                tokens = list(event.get("tokens") or [])
                 stop = event.get("stop", False)
+                # A token whose text is an incomplete UTF-8 sequence gets no event of its
+                # own, and the next event names only its own token; tokens_predicted
+                # counts them all, so the ones held back are added here (their ids
+                # unknown: -1), at the time they reach the client.
+                predicted = event.get("tokens_predicted")
+                if stop:
+                    tokens = []  # the final event repeats nothing in a stream
+                if isinstance(predicted, int) and predicted > sent + len(tokens):
+                    tokens = [-1] * (predicted - sent - len(tokens)) + tokens
+                sent += len(tokens)
                 if tokens or event.get("content"):
                     self._event({"object": "text_completion", "model": model, "choices": [
                         {"index": 0, "text": event.get("content", ""), "token_ids": tokens,
