@@ -156,16 +156,31 @@ stop_server() {
 }
 cleanup() {
   local name
+  [ -n "${fg_pid:-}" ] && kill -TERM "$fg_pid" 2>/dev/null
   for name in "${!server_pgid[@]}"; do stop_server "$name"; done
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# run_fg CMD...: CMD in the background, waited for. Bash runs a trap only once the
+# foreground command has ended, so a bench run would hold off Ctrl-C for minutes; `wait`
+# is cut short by it at once, and cleanup then ends CMD as well.
+fg_pid=
+run_fg() {
+  local rc=0
+  "$@" &
+  fg_pid=$!
+  wait "$fg_pid" || rc=$?
+  fg_pid=
+  return "$rc"
+}
 
 # start_server NAME LOG CMD...: CMD in a process group of its own (setsid), so that it
 # and whatever it spawns (tpserve's workers, vLLM's engine core) stop together.
 start_server() {
   local name=$1 log=$2
   shift 2
+  : >"$log"  # there before the waits read it
   setsid "$@" >"$log" 2>&1 </dev/null &
   server_pgid[$name]=$!
 }
@@ -247,7 +262,7 @@ if [ -z "$model" ]; then
     rm -rf "$model"
     mkdir -p "$model"
     # --tp 1 --decode-steps 1: model_benchmark's own run after writing it stays short.
-    "$model_benchmark" --dir "$model" --layers 22 --hidden 2048 --heads 32 --kv-heads 4 \
+    run_fg "$model_benchmark" --dir "$model" --layers 22 --hidden 2048 --heads 32 --kv-heads 4 \
       --intermediate 5632 --vocab 32000 --dtype bfloat16 --tp 1 --prompt-len 8 \
       --decode-steps 1 >"$results/model-write.log" 2>&1 ||
       { echo "model_benchmark could not write the checkpoint:";
@@ -290,7 +305,7 @@ if { has_engine 'llamacpp-*' || [ "$micro" = 1 ]; } && [ -z "${unavailable[llama
   mkdir -p "$gguf_dir"
   if [ ! -f "$gguf_bf16" ] || [ "$model/config.json" -nt "$gguf_bf16" ]; then
     say "converting to GGUF bf16: $gguf_bf16"
-    "$cache/convert-venv/bin/python" "$cache/llama.cpp/src/convert_hf_to_gguf.py" "$model" \
+    run_fg "$cache/convert-venv/bin/python" "$cache/llama.cpp/src/convert_hf_to_gguf.py" "$model" \
       --outtype bf16 --outfile "$gguf_bf16.part" >"$results/convert-bf16.log" 2>&1 &&
       mv "$gguf_bf16.part" "$gguf_bf16" ||
       { drop llamacpp-bf16 "convert_hf_to_gguf.py failed (log: $results/convert-bf16.log)";
@@ -298,7 +313,7 @@ if { has_engine 'llamacpp-*' || [ "$micro" = 1 ]; } && [ -z "${unavailable[llama
   fi
   if [ -f "$gguf_bf16" ] && { [ ! -f "$gguf_q8" ] || [ "$gguf_bf16" -nt "$gguf_q8" ]; }; then
     say "quantizing to GGUF q8_0: $gguf_q8"
-    "$llama_bin/llama-quantize" "$gguf_bf16" "$gguf_q8.part" q8_0 "$threads" \
+    run_fg "$llama_bin/llama-quantize" "$gguf_bf16" "$gguf_q8.part" q8_0 "$threads" \
       >"$results/quantize-q8_0.log" 2>&1 && mv "$gguf_q8.part" "$gguf_q8" ||
       { drop llamacpp-q8_0 "llama-quantize failed (log: $results/quantize-q8_0.log)";
         peers_log_tail "$results/quantize-q8_0.log"; }
@@ -381,7 +396,7 @@ stop_engine() {
 
 # bench ENGINE C N SEED OUT: one tpserve-cli bench run, its JSON to OUT.
 bench() {
-  timeout "$bench_timeout" "$cli" --target "$info_addr" --json --timeout-s "$bench_timeout" \
+  run_fg timeout "$bench_timeout" "$cli" --target "$info_addr" --json --timeout-s "$bench_timeout" \
     bench --backend openai --openai-url "${url[$1]}" --input-len "$input_len" \
     --output-len "$output_len" --num-prompts "$3" --concurrency "$2" --seed "$4" >"$5" 2>&1
 }
@@ -518,7 +533,7 @@ if [ "$micro" = 1 ]; then
     echo "llama-bench $q ..."
     # pp at depth 0; tg with the prompt's tokens already in the cache (-d), as
     # model_benchmark decodes.
-    timeout "$bench_timeout" "$llama_bin/llama-bench" -m "$gguf" -t "$threads" \
+    run_fg timeout "$bench_timeout" "$llama_bin/llama-bench" -m "$gguf" -t "$threads" \
       -p "$input_len" -n "$output_len" -d "0,$input_len" -r 3 -o json \
       >"$results/llama-bench-$q.json" 2>"$results/llama-bench-$q.log" || true
     $py - "$results/llama-bench-$q.json" "$q" "$input_len" "$output_len" >>"$micro_file" <<'EOF' ||
@@ -541,7 +556,7 @@ EOF
     rm -rf "$mb_dir"
     # It writes its own checkpoint of the model's shape (random, untied) and removes none
     # of it: the scratch directory goes afterwards.
-    timeout "$bench_timeout" "$model_benchmark" --dir "$mb_dir" --tp "$threads" \
+    run_fg timeout "$bench_timeout" "$model_benchmark" --dir "$mb_dir" --tp "$threads" \
       --dtype bfloat16 --quantization "$q" --prompt-len "$input_len" \
       --decode-steps "$output_len" --batches 1 --layers "$layers" --hidden "$hidden" \
       --heads "$heads" --kv-heads "$kv_heads" --intermediate "$intermediate" --vocab "$vocab" \
