@@ -235,9 +235,14 @@ void CompletionStream::Event(const std::string& data, RequestTiming* t) {
     }
   }
   clock_->Chunk(tokens, t);
+  counted_tokens_ += tokens;
   // find() on a value that is not an object finds nothing, so a null usage is skipped.
   const auto usage = event.find("usage");
   if (usage == event.end()) return;
+  const auto completion = usage->find("completion_tokens");
+  if (completion != usage->end() && completion->is_number_integer()) {
+    usage_tokens_ = completion->get<int64_t>();
+  }
   const auto details = usage->find("prompt_tokens_details");
   if (details == usage->end()) return;
   const auto cached = details->find("cached_tokens");
@@ -248,7 +253,10 @@ void CompletionStream::Event(const std::string& data, RequestTiming* t) {
 
 std::string CompletionStream::ErrorCode() const {
   if (!error_code_.empty()) return error_code_;
-  return done_ ? "" : "INCOMPLETE_STREAM";
+  if (!done_) return "INCOMPLETE_STREAM";
+  if (usage_tokens_ >= 0 && usage_tokens_ != counted_tokens_) return "TOKEN_IDS_MISSING";
+  if (usage_tokens_ < 0 && counted_tokens_ == 0) return "NO_TOKEN_IDS";
+  return "";
 }
 
 absl::StatusOr<RequestTimer> OpenAiTimer(const BenchOptions& options, const std::string& model,

@@ -63,8 +63,10 @@ class CompletionStream {
  public:
   explicit CompletionStream(RequestClock* clock) : clock_(clock) {}
   void Feed(absl::string_view bytes, RequestTiming* timing);
-  // "" once the stream has ended as it should (`[DONE]`, no error event before it), else
-  // the failure's code.
+  // "" once the stream has ended as it should (`[DONE]`, no error event before it, and
+  // the token ids counted agree with the server's usage.completion_tokens when it sent
+  // one), else the failure's code: a server that sends no token ids (not asked-for
+  // `return_token_ids`) would otherwise be timed as producing nothing, successfully.
   std::string ErrorCode() const;
 
  private:
@@ -74,6 +76,8 @@ class CompletionStream {
   SseSplitter sse_;
   bool done_ = false;
   std::string error_code_;  // the first bad or error event's
+  int64_t counted_tokens_ = 0;
+  int64_t usage_tokens_ = -1;  // usage.completion_tokens; -1: not sent
 };
 
 // The OpenAI backend on options.openai_url, sending options.api_key; each call ends by

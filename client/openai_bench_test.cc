@@ -147,6 +147,15 @@ TEST(CompletionStreamTest, NamesWhatWentWrong) {
   const RequestTiming t = Read(absl::StrCat("data: {not json\n\n", TokenEvent({1}), kDone), 3, &error);
   EXPECT_EQ(error, "BAD_EVENT");
   EXPECT_EQ(t.output_tokens, 0);  // nothing counts after a bad event
+  // A server that streams text without token ids is not timed as producing nothing.
+  Read(absl::StrCat(TokenEvent({}), TokenEvent({}), UsageEvent(0), kDone), 4096, &error);
+  EXPECT_EQ(error, "TOKEN_IDS_MISSING");  // usage says 7
+  Read(absl::StrCat(TokenEvent({1, 2}), UsageEvent(0), kDone), 4096, &error);
+  EXPECT_EQ(error, "TOKEN_IDS_MISSING");  // 2 of 7
+  Read(absl::StrCat(TokenEvent({}), kDone), 4096, &error);
+  EXPECT_EQ(error, "NO_TOKEN_IDS");  // and no usage to say how many
+  Read(absl::StrCat(TokenEvent({4}), kDone), 4096, &error);
+  EXPECT_EQ(error, "");  // ids without usage: counted as sent
 }
 
 // POST /v1/completions on a real HttpServer. By the request's "model": "" streams
