@@ -38,6 +38,10 @@ struct BenchOptions {
   BenchBackend backend = BenchBackend::kGrpc;
   std::string openai_url;  // kOpenAi: "http://HOST:PORT", optionally with a path ("/v1")
   std::string api_key;     // kOpenAi: sent as "Authorization: Bearer KEY"; "": none
+  // kOpenAi against a server that is not tpserve: the prompts' id range and the "model"
+  // to send, instead of asking --target's GetModelInfo (vocab_size 0: ask it).
+  int vocab_size = 0;
+  std::string model;
 };
 
 // One request's clock, started at construction (when the request is sent): TTFT at the

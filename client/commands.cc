@@ -281,17 +281,23 @@ int HealthCommand(const Cli& cli) {
 }
 
 int BenchCommand(const Cli& cli, const BenchOptions& options) {
-  grpc::ClientContext context;
-  SetDeadline(cli, &context);
+  // Another engine's server (--vocab-size given): no tpserve to ask for its info.
+  const bool tpserve = options.vocab_size == 0;
   v1::ModelInfo info;
-  const grpc::Status status = cli.stub->GetModelInfo(&context, {}, &info);
-  if (!status.ok()) return Fail(cli, status);
-  RequestTimer timer = GrpcTimer(*cli.stub, options);
+  if (tpserve) {
+    grpc::ClientContext context;
+    SetDeadline(cli, &context);
+    const grpc::Status status = cli.stub->GetModelInfo(&context, {}, &info);
+    if (!status.ok()) return Fail(cli, status);
+  } else {
+    info.set_vocab_size(options.vocab_size);
+  }
+  RequestTimer timer = tpserve ? GrpcTimer(*cli.stub, options) : RequestTimer();
   if (options.backend == BenchBackend::kOpenAi) {
-    // The HTTP API of the server behind --target; each call within --timeout-s, or a
-    // generous deadline so that a stuck one cannot hang the run.
+    // The HTTP API (tpserve's behind --target, or another's); each call within
+    // --timeout-s, or a generous deadline so that a stuck one cannot hang the run.
     absl::StatusOr<RequestTimer> http =
-        OpenAiTimer(options, info.model_name(),
+        OpenAiTimer(options, options.model.empty() ? info.model_name() : options.model,
                     cli.timeout_s > 0 ? absl::Seconds(cli.timeout_s) : absl::Seconds(600));
     if (!http.ok()) return Fail(cli, ToGrpcStatus(http.status()));
     timer = *std::move(http);
@@ -300,7 +306,7 @@ int BenchCommand(const Cli& cli, const BenchOptions& options) {
   grpc::ClientContext after_context;
   SetDeadline(cli, &after_context);
   v1::ModelInfo after;
-  if (cli.stub->GetModelInfo(&after_context, {}, &after).ok()) {
+  if (tpserve && cli.stub->GetModelInfo(&after_context, {}, &after).ok()) {
     AddStepCounters(after.engine_steps() - info.engine_steps(),
                     after.step_wall_us() - info.step_wall_us(),
                     after.worker_compute_us() - info.worker_compute_us(), &report);

@@ -44,6 +44,8 @@ struct Flags {
   double request_rate = 0;
   std::string backend = "grpc";
   std::string openai_url;
+  int64_t vocab_size = 0;
+  std::string model;
 };
 
 void Register(ArgParser& args, Flags& f) {
@@ -75,6 +77,12 @@ void Register(ArgParser& args, Flags& f) {
   args.AddString("openai-url", &f.openai_url,
                  "bench --backend openai: the server's HTTP API, http://HOST:PORT (tpserve "
                  "--http-port)");
+  args.AddInt("vocab-size", &f.vocab_size,
+              "bench --backend openai: prompt ids are drawn from [0, N) and no tpserve "
+              "--target is asked for the model's info (another engine's server)");
+  args.AddString("model", &f.model,
+                 "bench --backend openai: the \"model\" to send (default: --target's name; "
+                 "with --vocab-size and no --model none is sent)");
 }
 
 int Usage(const ArgParser& args, const std::string& problem) {
@@ -112,6 +120,9 @@ absl::StatusOr<BenchOptions> BenchFrom(const ArgParser& args, const Flags& f) {
   o.temperature = args.Seen("temperature") ? static_cast<float>(f.generate.temperature) : 0.0f;
   if (f.backend == "grpc") {
     if (!f.openai_url.empty()) return absl::InvalidArgumentError("--openai-url needs --backend openai");
+    if (f.vocab_size != 0 || !f.model.empty()) {
+      return absl::InvalidArgumentError("--vocab-size and --model need --backend openai");
+    }
     return o;
   }
   if (f.backend != "openai") return absl::InvalidArgumentError("--backend is grpc or openai");
@@ -121,6 +132,11 @@ absl::StatusOr<BenchOptions> BenchFrom(const ArgParser& args, const Flags& f) {
   o.backend = BenchBackend::kOpenAi;
   TPSERVE_RETURN_IF_ERROR(ParseOpenAiUrl(f.openai_url).status());
   o.openai_url = f.openai_url;
+  if (f.vocab_size < 0 || f.vocab_size > (1 << 30)) {
+    return absl::InvalidArgumentError("--vocab-size must be in [1, 1073741824]");
+  }
+  o.vocab_size = static_cast<int>(f.vocab_size);
+  o.model = f.model;
   if (!f.channel.api_key_file.empty()) {
     TPSERVE_ASSIGN_OR_RETURN(ApiKeys keys, ApiKeys::Load("api-key-file", f.channel.api_key_file));
     o.api_key = keys.first();

@@ -9,6 +9,9 @@ waiting (GetModelInfo), the metrics count 700 OK and 300 CANCELLED calls, and th
 server's open file descriptors are back near where they started. The server then still
 answers. The client is asyncio on raw sockets, so it needs no thousand threads either;
 it raises its own file-descriptor limit (tpserve raises its own to the hard limit).
+Then `tpserve-cli bench --backend openai` times the same API as another engine's would
+be (--vocab-size, no gRPC --target reachable) and counts every token, and a "model" the
+server does not serve fails each request.
 """
 import asyncio
 import json
@@ -17,7 +20,7 @@ import random
 import resource
 import time
 
-from harness import Server, metric_value, scrape_metrics, stubs
+from harness import CLI, Server, metric_value, scrape_metrics, stubs
 
 MODEL = "models/demo"
 STREAMS = 1000
@@ -88,6 +91,25 @@ async def run_all(port, server_pid, stats):
     assert not errors, errors[:3]
 
 
+def bench(port, *args):
+    import subprocess
+    out = subprocess.run([CLI, "--target", "127.0.0.1:1", "--json", "bench", "--backend",
+                          "openai", "--openai-url", "http://127.0.0.1:%d/v1" % port,
+                          "--vocab-size", "1000", "--num-prompts", "4", "--input-len", "8",
+                          "--output-len", "6", "--concurrency", "2"] + list(args),
+                         capture_output=True, text=True, timeout=120)
+    return out.returncode, json.loads(out.stdout)
+
+
+def check_bench_without_target(port):
+    code, report = bench(port)
+    assert code == 0 and report["failed"] == 0, report
+    assert report["output_tokens"] == 4 * 6, report
+    code, report = bench(port, "--model", "not-served")
+    assert code == 1 and report["failed"] == 4, report
+    print("openai_load_test: tpserve-cli bench --backend openai --vocab-size counted %d tokens" % (4 * 6))
+
+
 def main():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     # The server starts with a soft limit of 512 (prlimit execs it) and must raise it.
@@ -140,6 +162,7 @@ def main():
             text="And God said", sampling=pb.SamplingParams(max_tokens=4, temperature=0)),
             timeout=60)
         assert len(answer.token_ids) == 4, answer
+        check_bench_without_target(port)
     finally:
         assert server.stop() == 0
     print("openai_load_test: PASS")
