@@ -35,9 +35,9 @@
 # peers do. A --model without a tokenizer is served through a directory of links to it plus
 # these two files.
 #
-# The load generator needs a tpserve gRPC target for GetModelInfo (vocab size, model name)
-# even with --backend openai, so a tiny tpserve (one layer, hidden 64, the model's vocab,
-# the served model name) runs beside the engines as that target. llama-server's OpenAI
+# The load generator takes the model's vocab size and served name (--vocab-size, --model),
+# so it needs no tpserve of its own to ask; it fails a request whose token ids disagree
+# with the server's usage. llama-server's OpenAI
 # stream carries no token ids, which tpserve-cli counts tokens by, so the bench reaches
 # llama-server through tools/peers/llama_server_proxy.py (its native stream has them).
 set -euo pipefail
@@ -284,7 +284,7 @@ if [ ! -f "$model/tokenizer.json" ] && [ ! -f "$model/tokenizer.model" ]; then
   cp "$tokenizer_src/tokenizer.json" "$tokenizer_src/tokenizer_config.json" "$view/"
   model=$view
 fi
-# The model's shape, for model_benchmark and the info server.
+# The model's shape, for model_benchmark.
 read -r hidden layers heads kv_heads intermediate vocab < <($py - "$model/config.json" <<'EOF'
 import json, sys
 c = json.load(open(sys.argv[1]))
@@ -396,8 +396,9 @@ stop_engine() {
 
 # bench ENGINE C N SEED OUT: one tpserve-cli bench run, its JSON to OUT.
 bench() {
-  run_fg timeout "$bench_timeout" "$cli" --target "$info_addr" --json --timeout-s "$bench_timeout" \
-    bench --backend openai --openai-url "${url[$1]}" --input-len "$input_len" \
+  run_fg timeout "$bench_timeout" "$cli" --json --timeout-s "$bench_timeout" \
+    bench --backend openai --openai-url "${url[$1]}" --vocab-size "$vocab" \
+    --model "$served_name" --input-len "$input_len" \
     --output-len "$output_len" --num-prompts "$3" --concurrency "$2" --seed "$4" >"$5" 2>&1
 }
 
@@ -415,18 +416,6 @@ row_file=$results/serving.tsv
 if [ "$serving" = 1 ]; then
   live=()
   for e in "${engine_list[@]}"; do [ -z "${unavailable[$e]:-}" ] && live+=("$e"); done
-  # The info server: tiny, the model's vocab and name (see the header).
-  info_model=$cache/models/info-vocab$vocab/$served_name
-  if [ ! -f "$info_model/.complete" ]; then
-    rm -rf "$info_model"
-    mkdir -p "$info_model"
-    "$model_benchmark" --dir "$info_model" --layers 1 --hidden 64 --vocab "$vocab" --tp 1 \
-      --prompt-len 8 --decode-steps 1 >"$results/info-model.log" 2>&1
-    touch "$info_model/.complete"
-  fi
-  start_server info "$results/server-info.log" "$tpserve" --model "$info_model" --tp 1 \
-    --device cpu --host 127.0.0.1 --port 0 --kv-memory-mb 16
-  info_addr=$(wait_line info "$results/server-info.log" 's/^tpserve: serving on //p')
   # All engines up at once when they fit in memory (a rough count: weights, KV cache and
   # runtime per engine), so the load takes turns between them at every level.
   weights_gb=$($py -c 'import os, sys; print(sum(os.path.getsize(os.path.join(sys.argv[1], f))
@@ -459,7 +448,7 @@ print(round(need, 1))' "$weights_gb" "${live[@]}")
         local out=$results/bench-$e-c$c.json
         others=()
         for o in "${!server_pgid[@]}"; do
-          [[ $o == "$e" || $o == "$e-proxy" || $o == info ]] || others+=("${server_pgid[$o]}")
+          [[ $o == "$e" || $o == "$e-proxy" ]] || others+=("${server_pgid[$o]}")
         done
         before=$(group_cpu_s "${others[@]}")
         printf '%-14s c=%-3s %3s prompts ... ' "$e" "$c" "$n"
@@ -515,7 +504,6 @@ EOF
       stop_engine "$e"
     done
   fi
-  stop_server info
 fi
 
 # --- batch-1 microbenchmarks ------------------------------------------------------------
