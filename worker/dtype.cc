@@ -85,6 +85,13 @@ absl::Status NonFinite(const float* dst, size_t count) {
 
 }  // namespace
 
+int64_t FirstNonFiniteBf16(const uint16_t* values, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    if ((values[i] & 0x7f80) == 0x7f80) return i;
+  }
+  return -1;
+}
+
 absl::Status ConvertToFloat(DType dtype, const void* src, size_t count, float* dst) {
   const auto* bytes = static_cast<const uint8_t*>(src);
   uint32_t non_finite = 0;

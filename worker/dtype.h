@@ -51,6 +51,9 @@ inline uint16_t FloatToBf16(float f) {
 // dst[i] = FloatToBf16(src[i]) for i < count, in one loop the compiler vectorises.
 void FloatsToBf16(const float* src, size_t count, uint16_t* dst);
 
+// The index of the first NaN or ±Inf among `count` bf16 values, or -1 when all are finite.
+int64_t FirstNonFiniteBf16(const uint16_t* values, int64_t count);
+
 // Converts `count` elements of `dtype` at `src` (unaligned is fine) into `dst`, checking
 // in the same pass that every value is finite: a weight that is NaN or ±Inf would make
 // every logit non-finite. InvalidArgument unless IsFloatWeightType(dtype), or naming the

@@ -76,5 +76,13 @@ TEST(DTypeTest, ConvertRefusesNonFiniteValues) {
   EXPECT_TRUE(ConvertToFloat(DType::kF32, f32.data(), 2, out.data()).ok());
 }
 
+TEST(DTypeTest, FirstNonFiniteBf16) {
+  const uint16_t values[] = {0x3f80, 0x0000, 0x8000, 0x7f7f, 0xff80, 0x7fc0};
+  EXPECT_EQ(FirstNonFiniteBf16(values, 4), -1);  // 1, ±0, the largest finite
+  EXPECT_EQ(FirstNonFiniteBf16(values, 6), 4);   // -Inf first, then a NaN
+  EXPECT_EQ(FirstNonFiniteBf16(values + 5, 1), 0);
+  EXPECT_EQ(FirstNonFiniteBf16(values, 0), -1);
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -71,13 +71,10 @@ void WidenBf16(const uint16_t* src, int64_t count, float* dst) {
 }
 
 absl::Status CheckFinite(const uint16_t* w, int64_t n_out, int64_t k) {
-  for (int64_t i = 0; i < n_out * k; ++i) {
-    if ((w[i] & 0x7f80) == 0x7f80) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "bf16 weight [%d, %d] is not finite (bits 0x%04x)", i / k, i % k, w[i]));
-    }
-  }
-  return absl::OkStatus();
+  const int64_t i = FirstNonFiniteBf16(w, n_out * k);
+  if (i < 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "bf16 weight [%d, %d] is not finite (bits 0x%04x)", i / k, i % k, w[i]));
 }
 
 // HF's [n_out, k] row-major weight is oneDNN's [k, n_out] matrix in "ba" order.

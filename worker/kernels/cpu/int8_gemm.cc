@@ -428,8 +428,8 @@ Int8Weight::~Int8Weight() = default;
 absl::StatusOr<Int8Weight> Int8Weight::QuantizeBf16(const uint16_t* data, int64_t n_out,
                                                     int64_t k) {
   if (absl::Status s = CheckSizes(data, n_out, k); !s.ok()) return s;
-  for (int64_t i = 0; i < n_out * k; ++i) {
-    if ((data[i] & 0x7f80) == 0x7f80) return NotFinite(i, k, Bf16ToFloat(data[i]));
+  if (const int64_t i = FirstNonFiniteBf16(data, n_out * k); i >= 0) {
+    return NotFinite(i, k, Bf16ToFloat(data[i]));
   }
   auto impl = std::make_unique<Impl>();
   impl->Allocate(n_out, k);
