@@ -29,4 +29,18 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LoadModel(const ModelFiles& files, C
   return model;
 }
 
+int64_t CpuWeightBytes(const ModelConfig& config, int tp, CpuWeights weights) {
+  const RankWeightValues v = CountRankWeightValues(config, tp);
+  const int64_t tied_head = config.tie_word_embeddings ? v.embedding : 0;  // its own copy
+  switch (weights) {
+    case CpuWeights::kFloat32:
+      return v.total() * 4;
+    case CpuWeights::kBFloat16:
+      return (v.linear + v.embedding + v.lm_head + tied_head) * 2 + v.other * 4;
+    case CpuWeights::kInt8:
+      return v.linear + v.lm_head + tied_head + v.embedding * 2 + v.other * 4;
+  }
+  return 0;
+}
+
 }  // namespace tpserve

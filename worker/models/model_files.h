@@ -29,6 +29,12 @@ absl::StatusOr<ModelFiles> OpenModel(const std::string& dir, int tp);
 absl::StatusOr<std::unique_ptr<LlamaModel>> LoadModel(const ModelFiles& files, CommGroup* comm,
                                                       CpuWeights weights = CpuWeights::kFloat32);
 
+// Bytes one of `tp` CPU ranks holds for its weights once loaded as `weights`: fp32 all
+// at 4 bytes; bf16 the matrices at 2 (plus a tied LM head's packed copy of the embedding
+// shard); int8 the linears and LM head at 1 (a tied head's copy too), the embedding
+// table at 2. Norms and biases stay fp32.
+int64_t CpuWeightBytes(const ModelConfig& config, int tp, CpuWeights weights);
+
 }  // namespace tpserve
 
 #endif  // TPSERVE_WORKER_MODELS_MODEL_FILES_H_

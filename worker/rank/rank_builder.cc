@@ -167,22 +167,9 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> MakeRank(
 // decoder layer's linears staged in bf16 while that layer loads. Norms and biases are
 // fp32 throughout.
 absl::Status CheckHostWeightsFit(const ModelConfig& config, int world_size, CpuWeights weights) {
-  const RankWeightValues v = CountRankWeightValues(config, world_size);
-  const int64_t vocab_shard =
-      (int64_t{config.vocab_size} + world_size - 1) / world_size * config.hidden_size;
-  const int64_t tied_head = config.tie_word_embeddings ? vocab_shard : 0;  // the packed copy
-  int64_t per_rank = 0;
-  switch (weights) {
-    case CpuWeights::kFloat32:
-      per_rank = v.total() * 4;
-      break;
-    case CpuWeights::kBFloat16:
-      per_rank = (v.linear + v.embedding + v.lm_head + tied_head) * 2 + v.other * 4;
-      break;
-    case CpuWeights::kInt8:
-      per_rank = v.linear + v.embedding * 2 + v.lm_head + tied_head + v.other * 4 +
-                 v.layer_linear * 2;
-      break;
+  int64_t per_rank = CpuWeightBytes(config, world_size, weights);
+  if (weights == CpuWeights::kInt8) {
+    per_rank += CountRankWeightValues(config, world_size).layer_linear * 2;  // bf16 staging
   }
   const char* format = weights == CpuWeights::kInt8       ? "int8"
                        : weights == CpuWeights::kBFloat16 ? "bf16"

@@ -91,15 +91,8 @@ absl::Status RunRank(const Flags& f) {
                              : bf16 ? CpuWeights::kBFloat16
                                     : CpuWeights::kFloat32;
   TPSERVE_ASSIGN_OR_RETURN(auto model, LoadModel(files, comm.get(), weights));
-  // What the rank holds: int8 linears and head (a tied head's own int8 copy), the bf16
-  // table; or every weight at 2 or 4 bytes (a tied bf16 head's copy at 2).
-  const RankWeightValues values = CountRankWeightValues(files.config, static_cast<int>(f.tp_size));
-  const int64_t tied_head = files.config.tie_word_embeddings ? values.embedding : 0;
   const int64_t weight_bytes =
-      int8   ? values.linear + values.lm_head + tied_head + 2 * values.embedding + 4 * values.other
-      : bf16 ? 2 * (values.linear + values.lm_head + tied_head + values.embedding) +
-                   4 * values.other
-             : 4 * values.total();
+      CpuWeightBytes(files.config, static_cast<int>(f.tp_size), weights);
   const int64_t load_peak = PeakRssBytes();
   files.checkpoint.reset();  // as a worker does once loaded
   const int block = 16;
