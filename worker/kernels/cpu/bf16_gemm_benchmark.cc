@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "base/args.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "worker/dtype.h"
@@ -41,15 +42,20 @@ namespace {
 constexpr int64_t kGiB = int64_t{1} << 30;
 
 struct Layer {
+  const char* set;  // what --sets selects it by
   const char* name;
   int64_t n_out, k;
 };
 
-// TinyLlama-1.1B (hidden 2048, intermediate 5632, 4 kv heads of 64) and Llama-2-7B.
+// TinyLlama-1.1B (hidden 2048, intermediate 5632, 4 kv heads of 64), one rank's shards
+// of it at tp 2 (and of its untied LM head), and Llama-2-7B.
 constexpr Layer kLayers[] = {
-    {"tiny qkv", 2048 + 2 * 256, 2048}, {"tiny o", 2048, 2048},
-    {"tiny gate_up", 2 * 5632, 2048},   {"tiny down", 2048, 5632},
-    {"7b gate", 11008, 4096},           {"7b down", 4096, 11008},
+    {"tiny", "tiny qkv", 2048 + 2 * 256, 2048},    {"tiny", "tiny o", 2048, 2048},
+    {"tiny", "tiny gate_up", 2 * 5632, 2048},      {"tiny", "tiny down", 2048, 5632},
+    {"tiny-tp2", "tp2 qkv", 1024 + 2 * 128, 2048}, {"tiny-tp2", "tp2 o", 2048, 1024},
+    {"tiny-tp2", "tp2 gate_up", 5632, 2048},       {"tiny-tp2", "tp2 down", 2048, 2816},
+    {"tiny-tp2", "tp2 lm_head", 16000, 2048},      {"7b", "7b gate", 11008, 4096},
+    {"7b", "7b down", 4096, 11008},
 };
 
 double Seconds(std::chrono::steady_clock::time_point start) {
@@ -167,7 +173,7 @@ double TimePerCall(int copies, double min_seconds, Call call) {
 }
 
 struct Flags {
-  std::string threads = "1,2", rows = "1,8,32,64,512,2048", max_isa;
+  std::string threads = "1,2", rows = "1,8,32,64,512,2048", sets = "tiny,7b", max_isa;
   double min_seconds = 0.3;
 };
 
@@ -181,14 +187,21 @@ absl::Status Run(const Flags& f) {
   PrintDotPeaks();
   const std::vector<double> bandwidth = PrintReadBandwidth("before", thread_counts);
   const int64_t max_rows = *std::max_element(row_counts.begin(), row_counts.end());
-  std::vector<float> x(max_rows * 11008), y(max_rows * 11264);  // [M, k], [M, n_out]
+  int64_t max_k = 0, max_n_out = 0;
+  for (const Layer& layer : kLayers) {
+    max_k = std::max(max_k, layer.k);
+    max_n_out = std::max(max_n_out, layer.n_out);
+  }
+  std::vector<float> x(max_rows * max_k), y(max_rows * max_n_out);  // [M, k], [M, n_out]
   std::mt19937 rng(1);
   std::normal_distribution<float> dist;
   for (float& v : x) v = dist(rng);
   std::printf("%-13s %11s %5s %3s | %9s %6s %7s | %9s %6s %7s | %5s %7s | %9s %6s %7s | %5s %7s\n",
               "layer", "n_out x k", "M", "thr", "bf16 ms", "wGB/s", "GFLOP/s", "fp32 ms", "wGB/s",
               "GFLOP/s", "gain", "floor", "int8 ms", "wGB/s", "GFLOP/s", "vbf16", "floor");
+  const std::vector<std::string> sets = absl::StrSplit(f.sets, ',');
   for (const Layer& layer : kLayers) {
+    if (std::find(sets.begin(), sets.end(), layer.set) == sets.end()) continue;
     const int64_t elements = layer.n_out * layer.k;
     const int copies = static_cast<int>(std::max<int64_t>(2, kGiB / (2 * elements)));
     std::vector<float> w(elements);
@@ -223,9 +236,9 @@ absl::Status Run(const Flags& f) {
         });
         if (!status.ok()) return status;
         const double flop = 2.0 * m * elements;
-        const bool prefill = m >= 512;
+        const bool compute_bound = m >= 32;
         auto gflops = [&](double s) {
-          return prefill ? absl::StrFormat("%.0f", flop / s / 1e9) : std::string("-");
+          return compute_bound ? absl::StrFormat("%.0f", flop / s / 1e9) : std::string("-");
         };
         const std::string int8_columns =
             ti > 0 ? "" : absl::StrFormat("| %9.3f %6.1f %7s | %5.2f %7.3f", int8_s * 1e3,
@@ -254,6 +267,7 @@ int main(int argc, char** argv) {
   p.AddString("threads", &f.threads, "thread counts to run, e.g. 1,2");
   p.AddString("rows", &f.rows, "row counts M to run, e.g. 1,8,32,64,512,2048");
   p.AddDouble("min-seconds", &f.min_seconds, "time each case for at least this long");
+  p.AddString("sets", &f.sets, "layer shapes to run: tiny, tiny-tp2, 7b (default tiny,7b)");
   p.AddString("max-isa", &f.max_isa,
               "cap oneDNN's ISA (avx2 or avx512_core) and MatMulInt8's (generic below AVX512-VNNI)");
   absl::Status s = p.Parse(argc, argv);
