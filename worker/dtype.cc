@@ -67,6 +67,20 @@ void FloatsToBf16(const float* src, size_t count, uint16_t* dst) {
   for (size_t i = 0; i < count; ++i) dst[i] = FloatToBf16(src[i]);
 }
 
+void Bf16ToFloats(const uint16_t* __restrict src, size_t count, float* __restrict dst) {
+  // Eight at a time by hand: -O2's cost model leaves the plain loop scalar.
+  typedef uint16_t U16x8 __attribute__((vector_size(16)));
+  typedef uint32_t U32x8 __attribute__((vector_size(32)));
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    U16x8 half;
+    std::memcpy(&half, src + i, sizeof(half));
+    const U32x8 wide = __builtin_convertvector(half, U32x8) << 16;
+    std::memcpy(dst + i, &wide, sizeof(wide));
+  }
+  for (; i < count; ++i) dst[i] = Bf16ToFloat(src[i]);
+}
+
 namespace {
 
 // A value is NaN or ±Inf exactly when its exponent bits are all ones; adding one unit of

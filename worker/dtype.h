@@ -50,6 +50,8 @@ inline uint16_t FloatToBf16(float f) {
 
 // dst[i] = FloatToBf16(src[i]) for i < count, in one loop the compiler vectorises.
 void FloatsToBf16(const float* src, size_t count, uint16_t* dst);
+// dst[i] = Bf16ToFloat(src[i]) for i < count (exact), likewise vectorised.
+void Bf16ToFloats(const uint16_t* src, size_t count, float* dst);
 
 // The index of the first NaN or ±Inf among `count` bf16 values, or -1 when all are finite.
 int64_t FirstNonFiniteBf16(const uint16_t* values, int64_t count);

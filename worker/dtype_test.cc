@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -47,6 +48,16 @@ TEST(DTypeTest, BulkBf16ConversionMatchesTheScalarOneAndKeepsNaN) {
   EXPECT_EQ(out[6], 0xff80);  // -inf
   EXPECT_TRUE(std::isnan(Bf16ToFloat(out[7])));
   EXPECT_EQ(out[5], 0x7f62);  // 3e38 rounds to a finite bf16
+  // And back, exactly, every bit pattern through the bulk widening.
+  std::vector<uint16_t> all(65536);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<float> wide(all.size());
+  Bf16ToFloats(all.data(), all.size(), wide.data());
+  for (size_t i = 0; i < all.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &wide[i], sizeof(bits));
+    ASSERT_EQ(bits, static_cast<uint32_t>(i) << 16) << i;
+  }
 }
 
 TEST(DTypeTest, ConvertRejectsNonFloatTypes) {

@@ -20,16 +20,28 @@ std::vector<float> Random(size_t n, unsigned seed) {
 }
 
 TEST(NormActivationTest, RmsNormAndFusedResidual) {
+  // 10: scalar only; 37: a 16-wide step, an 8-wide one and a tail; 2048: a model's.
+  for (int dim : {10, 37, 2048}) {
+    const int n = 3;
+    auto x = Random(n * dim, 1), w = Random(dim, 2);
+    std::vector<float> out(n * dim);
+    RmsNorm(x.data(), w.data(), n, dim, 1e-5f, out.data());
+    for (int i = 0; i < n; ++i) {
+      double ss = 0;
+      for (int j = 0; j < dim; ++j) ss += double(x[i * dim + j]) * x[i * dim + j];
+      const double inv = 1.0 / std::sqrt(ss / dim + 1e-5);
+      for (int j = 0; j < dim; ++j) {
+        EXPECT_NEAR(out[i * dim + j], w[j] * x[i * dim + j] * inv, 1e-5 * (1 + std::abs(w[j])))
+            << dim;
+      }
+      // A row's result does not depend on the rows around it.
+      std::vector<float> alone(dim);
+      RmsNorm(x.data() + i * dim, w.data(), 1, dim, 1e-5f, alone.data());
+      EXPECT_EQ(alone, std::vector<float>(out.begin() + i * dim, out.begin() + (i + 1) * dim));
+    }
+  }
   const int n = 3, dim = 10;
   auto x = Random(n * dim, 1), w = Random(dim, 2), res = Random(n * dim, 3);
-  std::vector<float> out(n * dim);
-  RmsNorm(x.data(), w.data(), n, dim, 1e-5f, out.data());
-  for (int i = 0; i < n; ++i) {
-    double ss = 0;
-    for (int j = 0; j < dim; ++j) ss += double(x[i * dim + j]) * x[i * dim + j];
-    const double inv = 1.0 / std::sqrt(ss / dim + 1e-5);
-    for (int j = 0; j < dim; ++j) EXPECT_NEAR(out[i * dim + j], w[j] * x[i * dim + j] * inv, 1e-5);
-  }
   std::vector<float> res2 = res, fused(n * dim), sum(n * dim), want(n * dim);
   AddRmsNorm(res2.data(), x.data(), w.data(), n, dim, 1e-5f, fused.data());
   for (int i = 0; i < n * dim; ++i) sum[i] = res[i] + x[i];
@@ -66,6 +78,23 @@ TEST(NormActivationTest, ActMulMatchesEachActivationsDefinition) {
       }
     }
   }
+  // SiLU runs eight lanes at a time with its own e^x: a width that is not a multiple of
+  // 8 (the tail takes the scalar path), and values past where e^−g saturates.
+  const int width = 29;
+  auto wide = Random(2 * width, 6);
+  for (float& v : wide) v *= 6;
+  const float extremes[] = {88.0f, -88.0f, 95.0f, -95.0f, 1e30f, -1e30f, 0.0f, -0.0f, 1e-30f};
+  for (int j = 0; j < 9; ++j) wide[j] = extremes[j];
+  std::vector<float> silu(width);
+  ActMul(Activation::kSilu, wide.data(), 1, width, silu.data());
+  for (int j = 0; j < width; ++j) {
+    const double g = wide[j], u = wide[width + j];
+    const double want = (g < -700 ? 0.0 : g / (1 + std::exp(-g))) * u;
+    EXPECT_NEAR(silu[j], want, 1e-5 * (1 + std::abs(want))) << "g=" << g;
+  }
+  wide[3] = std::nanf("");
+  ActMul(Activation::kSilu, wide.data(), 1, width, silu.data());
+  EXPECT_TRUE(std::isnan(silu[3]));
   // The tanh form is not erf's: at g = 1 they differ by ~1.6e-4, more than float error.
   std::vector<float> one = {1.0f, 1.0f}, erf_out(1), tanh_out(1);
   ActMul(Activation::kGelu, one.data(), 1, 1, erf_out.data());

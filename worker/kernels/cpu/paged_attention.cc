@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "worker/dtype.h"
+#include "worker/kernels/cpu/vec_math.h"
 
 namespace tpserve {
 
@@ -28,44 +29,6 @@ void WriteKv(const float* k, const float* v, absl::Span<const int64_t> slots, in
 }
 
 namespace {
-
-// Eight floats in one AVX register (GCC/Clang vector extensions: the build targets
-// x86-64-v3), and the matching int lanes.
-typedef float V8 __attribute__((vector_size(32)));
-typedef int32_t V8i __attribute__((vector_size(32)));
-
-V8 Splat(float x) { return V8{x, x, x, x, x, x, x, x}; }
-
-// e^x lane by lane, within a few ulp of std::exp (x up to 88): x = n·ln2 + r with
-// |r| <= ln2/2, e^r by a degree-7 Taylor polynomial (truncation below 6e-9 relative on
-// that interval), times 2^n through the exponent bits. At or below -87 (e^x < 1.7e-38)
-// the result is 0, which keeps 2^n normal; NaN stays NaN.
-V8 Exp(V8 x) {
-  const V8 nan_lanes = x;
-  const V8 lo = Splat(-87.0f), hi = Splat(88.3f);
-  x = x < lo ? lo : x;
-  x = x > hi ? hi : x;
-  const V8 t = x * Splat(1.44269504088896341f);  // x / ln2
-  V8i n = __builtin_convertvector(t + (t < Splat(0.0f) ? Splat(-0.5f) : Splat(0.5f)), V8i);
-  const V8 nf = __builtin_convertvector(n, V8);
-  V8 r = x - nf * Splat(0.693145751953125f);  // ln2 split in two for an exact first product
-  r = r - nf * Splat(1.428606765330187e-06f);
-  V8 poly = Splat(1.0f / 5040);
-  poly = poly * r + Splat(1.0f / 720);
-  poly = poly * r + Splat(1.0f / 120);
-  poly = poly * r + Splat(1.0f / 24);
-  poly = poly * r + Splat(1.0f / 6);
-  poly = poly * r + Splat(0.5f);
-  poly = poly * r + Splat(1.0f);
-  poly = poly * r + Splat(1.0f);
-  V8i bits;
-  std::memcpy(&bits, &poly, sizeof(bits));
-  bits += (n << 23);  // × 2^n: n >= -126 here, so the result stays normal
-  V8 out;
-  std::memcpy(&out, &bits, sizeof(out));
-  out = x <= lo ? Splat(0.0f) : out;
-  return nan_lanes != nan_lanes ? nan_lanes : out;
-}
 
 // One row of scores: out-of-window columns (before `first`, after `last`) become 0 and
 // the rest softmax(scores): e^(s − max) / Σ.
@@ -128,8 +91,8 @@ void PagedAttention(const float* q, const StepBatch& batch, const KvCache& cache
         if (cache.bf16()) {  // widened exactly
           const uint16_t* key = cache.key_bf16(layer, slot) + kv_head * d;
           const uint16_t* value = cache.value_bf16(layer, slot) + kv_head * dv;
-          for (int64_t e = 0; e < d; ++e) keys[j * d + e] = Bf16ToFloat(key[e]);
-          for (int64_t e = 0; e < dv; ++e) values[j * dv + e] = Bf16ToFloat(value[e]);
+          Bf16ToFloats(key, d, &keys[j * d]);
+          Bf16ToFloats(value, dv, &values[j * dv]);
         } else {
           std::memcpy(&keys[j * d], cache.key(layer, slot) + kv_head * d, d * sizeof(float));
           std::memcpy(&values[j * dv], cache.value(layer, slot) + kv_head * dv,

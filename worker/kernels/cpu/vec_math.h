@@ -1,0 +1,63 @@
+// Eight-lane fp32 helpers for the CPU elementwise kernels (GCC/Clang vector extensions;
+// the build targets x86-64-v3, so a V8 is one AVX register): load/store, a broadcast, a
+// lane sum in a fixed order, and e^x. Header-only so that each kernel's loop inlines them.
+#ifndef TPSERVE_WORKER_KERNELS_CPU_VEC_MATH_H_
+#define TPSERVE_WORKER_KERNELS_CPU_VEC_MATH_H_
+
+#include <cstdint>
+#include <cstring>
+
+namespace tpserve {
+
+typedef float V8 __attribute__((vector_size(32)));
+typedef int32_t V8i __attribute__((vector_size(32)));
+
+inline V8 Splat(float x) { return V8{x, x, x, x, x, x, x, x}; }
+
+inline V8 Load8(const float* p) {
+  V8 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+inline void Store8(float* p, V8 v) { std::memcpy(p, &v, sizeof(v)); }
+
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)): the same order on every call.
+inline float LaneSum(V8 v) {
+  return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+}
+
+// e^x lane by lane, within a few ulp of std::exp (x up to 88): x = n·ln2 + r with
+// |r| <= ln2/2, e^r by a degree-7 Taylor polynomial (truncation below 6e-9 relative on
+// that interval), times 2^n through the exponent bits. At or below -87 (e^x < 1.7e-38)
+// the result is 0, which keeps 2^n normal; above 88.3 it is e^88.3; NaN stays NaN.
+inline V8 Exp(V8 x) {
+  const V8 nan_lanes = x;
+  const V8 lo = Splat(-87.0f), hi = Splat(88.3f);
+  x = x < lo ? lo : x;
+  x = x > hi ? hi : x;
+  const V8 t = x * Splat(1.44269504088896341f);  // x / ln2
+  V8i n = __builtin_convertvector(t + (t < Splat(0.0f) ? Splat(-0.5f) : Splat(0.5f)), V8i);
+  const V8 nf = __builtin_convertvector(n, V8);
+  V8 r = x - nf * Splat(0.693145751953125f);  // ln2 split in two for an exact first product
+  r = r - nf * Splat(1.428606765330187e-06f);
+  V8 poly = Splat(1.0f / 5040);
+  poly = poly * r + Splat(1.0f / 720);
+  poly = poly * r + Splat(1.0f / 120);
+  poly = poly * r + Splat(1.0f / 24);
+  poly = poly * r + Splat(1.0f / 6);
+  poly = poly * r + Splat(0.5f);
+  poly = poly * r + Splat(1.0f);
+  poly = poly * r + Splat(1.0f);
+  V8i bits;
+  std::memcpy(&bits, &poly, sizeof(bits));
+  bits += (n << 23);  // × 2^n: n >= -126 here, so the result stays normal
+  V8 out;
+  std::memcpy(&out, &bits, sizeof(out));
+  out = x <= lo ? Splat(0.0f) : out;
+  return nan_lanes != nan_lanes ? nan_lanes : out;
+}
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_KERNELS_CPU_VEC_MATH_H_
