@@ -55,9 +55,11 @@ absl::Status RunRank(int rank, int tp, int port, int iters) {
     std::printf("%8s %14s %14s %14s %10s %14s %14s %10s\n", "floats", "ring AR us", "tcp AR us",
                 "shm AR us", "AR tcp/shm", "tcp AG us", "shm AG us", "AG tcp/shm");
   }
-  for (int64_t floats : {768, 4096, 65536, 1 << 20}) {
+  for (int64_t floats : {768, 4096, 65536, 1 << 18, 1 << 20, 1 << 22}) {
     std::vector<float> data(floats, 1.0f), gathered(floats * tp);
-    const int n = floats >= (1 << 20) ? iters / 50 + 1 : iters / 10 + 1;
+    const int n = floats >= (1 << 22) ? iters / 200 + 1
+                  : floats >= (1 << 18) ? iters / 50 + 1
+                                        : iters / 10 + 1;
     // ring all-reduce; all-reduce over tcp, shm; all-gather over tcp, shm.
     double us[5] = {0, 0, 0, 0, 0};
     for (int round = 0; round < 10; ++round) {

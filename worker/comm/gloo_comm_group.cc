@@ -202,6 +202,15 @@ absl::Status GlooCommGroup::ShmAllGatherInPieces(absl::Span<const float> in,
 
 absl::Status GlooCommGroup::AllReduceSum(absl::Span<float> data) {
   if (size_ == 1 || data.empty()) return Usable("all-reduce");
+  if (shm_ != nullptr) {
+    // Ranks on one host sum straight out of the shared segment: one copy in and a read
+    // of every rank's slot, where the TCP ring copies through the kernel 2·(T − 1) times
+    // (a prefill step's all-reduces are megabytes; comm_benchmark, docs/perf.md).
+    TPSERVE_RETURN_IF_ERROR(Usable("all-reduce"));
+    absl::Status s = shm_->AllReduceSum(data, absl::Milliseconds(timeout_.count()));
+    if (s.ok()) return s;
+    return BreakWith(absl::Status(s.code(), absl::StrCat("all-reduce: ", s.message())));
+  }
   if (static_cast<int64_t>(data.size()) * size_ <= gather_reduce_max_floats_) {
     // Small payloads (a decode step's rows) are latency-bound: one all-gather and a
     // local sum take one exchange where the ring takes 2·(T − 1) (measured by

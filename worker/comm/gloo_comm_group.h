@@ -11,13 +11,14 @@
 // A size-1 group needs no store and no Gloo. Used by one thread at a time.
 //
 // Ranks on one host (every rank can open a shared-memory segment rank 0 creates, found
-// out in Create()) run all-gathers through ShmAllGather instead of TCP, shm_slot_bytes
-// per rank at a time — and so the small all-reduces, an all-gather plus a local sum in
-// rank order: a decode step's collectives are latency-bound, and a loopback round trip
-// with Gloo's thread wake-ups costs hundreds of µs (docs/perf.md). The results are the
-// same bits either way. Large all-reduces (past gather_reduce_max_floats) stay on Gloo's
-// ring, where copying every rank's payload would cost more than it saves (measured at
-// 2^20 floats), as do broadcasts and barriers. Its failures break the group like Gloo's.
+// out in Create()) run all-gathers and all-reduces of every size through ShmAllGather
+// instead of TCP, shm_slot_bytes per rank at a time: a decode step's collectives are
+// latency-bound, and a loopback round trip with Gloo's thread wake-ups costs hundreds of
+// µs, while a prefill step's are megabytes, which the TCP ring copies through the kernel
+// 2·(T − 1) times (docs/perf.md). Without shared memory, small all-reduces (up to
+// gather_reduce_max_floats in all) are an all-gather plus a local sum in rank order —
+// the same bits as the shared-memory sum — and larger ones Gloo's ring, as are
+// broadcasts and barriers. Shared-memory failures break the group like Gloo's.
 //
 // Create() sets SIGPIPE to ignored if it is at its default: Gloo writes to sockets
 // with writev(), and a peer that has gone must show up as an error, not kill us.

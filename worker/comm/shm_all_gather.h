@@ -1,6 +1,6 @@
-// ShmAllGather: the all-gather of ranks on one host through one POSIX shared-memory
-// segment, for the latency-bound collectives of a decode step (GlooCommGroup uses it for
-// payloads up to slot_bytes and Gloo's TCP transport for the rest).
+// ShmAllGather: the all-gather and the all-reduce of ranks on one host through one POSIX
+// shared-memory segment (GlooCommGroup uses it for every payload when all its ranks share
+// a host, a slot's worth at a time, and Gloo's TCP transport otherwise).
 //
 // The segment holds, for each rank, two slots of slot_bytes (alternate collectives use
 // alternate banks) and an epoch counter. Collective number e: each rank copies its input
@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -58,6 +59,12 @@ class ShmAllGather {
   // at most slot_bytes / sizeof(float), and out.size() == size · in.size().
   absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out, absl::Duration timeout);
 
+  // data = the element-wise sum of every rank's `data` (data.size() the same on every
+  // rank, any length): a piece of up to slot_bytes at a time, each rank copying its piece
+  // into its slot and then summing the slots in rank order straight out of the segment,
+  // so every rank gets the same bits (the bits AllGather and a rank-order sum give).
+  absl::Status AllReduceSum(absl::Span<float> data, absl::Duration timeout);
+
   // Marks the segment broken so that peers waiting in a collective fail now.
   void Break();
 
@@ -66,6 +73,10 @@ class ShmAllGather {
  private:
   ShmAllGather(std::string name, int rank, int size, size_t slot_bytes, void* base, size_t mapped);
   unsigned char* Slot(int bank, int rank) const;
+  // Publishes this rank's next collective once `fill` has written its slot of the bank,
+  // waits for every rank's, and returns the bank (or the failure, breaking the segment).
+  absl::StatusOr<int> Exchange(const std::function<void(unsigned char* slot)>& fill,
+                               absl::Duration timeout);
   // Waits until every rank has published `epoch`.
   absl::Status WaitForAll(uint64_t epoch, absl::Duration timeout);
   // Why the wait cannot end: a peer broke the segment or exited; OK otherwise.

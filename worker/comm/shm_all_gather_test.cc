@@ -74,6 +74,52 @@ TEST(ShmAllGatherTest, ManyGathersAtDifferentSpeedsAreExact) {
   }
 }
 
+// All-reduces of up to three slots' worth (so in pieces), between all-gathers, ranks at
+// different speeds: every rank gets exactly the rank-order sum of every rank's values
+// (fractions, so the order shows in the bits).
+TEST(ShmAllGatherTest, AllReduceSumsInRankOrderPieceByPiece) {
+  for (int size : {2, 3}) {
+    const std::string name = ShmAllGather::NewName();
+    absl::StatusOr<std::unique_ptr<ShmAllGather>> root =
+        ShmAllGather::Open(name, 0, size, kSlotBytes, /*create=*/true);
+    ASSERT_TRUE(root.ok()) << root.status();
+    auto value = [](int rank, int op, size_t i) {
+      return static_cast<float>(Value(rank, op, i)) / 7.0f + 1e-3f * static_cast<float>(rank);
+    };
+    const std::vector<std::string> failures = emu::RunRanks(size, [&](int rank) -> std::string {
+      std::unique_ptr<ShmAllGather> own = rank == 0 ? nullptr : Join(name, rank, size);
+      ShmAllGather* group = rank == 0 ? root->get() : own.get();
+      if (group == nullptr) return "open failed";
+      for (int op = 0; op < 120; ++op) {
+        const size_t n = 1 + (op * 997) % (3 * kSlotBytes / sizeof(float));
+        if ((op + rank) % 13 == 0) absl::SleepFor(absl::Milliseconds(2));  // fall behind
+        std::vector<float> data(n);
+        for (size_t i = 0; i < n; ++i) data[i] = value(rank, op, i);
+        if (absl::Status s = group->AllReduceSum(absl::MakeSpan(data), absl::Seconds(20));
+            !s.ok()) {
+          return absl::StrCat("op ", op, ": ", s.ToString());
+        }
+        for (size_t i = 0; i < n; ++i) {
+          float want = value(0, op, i);
+          for (int r = 1; r < size; ++r) want += value(r, op, i);
+          if (data[i] != want) return absl::StrCat("op ", op, ": element ", i, " is wrong");
+        }
+        std::vector<float> one = {static_cast<float>(rank)}, all(size);
+        if (absl::Status s = group->AllGather(one, absl::MakeSpan(all), absl::Seconds(20));
+            !s.ok()) {
+          return absl::StrCat("gather after op ", op, ": ", s.ToString());
+        }
+        for (int r = 0; r < size; ++r) {
+          if (all[r] != static_cast<float>(r)) return absl::StrCat("gather after op ", op);
+        }
+      }
+      return "";
+    });
+    for (int r = 0; r < size; ++r) EXPECT_EQ(failures[r], "") << "size " << size << " rank " << r;
+    (*root)->Unlink();
+  }
+}
+
 // Rank 0 gathers while rank 1 does `peer`; rank 0 must fail with `code` naming `why`
 // within `bound`, and refuse every later call.
 void ExpectWaitingRankFails(const std::function<void(ShmAllGather&)>& peer, absl::StatusCode code,
