@@ -4,14 +4,18 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <cstdlib>
+#include <map>
+#include <unordered_map>
 #include <new>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "base/check.h"
 #include "base/parallel_for.h"
 
@@ -27,7 +31,9 @@ std::string ShapeToString(const Shape& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
-void* AllocateZeroed(size_t bytes) {
+namespace {
+
+void* FreshZeroed(size_t bytes) {
   void* p = std::calloc(bytes > 0 ? bytes : 1, 1);
   if (p == nullptr) throw std::bad_alloc();
   constexpr uintptr_t kHuge = uintptr_t{2} << 20;  // advise the whole 2 MiB pages inside
@@ -35,6 +41,106 @@ void* AllocateZeroed(size_t bytes) {
   const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
   return p;
+}
+
+}  // namespace
+
+namespace {
+
+class StorageRecycler {
+ public:
+  void* Allocate(size_t bytes) {
+    void* reused = nullptr;
+    std::multimap<size_t, void*> stale;
+    {
+      absl::MutexLock lock(&mu_);
+      // The smallest kept block that holds it, if it is not more than twice as large;
+      // else every kept block goes before fresh memory is asked for.
+      auto it = kept_.lower_bound(bytes);
+      if (it != kept_.end() && it->first <= 2 * bytes) {
+        reused = it->second;
+        live_[reused] = it->first;
+        kept_bytes_ -= it->first;
+        kept_.erase(it);
+      } else {
+        stale.swap(kept_);
+        kept_bytes_ = 0;
+      }
+    }
+    if (reused != nullptr) {
+      std::memset(reused, 0, bytes);  // the rest of the block is never handed out
+      return reused;
+    }
+    for (auto& [unused, p] : stale) std::free(p);
+    void* fresh = FreshZeroed(bytes);
+    absl::MutexLock lock(&mu_);
+    live_[fresh] = bytes;
+    return fresh;
+  }
+
+  void Release(void* p) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = live_.find(p);
+      TPSERVE_CHECK(it != live_.end());  // released twice, or never allocated here
+      const size_t size = it->second;
+      live_.erase(it);
+      if (kept_bytes_ + size <= kRecycleMaxBytes) {
+        kept_.emplace(size, p);
+        kept_bytes_ += size;
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+  void Trim() {
+    std::multimap<size_t, void*> kept;
+    {
+      absl::MutexLock lock(&mu_);
+      kept.swap(kept_);
+      kept_bytes_ = 0;
+    }
+    for (auto& [unused, p] : kept) std::free(p);
+  }
+
+  RecycledStorage Kept() {
+    absl::MutexLock lock(&mu_);
+    return RecycledStorage{kept_bytes_, kept_.size()};
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::multimap<size_t, void*> kept_ ABSL_GUARDED_BY(mu_);     // block bytes -> block
+  std::unordered_map<void*, size_t> live_ ABSL_GUARDED_BY(mu_);  // handed out -> bytes
+  size_t kept_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+StorageRecycler& Recycler() {
+  static auto* recycler = new StorageRecycler;  // never destroyed: tensors may outlive main
+  return *recycler;
+}
+
+}  // namespace
+
+void* AllocateTensorStorage(size_t bytes) {
+  if (bytes < kRecycleMinBytes) return FreshZeroed(bytes);
+  return Recycler().Allocate(bytes);
+}
+
+void ReleaseTensorStorage(void* p, size_t bytes) {
+  if (p == nullptr) return;
+  if (bytes < kRecycleMinBytes) return std::free(p);
+  Recycler().Release(p);
+}
+
+RecycledStorage RecycledTensorStorage() { return Recycler().Kept(); }
+
+void TrimTensorStorage() { Recycler().Trim(); }
+
+void* AllocateZeroed(size_t bytes) {
+  if (bytes >= kRecycleMinBytes) Recycler().Trim();  // as a fresh tensor block would
+  return FreshZeroed(bytes);
 }
 
 Tensor::Tensor(Shape shape)

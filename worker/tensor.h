@@ -30,18 +30,42 @@ std::string ShapeToString(const Shape& shape);
 // large tensor is not written before its first real use, and it asks for transparent
 // huge pages before that first touch (one fault per 2 MiB instead of per 4 KiB, which
 // is most of what loading a model costs; advice only). Throws std::bad_alloc as new does.
+// Freed with std::free. A large request first frees the tensor blocks kept for reuse
+// (below), as a fresh tensor block would.
 void* AllocateZeroed(size_t bytes);
 
-// The allocator of Tensor's storage: AllocateZeroed, so value-initialising an element
-// (what std::vector<T>(n) and resize(n) do) writes nothing.
+// Zeroed storage for a tensor, freed with ReleaseTensorStorage(p, bytes) and nothing
+// else. Blocks of at least kRecycleMinBytes are recycled: a released one is kept, up to
+// kRecycleMaxBytes in all, and handed to a later request it holds (the smallest such, if
+// at most twice the request), zeroed by memset. A forward pass asks for the same activation sizes layer
+// after layer and step after step, and a fresh block from the OS costs a page fault and
+// a kernel clear per page instead (a tenth of a long prefill's time, docs/perf.md). A
+// request no kept block fits frees them all before it takes fresh memory, so keeping
+// never raises a process's peak (tested by llama_bf16_load_test). Thread-safe.
+void* AllocateTensorStorage(size_t bytes);
+void ReleaseTensorStorage(void* p, size_t bytes);
+inline constexpr size_t kRecycleMinBytes = size_t{1} << 20;
+inline constexpr size_t kRecycleMaxBytes = size_t{256} << 20;
+// What the recycler keeps now: bytes and blocks (for tests and benchmarks).
+struct RecycledStorage {
+  size_t bytes = 0;
+  size_t blocks = 0;
+};
+RecycledStorage RecycledTensorStorage();
+// Frees every kept block (after loading a model, say: its staging buffers' sizes are not
+// the forward pass's).
+void TrimTensorStorage();
+
+// The allocator of Tensor's storage: AllocateTensorStorage, zeroed, so value-initialising
+// an element (what std::vector<T>(n) and resize(n) do) writes nothing.
 template <typename T>
 struct ZeroedAllocator {
   using value_type = T;
   ZeroedAllocator() = default;
   template <typename U>
   ZeroedAllocator(const ZeroedAllocator<U>&) {}  // NOLINT: allocators convert implicitly
-  T* allocate(size_t n) { return static_cast<T*>(AllocateZeroed(n * sizeof(T))); }
-  void deallocate(T* p, size_t) { std::free(p); }
+  T* allocate(size_t n) { return static_cast<T*>(AllocateTensorStorage(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) { ReleaseTensorStorage(p, n * sizeof(T)); }
   template <typename U>
   void construct(U*) noexcept {}  // already zero (or, in Tensor::Resize, unspecified)
   template <typename U, typename... Args>

@@ -1,6 +1,7 @@
 #include "worker/tensor.h"
 
 #include <cstdint>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -16,6 +17,55 @@ TEST(TensorTest, NewTensorsAreZeroFilledLargeOnesToo) {
     for (float v : t.span()) nonzero += v != 0.0f;
     EXPECT_EQ(nonzero, 0) << ShapeToString(shape);
   }
+}
+
+// Large tensors' storage is kept when they go and handed to the next tensor it holds
+// (up to twice its size), zeroed again; small tensors' is not kept; nor is anything past
+// the cap.
+TEST(TensorTest, LargeStorageIsRecycledZeroed) {
+  TrimTensorStorage();
+  EXPECT_EQ(RecycledTensorStorage().blocks, 0u);
+  EXPECT_EQ(RecycledTensorStorage().bytes, 0u);
+  const float* first = nullptr;
+  {
+    Tensor t({512, 1024});  // 2 MiB
+    for (float& v : t.span()) v = 7.0f;
+    first = t.data();
+  }
+  const RecycledStorage kept = RecycledTensorStorage();
+  EXPECT_GE(kept.blocks, 1u);
+  EXPECT_GE(kept.bytes, size_t{2} << 20);
+  {
+    Tensor again({300, 1030});  // 1.2 MiB: the kept 2 MiB block holds it
+    EXPECT_EQ(again.data(), first);
+    int64_t nonzero = 0;
+    for (float v : again.span()) nonzero += v != 0.0f;
+    EXPECT_EQ(nonzero, 0);
+    EXPECT_EQ(RecycledTensorStorage().blocks, kept.blocks - 1);
+    for (float& v : again.span()) v = 3.0f;
+  }
+  {
+    Tensor larger({1024, 1024});  // 4 MiB: nothing kept holds it, so all kept blocks go
+    EXPECT_EQ(RecycledTensorStorage().blocks, 0u);
+    const Tensor two({512, 1024});  // fresh too (nothing kept)
+    EXPECT_EQ(RecycledTensorStorage().blocks, 0u);
+  }
+  EXPECT_EQ(RecycledTensorStorage().blocks, 2u);
+  {
+    const Tensor tiny({300, 1024});  // 1.2 MiB: the smallest kept block that holds it
+    const Tensor two({512, 1024});   // 2 MiB: the 4 MiB one, at most twice as large
+    EXPECT_EQ(RecycledTensorStorage().blocks, 0u);
+  }
+  {
+    std::vector<Tensor> many;
+    for (size_t i = 0; i < kRecycleMaxBytes / (size_t{16} << 20) + 2; ++i) {
+      many.emplace_back(Shape{4096, 1024});  // 16 MiB each
+    }
+  }
+  EXPECT_LE(RecycledTensorStorage().bytes, kRecycleMaxBytes);
+  const size_t blocks = RecycledTensorStorage().blocks;
+  { Tensor small({16, 16}); }
+  EXPECT_EQ(RecycledTensorStorage().blocks, blocks);
 }
 
 TEST(TensorTest, ResizeReusesStorageThatIsLargeEnough) {

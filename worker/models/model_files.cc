@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "worker/models/llama_tensors.h"
+#include "worker/tensor.h"
 
 namespace tpserve {
 
@@ -26,6 +27,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LoadModel(const ModelFiles& files, C
   TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
                            LlamaModel::Create(files.config, comm));
   TPSERVE_RETURN_IF_ERROR(model->LoadWeights(*files.checkpoint, weights));
+  TrimTensorStorage();  // the staging buffers' blocks: not what a forward pass asks for
   return model;
 }
 
