@@ -1,6 +1,8 @@
 #include "client/commands.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 
@@ -246,6 +248,32 @@ int DetokenizeCommand(const Cli& cli, const v1::DetokenizeRequest& request) {
     std::cout << response.text() << std::endl;
   }
   return 0;
+}
+
+int32_t DefaultMaxTokens(const Cli& cli, const v1::GenerateRequest& request) {
+  v1::ModelInfo info;
+  {
+    grpc::ClientContext context;
+    SetDeadline(cli, &context);
+    if (!cli.stub->GetModelInfo(&context, {}, &info).ok()) return kDefaultMaxTokens;
+  }
+  const int64_t want = info.generation_max_new_tokens() > 0 ? info.generation_max_new_tokens()
+                                                            : kDefaultMaxTokens;
+  int64_t prompt = request.token_ids().ids_size();
+  if (request.prompt_case() == v1::GenerateRequest::kText) {
+    v1::TokenizeRequest tokenize;
+    tokenize.set_text(request.text());
+    if (request.has_add_special_tokens()) {
+      tokenize.set_add_special_tokens(request.add_special_tokens());
+    }
+    v1::TokenizeResponse tokens;
+    grpc::ClientContext context;
+    SetDeadline(cli, &context);
+    if (!cli.stub->Tokenize(&context, tokenize, &tokens).ok()) return static_cast<int32_t>(want);
+    prompt = tokens.token_ids_size();
+  }
+  // At least 1: a prompt that fills the context is then refused by name by the server.
+  return static_cast<int32_t>(std::max<int64_t>(1, std::min(want, info.max_context() - prompt)));
 }
 
 int InfoCommand(const Cli& cli) {

@@ -23,6 +23,12 @@ struct Cli {
   double timeout_s = 0;  // per call; 0: none
 };
 
+// What a generate without --max-tokens asks for: the model's generation_config.json
+// max_new_tokens (GetModelInfo), else kDefaultMaxTokens, no more than the room the prompt
+// leaves in the context (counted by Tokenize for a text prompt); kDefaultMaxTokens when
+// the server cannot say (the request then fails on its own).
+inline constexpr int32_t kDefaultMaxTokens = 256;
+int32_t DefaultMaxTokens(const Cli& cli, const v1::GenerateRequest& request);
 int GenerateCommand(const Cli& cli, const v1::GenerateRequest& request, bool stream);
 // Streams (or, with --n > 1, answers whole) one chat; `interactive`: then reads more user
 // turns from stdin, one per line, each answered with the conversation so far.

@@ -10,7 +10,9 @@ namespace tpserve {
 
 void AddGenerateFlags(ArgParser& args, GenerateFlags* f) {
   args.AddString("token-ids", &f->token_ids, "prompt as token ids: 1,2,3");
-  args.AddInt("max-tokens", &f->max_tokens, "most tokens to generate");
+  args.AddInt("max-tokens", &f->max_tokens,
+              "most tokens to generate (generate: default generation_config.json's "
+              "max_new_tokens, else 256, within the context)");
   args.AddDouble("temperature", &f->temperature, "0: greedy");
   args.AddInt("top-k", &f->top_k, "keep the k most likely tokens");
   args.AddDouble("top-p", &f->top_p, "nucleus sampling, (0, 1]");

@@ -152,6 +152,9 @@ int Dispatch(const ArgParser& args, const Flags& f, const Cli& cli) {
   if (command == "generate") {
     absl::StatusOr<v1::GenerateRequest> request = BuildGenerateRequest(args, f.generate, arg);
     if (!request.ok()) return BadRequest(args, cli, request.status());
+    if (!request->sampling().has_max_tokens()) {
+      request->mutable_sampling()->set_max_tokens(DefaultMaxTokens(cli, *request));
+    }
     if (f.stream && request->sampling().n() > 1) {
       return BadRequest(args, cli,
                         absl::InvalidArgumentError(

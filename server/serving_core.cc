@@ -335,6 +335,7 @@ void ServingCore::FillModelInfo(v1::ModelInfo* info) const {
   info->set_tp(model_.tp);
   info->set_dtype(model_.dtype);
   info->set_quantization(model_.quantization.empty() ? "none" : model_.quantization);
+  info->set_generation_max_new_tokens(model_.generation_max_new_tokens);
   info->set_device(model_.device);
   info->set_kv_block_size(model_.kv_block_size);
   info->set_max_batch_tokens(model_.limits.max_batch_tokens());

@@ -53,6 +53,7 @@ struct ServedModel {
   int tp = 1;
   std::string dtype;
   std::string quantization;  // "none" or "int8"
+  int generation_max_new_tokens = 0;  // generation_config.json's max_new_tokens; 0: none
   std::string device;
   int kv_block_size = 0;
   BatchLimits limits;  // max_context resolved: the served length, ≥ 1

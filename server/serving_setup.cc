@@ -225,7 +225,12 @@ absl::StatusOr<ServingSetup> PrepareServing(const ServerConfig& config) {
   ServingSetup setup;
   TPSERVE_ASSIGN_OR_RETURN(setup.tokenizer, LoadTokenizer(config.model_dir, model.vocab_size));
   TPSERVE_ASSIGN_OR_RETURN(const std::string dtype, ServedDType(config, model));
+  TPSERVE_ASSIGN_OR_RETURN(
+      const GenerationConfig generation,
+      LoadGenerationConfig((fs::path(config.model_dir) / "generation_config.json").string(),
+                           model.vocab_size));
   setup.model = Describe(config, model, limits, dtype);
+  setup.model.generation_max_new_tokens = generation.max_new_tokens;
   TPSERVE_ASSIGN_OR_RETURN(setup.pool, PoolOptions(config, limits, dtype, &setup.control_dir));
   EngineOptions& engine = setup.supervisor.engine;
   engine.limits = limits;
@@ -235,11 +240,7 @@ absl::StatusOr<ServingSetup> PrepareServing(const ServerConfig& config) {
   engine.vocab_size = model.vocab_size;
   // Hugging Face's generate stops at generation_config.json's eos ids; config.json's
   // count too (vLLM takes both), each once.
-  TPSERVE_ASSIGN_OR_RETURN(
-      const std::vector<int> generation_eos,
-      LoadGenerationEosTokenIds((fs::path(config.model_dir) / "generation_config.json").string(),
-                                model.vocab_size));
-  for (const std::vector<int>* ids : {&model.eos_token_ids, &generation_eos}) {
+  for (const std::vector<int>* ids : {&model.eos_token_ids, &generation.eos_token_ids}) {
     for (int id : *ids) {
       if (std::find(engine.eos_token_ids.begin(), engine.eos_token_ids.end(), id) ==
           engine.eos_token_ids.end()) {

@@ -2,7 +2,9 @@
 NOT_SERVING and generation is UNAVAILABLE; a pool that never becomes ready (here: no
 external worker attaches within --start-timeout-s) makes tpserve exit non-zero. Bad
 flags exit 2 with the flag named. generation_config.json's eos ids end generations (as in
-Hugging Face's generate); a broken one stops the start, naming the file and the key. A
+Hugging Face's generate) and its max_new_tokens is the length tpserve-cli's generate
+defaults to (else 256, within the context); a broken one stops the start, naming the file
+and the key. A
 checkpoint that would be served wrong does not start: an unknown config.json key, a
 tokenizer with ids past the model's vocabulary, tensors config.json does not account for,
 a non-finite weight; each names the file and the rule."""
@@ -18,7 +20,7 @@ import time
 
 import grpc
 
-from harness import SERVER, HealthWatch, Server, health_status, stubs
+from harness import SERVER, HealthWatch, Server, cli, health_status, stubs
 
 MODEL = "tests/data/models/llama_gqa"
 
@@ -66,14 +68,29 @@ def model_copy(name, generation_config):
     return path
 
 
+def generate_with_cli_defaults(server, pb, pb_grpc, prompt):
+    """The server's ModelInfo, and `tpserve-cli generate` of `prompt` (greedy, EOS
+    ignored) with no --max-tokens, as JSON."""
+    info = pb_grpc.InferenceStub(grpc.insecure_channel(server.address)).GetModelInfo(
+        pb.GetModelInfoRequest(), timeout=30)
+    rc, out, err = cli(server.address, "--json", "generate", "--token-ids",
+                       ",".join(map(str, prompt)), "--temperature", "0", "--ignore-eos")
+    assert rc == 0, (out, err)
+    return info, json.loads(out)
+
+
 def check_generation_config_eos(pb, pb_grpc):
     golden = json.load(open(os.path.join(MODEL, "golden.json")))
     case = golden["greedy"][0]
     prompt, greedy = golden["prompts"][case["prompt_index"]], case["output_ids"]
     # config.json says eos 2; the generation config adds the third greedy token.
-    model = model_copy("eos_model", {"eos_token_id": [2, greedy[2]]})
+    model = model_copy("eos_model", {"eos_token_id": [2, greedy[2]], "max_new_tokens": 5})
     server = Server(model, tp=1)
     try:
+        # max_new_tokens is the length tpserve-cli's generate defaults to.
+        info, result = generate_with_cli_defaults(server, pb, pb_grpc, prompt)
+        assert info.generation_max_new_tokens == 5, info
+        assert result["token_ids"] == greedy[:5], (result, greedy)
         stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
 
         def generate(**extra):
@@ -88,11 +105,22 @@ def check_generation_config_eos(pb, pb_grpc):
         assert list(generate(ignore_eos=True).token_ids) == greedy
     finally:
         assert server.stop() == 0
-    broken = model_copy("bad_eos_model", {"eos_token_id": "two"})
-    out = subprocess.run([SERVER, "--model", broken, "--port", "0"], capture_output=True,
-                         text=True, timeout=60)
-    assert out.returncode != 0, out
-    assert "generation_config.json" in out.stderr and "eos_token_id" in out.stderr, out.stderr
+    for key, value in (("eos_token_id", "two"), ("max_new_tokens", 0)):
+        broken = model_copy("bad_generation_model", {key: value})
+        out = subprocess.run([SERVER, "--model", broken, "--port", "0"], capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode != 0, out
+        assert "generation_config.json" in out.stderr and key in out.stderr, out.stderr
+    # Without max_new_tokens generate asks for 256 tokens, or what the context has room
+    # for past the prompt: never more than the server accepts.
+    server = Server(MODEL, tp=1)
+    try:
+        info, result = generate_with_cli_defaults(server, pb, pb_grpc, prompt)
+        assert info.generation_max_new_tokens == 0, info
+        want = min(256, info.max_context - len(prompt))
+        assert result["usage"]["completion_tokens"] == want, (result["usage"], want)
+    finally:
+        assert server.stop() == 0
 
 
 def copy_model(name, source):
@@ -278,7 +306,8 @@ def main():
     check_bad_flags()
     print("PASS bad flags name the flag", flush=True)
     check_generation_config_eos(pb, pb_grpc)
-    print("PASS generation_config.json's eos ids end generations; a broken one names itself",
+    print("PASS generation_config.json's eos ids end generations and its max_new_tokens is "
+          "the CLI's default length; a broken one names itself",
           flush=True)
     check_bad_checkpoints()
     print("PASS checkpoints that would be served wrong do not start, and say why", flush=True)

@@ -560,29 +560,37 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
   return ParseModelConfig(text, path);
 }
 
-absl::StatusOr<std::vector<int>> ParseGenerationEosTokenIds(const std::string& json_text,
-                                                            const std::string& source,
-                                                            int vocab_size) {
+absl::StatusOr<GenerationConfig> ParseGenerationConfig(const std::string& json_text,
+                                                       const std::string& source, int vocab_size) {
   TPSERVE_ASSIGN_OR_RETURN(json root,
                            ParseJsonObject(json_text, source, /*reject_duplicate_keys=*/false));
-  std::vector<int> ids;
+  GenerationConfig config;
   const JsonField eos = JsonField(root, source)["eos_token_id"];
-  TPSERVE_RETURN_IF_ERROR(ParseEosTokenIds(eos, &ids));
-  for (int id : ids) {
+  TPSERVE_RETURN_IF_ERROR(ParseEosTokenIds(eos, &config.eos_token_ids));
+  for (int id : config.eos_token_ids) {
     if (id >= vocab_size) {
       return eos.Error(absl::StrCat(id, " is outside the model's vocabulary [0, ", vocab_size,
                                     ") (vocab_size of config.json)"));
     }
   }
-  return ids;
+  const JsonField max_new = JsonField(root, source)["max_new_tokens"];
+  if (!max_new.is_null()) {
+    const int64_t most = std::numeric_limits<int32_t>::max();
+    const absl::StatusOr<int64_t> n = max_new.Int();
+    if (!n.ok() || *n < 1 || *n > most) {
+      return max_new.Error(absl::StrCat("must be an integer in [1, ", most, "], got ",
+                                        max_new.value().dump(), " (the length a generation defaults to)"));
+    }
+    config.max_new_tokens = static_cast<int32_t>(*n);
+  }
+  return config;
 }
 
-absl::StatusOr<std::vector<int>> LoadGenerationEosTokenIds(const std::string& path,
-                                                           int vocab_size) {
+absl::StatusOr<GenerationConfig> LoadGenerationConfig(const std::string& path, int vocab_size) {
   std::error_code error;
-  if (!std::filesystem::exists(path, error)) return std::vector<int>{};
+  if (!std::filesystem::exists(path, error)) return GenerationConfig{};
   TPSERVE_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
-  return ParseGenerationEosTokenIds(text, path, vocab_size);
+  return ParseGenerationConfig(text, path, vocab_size);
 }
 
 absl::StatusOr<DType> CheckpointDType(const ModelConfig& config, const std::string& model_dir) {

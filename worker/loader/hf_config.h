@@ -84,16 +84,22 @@ absl::StatusOr<DType> CheckpointDType(const ModelConfig& config, const std::stri
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
                                              const std::string& source);
 
-// The "eos_token_id" (an integer or a list) of `path`, a generation_config.json, where
-// Hugging Face's generate takes its end-of-sequence ids from (Llama 3 Instruct lists
-// <|eot_id|> only there); empty when the file or the key is absent. Errors name the file
-// and the key; an id at or past `vocab_size` (config.json's) is refused.
-absl::StatusOr<std::vector<int>> LoadGenerationEosTokenIds(const std::string& path,
-                                                           int vocab_size);
+// What tpserve takes from a generation_config.json: the "eos_token_id" (an integer or a
+// list), where Hugging Face's generate takes its end-of-sequence ids from (Llama 3
+// Instruct lists <|eot_id|> only there), and "max_new_tokens", the length a generation
+// defaults to (0 when not given).
+struct GenerationConfig {
+  std::vector<int> eos_token_ids;
+  int32_t max_new_tokens = 0;
+};
+
+// `path`'s generation config; empty when the file or a key is absent. Errors name the
+// file and the key: an eos id at or past `vocab_size` (config.json's) is refused, and so is
+// a max_new_tokens that is not a positive integer.
+absl::StatusOr<GenerationConfig> LoadGenerationConfig(const std::string& path, int vocab_size);
 // Same, from text; `source` names it in errors.
-absl::StatusOr<std::vector<int>> ParseGenerationEosTokenIds(const std::string& json_text,
-                                                            const std::string& source,
-                                                            int vocab_size);
+absl::StatusOr<GenerationConfig> ParseGenerationConfig(const std::string& json_text,
+                                                       const std::string& source, int vocab_size);
 
 }  // namespace tpserve
 

@@ -365,8 +365,11 @@ TEST(HfConfigTest, LoadsFromFile) {
 }
 
 TEST(HfConfigTest, GenerationConfigEosTokenIds) {
-  auto ids = [](const std::string& text) {
-    return ParseGenerationEosTokenIds(text, "generation_config.json", /*vocab_size=*/200000);
+  auto ids = [](const std::string& text) -> absl::StatusOr<std::vector<int>> {
+    absl::StatusOr<GenerationConfig> c =
+        ParseGenerationConfig(text, "generation_config.json", /*vocab_size=*/200000);
+    if (!c.ok()) return c.status();
+    return c->eos_token_ids;
   };
   EXPECT_EQ(*ids(R"({"eos_token_id": 7})"), std::vector<int>({7}));
   EXPECT_EQ(*ids(R"({"eos_token_id": [128001, 128008, 128009]})"),
@@ -384,16 +387,37 @@ TEST(HfConfigTest, GenerationConfigEosTokenIds) {
   EXPECT_FALSE(ids("{not json").ok());
   EXPECT_FALSE(ids("[1]").ok());
   // No file: no ids (the model's config.json has the only ones).
-  const absl::StatusOr<std::vector<int>> missing =
-      LoadGenerationEosTokenIds("/nonexistent/generation_config.json", 1000);
+  const absl::StatusOr<GenerationConfig> missing =
+      LoadGenerationConfig("/nonexistent/generation_config.json", 1000);
   ASSERT_TRUE(missing.ok()) << missing.status();
-  EXPECT_TRUE(missing->empty());
+  EXPECT_TRUE(missing->eos_token_ids.empty());
+  EXPECT_EQ(missing->max_new_tokens, 0);
   // An eos id the model cannot produce could never end a generation.
-  const auto outside = ParseGenerationEosTokenIds(R"({"eos_token_id": [5, 1000]})",
-                                                  "generation_config.json", 1000);
+  const auto outside = ParseGenerationConfig(R"({"eos_token_id": [5, 1000]})",
+                                             "generation_config.json", 1000);
   EXPECT_THAT(std::string(outside.status().message()),
               AllOf(HasSubstr("generation_config.json"), HasSubstr("eos_token_id"),
                     HasSubstr("1000 is outside the model's vocabulary [0, 1000)")));
+}
+
+// max_new_tokens: the length tpserve-cli's generate and chat default to.
+TEST(HfConfigTest, GenerationConfigMaxNewTokens) {
+  auto parse = [](const std::string& text) {
+    return ParseGenerationConfig(text, "generation_config.json", /*vocab_size=*/1000);
+  };
+  EXPECT_EQ(parse(R"({"max_new_tokens": 512, "eos_token_id": 2})")->max_new_tokens, 512);
+  EXPECT_EQ(parse(R"({"max_new_tokens": null})")->max_new_tokens, 0);
+  EXPECT_EQ(parse(R"({"max_length": 4096})")->max_new_tokens, 0);  // not a new-token count
+  for (const char* bad : {R"({"max_new_tokens": 0})", R"({"max_new_tokens": -5})",
+                          R"({"max_new_tokens": 2.5})", R"({"max_new_tokens": "64"})",
+                          R"({"max_new_tokens": 4294967296})"}) {
+    const absl::StatusOr<GenerationConfig> got = parse(bad);
+    ASSERT_FALSE(got.ok()) << bad;
+    EXPECT_THAT(std::string(got.status().message()),
+                AllOf(HasSubstr("generation_config.json"), HasSubstr("max_new_tokens"),
+                      HasSubstr("must be an integer in [1, 2147483647]")))
+        << bad;
+  }
 }
 
 TEST(HfConfigTest, TokenIdsMustBeInsideTheVocabulary) {
