@@ -103,15 +103,16 @@ std::vector<std::vector<int32_t>> SharedPrefixPrompts(int count, int prefix_len,
   return prompts;
 }
 
-std::vector<double> ArrivalOffsets(int count, double rate, uint64_t seed) {
+std::vector<double> ArrivalOffsets(int count, double rate, uint64_t seed, double burstiness) {
   std::vector<double> offsets(count, 0.0);
   if (rate <= 0) return offsets;
   std::mt19937_64 random(seed ^ 0x9e3779b97f4a7c15ULL);
-  std::exponential_distribution<double> gap(rate);
+  std::exponential_distribution<double> poisson(rate);
+  std::gamma_distribution<double> gamma(burstiness, 1.0 / (rate * burstiness));  // mean 1/rate
   double t = 0;
   for (double& offset : offsets) {
     offset = t;
-    t += gap(random);
+    t += burstiness == 1 ? poisson(random) : gamma(random);
   }
   return offsets;
 }
@@ -119,7 +120,12 @@ std::vector<double> ArrivalOffsets(int count, double rate, uint64_t seed) {
 BenchReport RunBench(const BenchOptions& o, int vocab_size, const RequestTimer& timer) {
   const auto prompts =
       SharedPrefixPrompts(o.num_prompts, o.prefix_len, o.input_len, vocab_size, o.seed);
-  const auto offsets = ArrivalOffsets(o.num_prompts, o.request_rate, o.seed);
+  const auto offsets = ArrivalOffsets(o.num_prompts, o.request_rate, o.seed, o.burstiness);
+  // Warm-ups: prompts of their own (another seed, so they seed no prefix cache hit).
+  for (const auto& prompt : SharedPrefixPrompts(o.num_warmups, o.prefix_len, o.input_len,
+                                                vocab_size, ~o.seed)) {
+    timer(prompt);
+  }
   std::vector<RequestTiming> timings(o.num_prompts);
   Slots slots(o.concurrency > 0 ? o.concurrency : o.num_prompts);
   std::vector<std::thread> threads;
@@ -133,7 +139,7 @@ BenchReport RunBench(const BenchOptions& o, int vocab_size, const RequestTimer& 
     });
   }
   for (std::thread& t : threads) t.join();
-  return MakeReport(timings, Since(start), o.prefix_len + o.input_len);
+  return MakeReport(timings, Since(start), o.prefix_len + o.input_len, o.report);
 }
 
 }  // namespace tpserve

@@ -33,6 +33,12 @@ struct BenchOptions {
   int num_prompts = 64;
   int concurrency = 0;      // 0: no limit
   double request_rate = 0;  // requests/s, Poisson arrivals; 0: all at once
+  // Gaps between arrivals are gamma-distributed with this shape and mean 1/request_rate,
+  // as vllm bench serve's --burstiness: 1 is Poisson, below 1 burstier, above steadier.
+  double burstiness = 1;
+  int num_warmups = 0;  // requests sent one at a time before the measured run, not counted
+  ReportOptions report;  // --percentiles, --goodput
+  std::string save_result;  // write the report as JSON to this file too
   uint64_t seed = 0;
   float temperature = 0;
   BenchBackend backend = BenchBackend::kGrpc;
@@ -68,8 +74,9 @@ std::vector<std::vector<int32_t>> RandomPrompts(int count, int length, int vocab
 // stream, so the prompts' own tokens do not depend on prefix_len).
 std::vector<std::vector<int32_t>> SharedPrefixPrompts(int count, int prefix_len, int length,
                                                       int vocab_size, uint64_t seed);
-// Send times in seconds from the start: exponential gaps of mean 1/rate (0: all zero).
-std::vector<double> ArrivalOffsets(int count, double rate, uint64_t seed);
+// Send times in seconds from the start: gaps of mean 1/rate (0: all zero), exponential
+// when burstiness is 1, else gamma with shape `burstiness`.
+std::vector<double> ArrivalOffsets(int count, double rate, uint64_t seed, double burstiness = 1);
 
 // The gRPC backend: each request a Generate stream on `stub`, which must outlive it.
 RequestTimer GrpcTimer(v1::Inference::Stub& stub, const BenchOptions& options);

@@ -4,7 +4,10 @@
 #include <cmath>
 #include <numeric>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace tpserve {
 namespace {
@@ -14,13 +17,30 @@ std::vector<double> Milliseconds(std::vector<double> seconds) {
   return seconds;
 }
 
+// "p99", "p99.9", "p50".
+std::string PercentName(double percent) { return absl::StrCat("p", percent); }
+
 nlohmann::json DistributionJson(const Distribution& d) {
-  return {{"mean", d.mean}, {"median", d.median}, {"p99", d.p99}};
+  nlohmann::json j = {{"mean", d.mean}, {"median", d.median}, {"std", d.std}, {"p99", d.p99}};
+  for (const auto& [percent, value] : d.percentiles) j[PercentName(percent)] = value;
+  return j;
 }
 
 std::string DistributionLine(const char* name, const Distribution& d) {
-  return absl::StrFormat("%-6s ms   mean %10.2f   median %10.2f   p99 %10.2f\n", name, d.mean,
-                         d.median, d.p99);
+  std::string line = absl::StrFormat("%-6s ms   mean %10.2f   median %10.2f   std %10.2f", name,
+                                     d.mean, d.median, d.std);
+  for (const auto& [percent, value] : d.percentiles) {
+    absl::StrAppendFormat(&line, "   %s %10.2f", PercentName(percent), value);
+  }
+  return line + "\n";
+}
+
+absl::StatusOr<double> PositiveNumber(absl::string_view text) {
+  double value = 0;
+  if (!absl::SimpleAtod(text, &value) || !(value > 0) || !std::isfinite(value)) {
+    return absl::InvalidArgumentError("not a positive number");
+  }
+  return value;
 }
 
 }  // namespace
@@ -34,17 +54,58 @@ double Percentile(std::vector<double> values, double percent) {
   return values[low] + (values[high] - values[low]) * (rank - static_cast<double>(low));
 }
 
-Distribution Summarize(const std::vector<double>& values) {
-  if (values.empty()) return {};
-  const double sum = std::accumulate(values.begin(), values.end(), 0.0);
-  return {sum / static_cast<double>(values.size()), Percentile(values, 50),
-          Percentile(values, 99)};
+Distribution Summarize(const std::vector<double>& values, const std::vector<double>& percentiles) {
+  Distribution d;
+  for (double percent : percentiles) d.percentiles.emplace_back(percent, 0.0);
+  if (values.empty()) return d;
+  const double n = static_cast<double>(values.size());
+  d.mean = std::accumulate(values.begin(), values.end(), 0.0) / n;
+  double squares = 0;
+  for (double v : values) squares += (v - d.mean) * (v - d.mean);
+  d.std = std::sqrt(squares / n);
+  d.median = Percentile(values, 50);
+  d.p99 = Percentile(values, 99);
+  for (auto& [percent, value] : d.percentiles) value = Percentile(values, percent);
+  return d;
+}
+
+absl::StatusOr<std::vector<double>> ParsePercentiles(const std::string& text) {
+  std::vector<double> percentiles;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    double percent = 0;
+    if (!absl::SimpleAtod(part, &percent) || !(percent > 0 && percent <= 100)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--percentiles: \"", part, "\" is not a percentile in (0, 100]; e.g. 50,90,99"));
+    }
+    percentiles.push_back(percent);
+  }
+  return percentiles;
+}
+
+absl::Status ParseGoodput(const std::vector<std::string>& specs, ReportOptions* options) {
+  for (const std::string& spec : specs) {
+    for (absl::string_view part : absl::StrSplit(spec, ',')) {
+      const std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(part, ':');
+      double* slo = kv.first == "ttft"   ? &options->slo_ttft_ms
+                    : kv.first == "tpot" ? &options->slo_tpot_ms
+                    : kv.first == "e2el" ? &options->slo_e2el_ms
+                                         : nullptr;
+      const absl::StatusOr<double> ms = PositiveNumber(kv.second);
+      if (slo == nullptr || !ms.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--goodput: \"", part, "\" is not ttft:MS, tpot:MS or e2el:MS with MS > 0"));
+      }
+      *slo = *ms;
+    }
+  }
+  return absl::OkStatus();
 }
 
 BenchReport MakeReport(const std::vector<RequestTiming>& timings, double duration_s,
-                       int input_len) {
+                       int input_len, const ReportOptions& options) {
   BenchReport r;
   r.duration_s = duration_s;
+  r.has_goodput = options.has_slo();
   std::vector<double> ttft, tpot, itl, e2e;
   for (const RequestTiming& t : timings) {
     if (!t.ok) {
@@ -59,16 +120,26 @@ BenchReport MakeReport(const std::vector<RequestTiming>& timings, double duratio
     ttft.push_back(t.ttft_s);
     e2e.push_back(t.e2e_s);
     itl.insert(itl.end(), t.itl_s.begin(), t.itl_s.end());
-    if (t.output_tokens > 1) tpot.push_back((t.e2e_s - t.ttft_s) / (t.output_tokens - 1));
+    const double tpot_s = t.output_tokens > 1 ? (t.e2e_s - t.ttft_s) / (t.output_tokens - 1) : 0;
+    if (t.output_tokens > 1) tpot.push_back(tpot_s);
+    // As vllm bench serve: every SLO given must hold (a request of one token has no TPOT).
+    const bool good = (options.slo_ttft_ms <= 0 || t.ttft_s * 1e3 <= options.slo_ttft_ms) &&
+                      (options.slo_tpot_ms <= 0 || tpot_s * 1e3 <= options.slo_tpot_ms) &&
+                      (options.slo_e2el_ms <= 0 || t.e2e_s * 1e3 <= options.slo_e2el_ms);
+    r.good_requests += good ? 1 : 0;
   }
+  if (!r.has_goodput) r.good_requests = 0;
   if (duration_s > 0) {
     r.request_throughput = r.completed / duration_s;
     r.output_throughput = static_cast<double>(r.output_tokens) / duration_s;
+    r.total_token_throughput =
+        static_cast<double>(r.input_tokens + r.output_tokens) / duration_s;
+    r.request_goodput = r.good_requests / duration_s;
   }
-  r.ttft_ms = Summarize(Milliseconds(ttft));
-  r.tpot_ms = Summarize(Milliseconds(tpot));
-  r.itl_ms = Summarize(Milliseconds(itl));
-  r.e2e_ms = Summarize(Milliseconds(e2e));
+  r.ttft_ms = Summarize(Milliseconds(ttft), options.percentiles);
+  r.tpot_ms = Summarize(Milliseconds(tpot), options.percentiles);
+  r.itl_ms = Summarize(Milliseconds(itl), options.percentiles);
+  r.e2e_ms = Summarize(Milliseconds(e2e), options.percentiles);
   return r;
 }
 
@@ -81,7 +152,7 @@ void AddStepCounters(long long steps, long long wall_us, long long compute_us,
 }
 
 nlohmann::json ReportJson(const BenchReport& r) {
-  return {{"completed", r.completed},
+  nlohmann::json j = {{"completed", r.completed},
           {"steps", r.steps},
           {"step_wall_ms", r.step_wall_ms},
           {"worker_compute_ms", r.worker_compute_ms},
@@ -94,19 +165,30 @@ nlohmann::json ReportJson(const BenchReport& r) {
           {"cached_prompt_tokens", r.cached_prompt_tokens},
           {"request_throughput", r.request_throughput},
           {"output_throughput", r.output_throughput},
+          {"total_token_throughput", r.total_token_throughput},
           {"ttft_ms", DistributionJson(r.ttft_ms)},
           {"tpot_ms", DistributionJson(r.tpot_ms)},
           {"itl_ms", DistributionJson(r.itl_ms)},
           {"e2e_ms", DistributionJson(r.e2e_ms)}};
+  if (r.has_goodput) {
+    j["good_requests"] = r.good_requests;
+    j["request_goodput"] = r.request_goodput;
+  }
+  return j;
 }
 
 std::string ReportText(const BenchReport& r) {
   std::string out = absl::StrFormat(
       "completed %d  failed %d  duration %.2f s\n"
       "input tokens %d (%d from the prefix cache)  output tokens %d\n"
-      "request throughput %.2f req/s  output throughput %.1f tok/s\n",
+      "request throughput %.2f req/s  output throughput %.1f tok/s  total token throughput "
+      "%.1f tok/s\n",
       r.completed, r.failed, r.duration_s, r.input_tokens, r.cached_prompt_tokens, r.output_tokens,
-      r.request_throughput, r.output_throughput);
+      r.request_throughput, r.output_throughput, r.total_token_throughput);
+  if (r.has_goodput) {
+    out += absl::StrFormat("goodput %.2f req/s (%d of %d requests met every SLO)\n",
+                           r.request_goodput, r.good_requests, r.completed);
+  }
   for (const auto& [code, count] : r.errors) {
     out += absl::StrFormat("  failures %s: %d\n", code, count);
   }

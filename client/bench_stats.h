@@ -7,8 +7,11 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 
 namespace tpserve {
@@ -27,8 +30,26 @@ struct RequestTiming {
 struct Distribution {
   double mean = 0;
   double median = 0;
+  double std = 0;  // population standard deviation, as numpy.std
   double p99 = 0;
+  // (percent, value) for each percentile asked for (--percentiles), in that order.
+  std::vector<std::pair<double, double>> percentiles;
 };
+
+// What a report summarises beside the defaults, as vllm bench serve's options do.
+struct ReportOptions {
+  std::vector<double> percentiles = {99};  // in (0, 100]
+  // Service-level objectives for goodput, ms (0: none): a request counts toward goodput
+  // when it meets every one given (TTFT, TPOT, end-to-end latency).
+  double slo_ttft_ms = 0, slo_tpot_ms = 0, slo_e2el_ms = 0;
+  bool has_slo() const { return slo_ttft_ms > 0 || slo_tpot_ms > 0 || slo_e2el_ms > 0; }
+};
+
+// "50,90,99.9" -> percentiles; InvalidArgument naming --percentiles otherwise.
+absl::StatusOr<std::vector<double>> ParsePercentiles(const std::string& text);
+// Each of `specs` "ttft:MS", "tpot:MS" or "e2el:MS" (several may share one value,
+// separated by commas); InvalidArgument naming --goodput otherwise.
+absl::Status ParseGoodput(const std::vector<std::string>& specs, ReportOptions* options);
 
 struct BenchReport {
   int completed = 0;
@@ -39,6 +60,11 @@ struct BenchReport {
   long long cached_prompt_tokens = 0;  // of input_tokens, taken from the prefix cache
   double request_throughput = 0;  // completed requests / s
   double output_throughput = 0;   // output tokens / s
+  double total_token_throughput = 0;  // (input + output tokens) / s
+  // With SLOs: the completed requests that met them, and those per second.
+  bool has_goodput = false;
+  int good_requests = 0;
+  double request_goodput = 0;
   Distribution ttft_ms, tpot_ms, itl_ms, e2e_ms;
   std::map<std::string, int> errors;  // failures by status code name
   // Engine steps during the run, and the mean per step of the engine's step wall time
@@ -54,10 +80,11 @@ void AddStepCounters(long long steps, long long wall_us, long long compute_us,
 
 // Linear interpolation between closest ranks, as numpy.percentile; 0 for no values.
 double Percentile(std::vector<double> values, double percent);
-Distribution Summarize(const std::vector<double>& values);
+Distribution Summarize(const std::vector<double>& values,
+                       const std::vector<double>& percentiles = {99});
 
 BenchReport MakeReport(const std::vector<RequestTiming>& timings, double duration_s,
-                       int input_len);
+                       int input_len, const ReportOptions& options = {});
 
 nlohmann::json ReportJson(const BenchReport& report);
 std::string ReportText(const BenchReport& report);

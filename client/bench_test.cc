@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <numeric>
+#include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
@@ -38,6 +41,61 @@ TEST(BenchStatsTest, ReportFromTimings) {
   EXPECT_NEAR(r.e2e_ms.p99, 698, 1e-9);
   EXPECT_EQ(ReportJson(r)["errors"]["UNAVAILABLE"], 1);
   EXPECT_NE(ReportText(r).find("failures UNAVAILABLE: 1"), std::string::npos);
+}
+
+// vllm bench serve's extras: std, chosen percentiles, total-token throughput, goodput
+// under SLOs (every SLO given must hold).
+TEST(BenchStatsTest, PercentilesStdThroughputAndGoodput) {
+  const Distribution d = Summarize({1, 2, 3, 4}, {50, 90, 99.9});
+  EXPECT_DOUBLE_EQ(d.std, std::sqrt(1.25));  // numpy.std([1, 2, 3, 4])
+  ASSERT_EQ(d.percentiles.size(), 3u);
+  EXPECT_DOUBLE_EQ(d.percentiles[1].second, 3.7);  // numpy.percentile(..., 90)
+  EXPECT_DOUBLE_EQ(d.percentiles[2].first, 99.9);
+  // a: TTFT 100 ms, TPOT 100 ms; b: TTFT 300 ms, TPOT 200 ms; c: one token (no TPOT).
+  RequestTiming a{true, "", 0.1, 0.5, {0.2, 0.2}, 5, 0};
+  RequestTiming b{true, "", 0.3, 0.7, {0.4}, 3, 0};
+  RequestTiming c{true, "", 0.05, 0.05, {}, 1, 0};
+  ReportOptions options;
+  options.percentiles = {50, 90};
+  ASSERT_TRUE(ParseGoodput({"ttft:200", "tpot:150"}, &options).ok());
+  const BenchReport r = MakeReport({a, b, c}, 2.0, 16, options);
+  EXPECT_DOUBLE_EQ(r.total_token_throughput, (48 + 9) / 2.0);
+  EXPECT_TRUE(r.has_goodput);
+  EXPECT_EQ(r.good_requests, 2);  // a and c; b misses both
+  EXPECT_DOUBLE_EQ(r.request_goodput, 1.0);
+  const nlohmann::json j = ReportJson(r);
+  EXPECT_EQ(j["good_requests"], 2);
+  EXPECT_TRUE(j["ttft_ms"].contains("p90"));
+  EXPECT_TRUE(j["ttft_ms"].contains("std"));
+  EXPECT_NE(ReportText(r).find("goodput 1.00 req/s (2 of 3 requests met every SLO)"),
+            std::string::npos);
+  EXPECT_NE(ReportText(r).find("p90"), std::string::npos);
+  // Without SLOs there is no goodput line or field.
+  EXPECT_EQ(ReportText(MakeReport({a}, 1.0, 16)).find("goodput"), std::string::npos);
+  EXPECT_FALSE(ReportJson(MakeReport({a}, 1.0, 16)).contains("request_goodput"));
+  ReportOptions e2e;
+  ASSERT_TRUE(ParseGoodput({"e2el:600"}, &e2e).ok());
+  EXPECT_EQ(MakeReport({a, b, c}, 1.0, 16, e2e).good_requests, 2);  // b took 700 ms
+}
+
+TEST(BenchStatsTest, BadPercentilesAndSlosAreRefusedByName) {
+  EXPECT_EQ(*ParsePercentiles("50,99.9"), (std::vector<double>{50, 99.9}));
+  for (const char* bad : {"", "0", "101", "50,x", "-1"}) {
+    const absl::StatusOr<std::vector<double>> got = ParsePercentiles(bad);
+    ASSERT_FALSE(got.ok()) << bad;
+    EXPECT_NE(got.status().message().find("--percentiles"), std::string::npos);
+  }
+  ReportOptions o;
+  ASSERT_TRUE(ParseGoodput({"ttft:500,tpot:50", "e2el:9000"}, &o).ok());
+  EXPECT_DOUBLE_EQ(o.slo_ttft_ms, 500);
+  EXPECT_DOUBLE_EQ(o.slo_tpot_ms, 50);
+  EXPECT_DOUBLE_EQ(o.slo_e2el_ms, 9000);
+  for (const char* bad : {"ttft", "ttft:0", "itl:5", "ttft:-3", "tpot:abc", "e2el:inf"}) {
+    ReportOptions r;
+    const absl::Status s = ParseGoodput({bad}, &r);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.message().find("--goodput"), std::string::npos) << s;
+  }
 }
 
 TEST(BenchStatsTest, StepCountersGiveFrontendOverheadPerStep) {
@@ -82,6 +140,20 @@ TEST(BenchTest, ArrivalsArePoissonAtTheRate) {
   EXPECT_NEAR(t.back() / static_cast<double>(t.size() - 1), 0.1, 0.005);
 }
 
+// Gamma gaps with the same mean; burstier below 1 (coefficient of variation 1/sqrt(B)).
+TEST(BenchTest, BurstinessKeepsTheRateAndChangesTheSpread) {
+  for (double burstiness : {0.25, 4.0}) {
+    const std::vector<double> t = ArrivalOffsets(20000, 10, 1, burstiness);
+    for (size_t i = 1; i < t.size(); ++i) ASSERT_GE(t[i], t[i - 1]);
+    EXPECT_NEAR(t.back() / static_cast<double>(t.size() - 1), 0.1, 0.01) << burstiness;
+    double squares = 0;
+    for (size_t i = 1; i < t.size(); ++i) squares += (t[i] - t[i - 1] - 0.1) * (t[i] - t[i - 1] - 0.1);
+    const double cv = std::sqrt(squares / static_cast<double>(t.size() - 1)) / 0.1;
+    EXPECT_NEAR(cv, 1 / std::sqrt(burstiness), 0.1) << burstiness;
+  }
+  EXPECT_EQ(ArrivalOffsets(50, 10, 3, 1.0), ArrivalOffsets(50, 10, 3));  // Poisson as before
+}
+
 TEST(BenchTest, ClockCountsOnlyChunksWithTokens) {
   RequestTiming t;
   RequestClock clock;
@@ -123,6 +195,31 @@ TEST(BenchTest, RunBenchTimesEachPromptOnceWithinTheConcurrency) {
   EXPECT_LE(most.load(), 3);
   EXPECT_EQ(r.completed, 12);
   EXPECT_EQ(r.output_tokens, 12);
+}
+
+// Warm-ups go first, one at a time, with prompts of their own, and are not counted.
+TEST(BenchTest, WarmupsRunFirstAndAreNotCounted) {
+  BenchOptions o;
+  o.num_prompts = 4;
+  o.input_len = 6;
+  o.num_warmups = 3;
+  o.seed = 9;
+  const auto measured = RandomPrompts(4, 6, 50, 9);
+  std::vector<std::vector<int32_t>> seen;
+  absl::Mutex mu;
+  const BenchReport r = RunBench(o, 50, [&](const std::vector<int32_t>& prompt) {
+    absl::MutexLock lock(&mu);
+    seen.push_back(prompt);
+    RequestTiming t;
+    t.ok = true;
+    t.output_tokens = 1;
+    return t;
+  });
+  ASSERT_EQ(seen.size(), 7u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(std::count(measured.begin(), measured.end(), seen[i]), 0) << i;
+  }
+  EXPECT_EQ(r.completed, 4);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -343,6 +344,16 @@ int BenchCommand(const Cli& cli, const BenchOptions& options) {
     PrintJson(ReportJson(report));
   } else {
     std::cout << ReportText(report) << std::flush;
+  }
+  if (!options.save_result.empty()) {
+    std::ofstream file(options.save_result);
+    file << ReportJson(report).dump(2) << "\n";
+    file.close();
+    if (!file) {
+      std::cerr << "tpserve-cli: bench: cannot write --save-result " << options.save_result
+                << std::endl;
+      return 1;
+    }
   }
   return report.failed == 0 ? 0 : 1;
 }

@@ -8,14 +8,18 @@
 //     tokenize "text"          detokenize 1,2,3
 //     info                     health
 //     bench [--input-len N] [--prefix-len N] [--output-len N] [--num-prompts N]
-//           [--concurrency N | --request-rate R] [--seed S]
+//           [--concurrency N | --request-rate R [--burstiness B]] [--seed S]
+//           [--num-warmups N] [--percentiles 50,90,99] [--goodput ttft:MS,tpot:MS,e2el:MS]
+//           [--save-result FILE]
 //           [--backend grpc | --backend openai --openai-url http://HOST:PORT]
 //
 // Exit codes: 0 success, 1 the server answered with an error (or is not serving),
 // 2 bad command line (unusable TLS or API-key files included).
+#include <cmath>
 #include <iostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/args.h"
@@ -41,7 +45,11 @@ struct Flags {
   GenerateFlags generate;
   ChatFlags chat;
   int64_t input_len = 32, prefix_len = 0, output_len = 32, num_prompts = 64, concurrency = 0;
-  double request_rate = 0;
+  double request_rate = 0, burstiness = 1;
+  int64_t num_warmups = 0;
+  std::string percentiles = "99";
+  std::vector<std::string> goodput;
+  std::string save_result;
   std::string backend = "grpc";
   std::string openai_url;
   int64_t vocab_size = 0;
@@ -71,6 +79,17 @@ void Register(ArgParser& args, Flags& f) {
   args.AddInt("num-prompts", &f.num_prompts, "bench: requests");
   args.AddInt("concurrency", &f.concurrency, "bench: most requests in flight (0: no limit)");
   args.AddDouble("request-rate", &f.request_rate, "bench: Poisson arrivals per second (0: all at once)");
+  args.AddDouble("burstiness", &f.burstiness,
+                 "bench --request-rate: gamma-distributed gaps of this shape (1: Poisson; "
+                 "below 1 burstier)");
+  args.AddInt("num-warmups", &f.num_warmups,
+              "bench: requests sent one at a time before the run, not counted");
+  args.AddString("percentiles", &f.percentiles,
+                 "bench: percentiles reported of TTFT, TPOT, ITL and E2E, e.g. 50,90,99");
+  args.AddRepeated("goodput", &f.goodput,
+                   "bench: an SLO, ttft:MS, tpot:MS or e2el:MS (repeatable, or comma-"
+                   "separated): goodput counts the requests that meet every one");
+  args.AddString("save-result", &f.save_result, "bench: also write the report as JSON here");
   args.AddString("backend", &f.backend,
                  "bench: grpc (Generate streams on --target) or openai (streamed "
                  "/v1/completions at --openai-url; --target still gives the model's info)");
@@ -115,6 +134,17 @@ absl::StatusOr<BenchOptions> BenchFrom(const ArgParser& args, const Flags& f) {
   o.num_prompts = static_cast<int>(f.num_prompts);
   o.concurrency = static_cast<int>(f.concurrency);
   o.request_rate = f.request_rate;
+  if (!(f.burstiness > 0) || !std::isfinite(f.burstiness)) {
+    return absl::InvalidArgumentError("--burstiness must be a number > 0");
+  }
+  o.burstiness = f.burstiness;
+  if (f.num_warmups < 0 || f.num_warmups > 100000) {
+    return absl::InvalidArgumentError("--num-warmups must be in [0, 100000]");
+  }
+  o.num_warmups = static_cast<int>(f.num_warmups);
+  TPSERVE_ASSIGN_OR_RETURN(o.report.percentiles, ParsePercentiles(f.percentiles));
+  TPSERVE_RETURN_IF_ERROR(ParseGoodput(f.goodput, &o.report));
+  o.save_result = f.save_result;
   o.seed = static_cast<uint64_t>(f.generate.seed);
   // Greedy unless asked, as vLLM's benchmark.
   o.temperature = args.Seen("temperature") ? static_cast<float>(f.generate.temperature) : 0.0f;

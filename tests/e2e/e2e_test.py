@@ -194,6 +194,29 @@ def check_bench(address):
         report = json.loads(out)
         assert report["completed"] == 8 and report["failed"] == 0, report
         assert report["output_tokens"] == 64 and report["ttft_ms"]["mean"] > 0, report
+    # vllm bench serve's options: warm-ups (not counted), chosen percentiles, goodput under
+    # SLOs (one no request can meet, one every request meets), gamma arrivals, the report
+    # written to a file as well.
+    saved = os.path.join(os.environ["TEST_TMPDIR"], "bench.json")
+    rc, out, err = cli(address, "bench", "--num-prompts", "6", "--input-len", "8",
+                       "--output-len", "8", "--json", "--num-warmups", "2", "--percentiles",
+                       "50,90", "--goodput", "ttft:0.001", "--request-rate", "40",
+                       "--burstiness", "0.5", "--save-result", saved)
+    assert rc == 0, (out, err)
+    report = json.loads(out)
+    assert report["completed"] == 6 and report["input_tokens"] == 48, report
+    assert report["good_requests"] == 0 and report["request_goodput"] == 0, report
+    assert report["total_token_throughput"] > report["output_throughput"], report
+    assert set(report["tpot_ms"]) >= {"mean", "median", "std", "p50", "p90", "p99"}, report
+    with open(saved) as f:
+        assert json.load(f) == report
+    rc, out, err = cli(address, "bench", "--num-prompts", "2", "--input-len", "8",
+                       "--output-len", "4", "--json", "--goodput", "e2el:600000,ttft:600000")
+    assert rc == 0 and json.loads(out)["good_requests"] == 2, (out, err)
+    for bad, named in ((["--percentiles", "0"], "--percentiles"),
+                       (["--goodput", "itl:5"], "--goodput"), (["--burstiness", "0"], "--burstiness")):
+        rc, out, err = cli(address, "bench", "--num-prompts", "1", *bad)
+        assert rc == 2 and named in err, (bad, rc, err)
 
 
 def check_reflection(address):
