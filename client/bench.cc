@@ -33,9 +33,11 @@ class Slots {
 
 double Since(absl::Time start) { return absl::ToDoubleSeconds(absl::Now() - start); }
 
-RequestTiming TimeOne(v1::Inference::Stub& stub, const v1::GenerateRequest& request) {
+RequestTiming TimeOne(v1::Inference::Stub& stub, const v1::GenerateRequest& request,
+                      absl::Duration timeout) {
   RequestTiming t;
   grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   RequestClock clock;
   auto reader = stub.Generate(&context, request);
   v1::GenerateResponse chunk;
@@ -79,7 +81,7 @@ void RequestClock::Finish(RequestTiming* t) const { t->e2e_s = Since(start_); }
 
 RequestTimer GrpcTimer(v1::Inference::Stub& stub, const BenchOptions& options) {
   return [&stub, options](const std::vector<int32_t>& prompt) {
-    return TimeOne(stub, BenchRequest(prompt, options));
+    return TimeOne(stub, BenchRequest(prompt, options), options.stream_timeout);
   };
 }
 

@@ -39,6 +39,9 @@ struct BenchOptions {
   int num_warmups = 0;  // requests sent one at a time before the measured run, not counted
   ReportOptions report;  // --percentiles, --goodput
   std::string save_result;  // write the report as JSON to this file too
+  // Each request's deadline, from sending it to its last token (--timeout-s, else 600 s):
+  // a stream the server never ends fails as DEADLINE_EXCEEDED instead of hanging the run.
+  absl::Duration stream_timeout = absl::Seconds(600);
   uint64_t seed = 0;
   float temperature = 0;
   BenchBackend backend = BenchBackend::kGrpc;

@@ -324,10 +324,9 @@ int BenchCommand(const Cli& cli, const BenchOptions& options) {
   RequestTimer timer = tpserve ? GrpcTimer(*cli.stub, options) : RequestTimer();
   if (options.backend == BenchBackend::kOpenAi) {
     // The HTTP API (tpserve's behind --target, or another's); each call within
-    // --timeout-s, or a generous deadline so that a stuck one cannot hang the run.
-    absl::StatusOr<RequestTimer> http =
-        OpenAiTimer(options, options.model.empty() ? info.model_name() : options.model,
-                    cli.timeout_s > 0 ? absl::Seconds(cli.timeout_s) : absl::Seconds(600));
+    // options.stream_timeout, as the gRPC streams.
+    absl::StatusOr<RequestTimer> http = OpenAiTimer(
+        options, options.model.empty() ? info.model_name() : options.model, options.stream_timeout);
     if (!http.ok()) return Fail(cli, ToGrpcStatus(http.status()));
     timer = *std::move(http);
   }

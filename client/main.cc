@@ -68,7 +68,8 @@ void Register(ArgParser& args, Flags& f) {
                  "send \"authorization: Bearer KEY\" on every call, KEY this file's first key");
   args.AddBool("json", &f.json, "print one JSON object");
   args.AddBool("stream", &f.stream, "generate, chat: print text as it arrives");
-  args.AddDouble("timeout-s", &f.timeout_s, "deadline of each call, seconds (0: none)");
+  args.AddDouble("timeout-s", &f.timeout_s,
+                 "deadline of each call, seconds (0: none; bench streams: 600)");
   args.AddBool("help", &f.help, "print this help");
   AddGenerateFlags(args, &f.generate);
   AddChatFlags(args, &f.chat);
@@ -145,6 +146,7 @@ absl::StatusOr<BenchOptions> BenchFrom(const ArgParser& args, const Flags& f) {
   TPSERVE_ASSIGN_OR_RETURN(o.report.percentiles, ParsePercentiles(f.percentiles));
   TPSERVE_RETURN_IF_ERROR(ParseGoodput(f.goodput, &o.report));
   o.save_result = f.save_result;
+  if (f.timeout_s > 0) o.stream_timeout = absl::Seconds(f.timeout_s);
   o.seed = static_cast<uint64_t>(f.generate.seed);
   // Greedy unless asked, as vLLM's benchmark.
   o.temperature = args.Seen("temperature") ? static_cast<float>(f.generate.temperature) : 0.0f;
