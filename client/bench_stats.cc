@@ -126,9 +126,8 @@ BenchReport MakeReport(const std::vector<RequestTiming>& timings, double duratio
     const bool good = (options.slo_ttft_ms <= 0 || t.ttft_s * 1e3 <= options.slo_ttft_ms) &&
                       (options.slo_tpot_ms <= 0 || tpot_s * 1e3 <= options.slo_tpot_ms) &&
                       (options.slo_e2el_ms <= 0 || t.e2e_s * 1e3 <= options.slo_e2el_ms);
-    r.good_requests += good ? 1 : 0;
+    if (r.has_goodput && good) ++r.good_requests;
   }
-  if (!r.has_goodput) r.good_requests = 0;
   if (duration_s > 0) {
     r.request_throughput = r.completed / duration_s;
     r.output_throughput = static_cast<double>(r.output_tokens) / duration_s;

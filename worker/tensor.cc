@@ -8,10 +8,9 @@
 #include <cstring>
 #include <limits>
 #include <map>
-#include <unordered_map>
 #include <new>
+#include <unordered_map>
 #include <utility>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -43,35 +42,26 @@ void* FreshZeroed(size_t bytes) {
   return p;
 }
 
-}  // namespace
-
-namespace {
-
 class StorageRecycler {
  public:
   void* Allocate(size_t bytes) {
     void* reused = nullptr;
-    std::multimap<size_t, void*> stale;
     {
       absl::MutexLock lock(&mu_);
-      // The smallest kept block that holds it, if it is not more than twice as large;
-      // else every kept block goes before fresh memory is asked for.
+      // The smallest kept block that holds it, if it is not more than twice as large.
       auto it = kept_.lower_bound(bytes);
       if (it != kept_.end() && it->first <= 2 * bytes) {
         reused = it->second;
         live_[reused] = it->first;
         kept_bytes_ -= it->first;
         kept_.erase(it);
-      } else {
-        stale.swap(kept_);
-        kept_bytes_ = 0;
       }
     }
     if (reused != nullptr) {
       std::memset(reused, 0, bytes);  // the rest of the block is never handed out
       return reused;
     }
-    for (auto& [unused, p] : stale) std::free(p);
+    Trim();  // every kept block goes before fresh memory is asked for
     void* fresh = FreshZeroed(bytes);
     absl::MutexLock lock(&mu_);
     live_[fresh] = bytes;

@@ -177,12 +177,17 @@ absl::Status GlooCommGroup::Run(const char* what,
   return BreakWith(status);
 }
 
-absl::Status GlooCommGroup::ShmGather(absl::Span<const float> in, absl::Span<float> out,
-                                      const char* what) {
+absl::Status GlooCommGroup::ShmRun(const char* what,
+                                   const std::function<absl::Status(absl::Duration)>& op) {
   TPSERVE_RETURN_IF_ERROR(Usable(what));
-  absl::Status s = shm_->AllGather(in, out, absl::Milliseconds(timeout_.count()));
+  absl::Status s = op(absl::Milliseconds(timeout_.count()));
   if (s.ok()) return s;
   return BreakWith(absl::Status(s.code(), absl::StrCat(what, ": ", s.message())));
+}
+
+absl::Status GlooCommGroup::ShmGather(absl::Span<const float> in, absl::Span<float> out,
+                                      const char* what) {
+  return ShmRun(what, [&](absl::Duration timeout) { return shm_->AllGather(in, out, timeout); });
 }
 
 absl::Status GlooCommGroup::ShmAllGatherInPieces(absl::Span<const float> in,
@@ -206,10 +211,8 @@ absl::Status GlooCommGroup::AllReduceSum(absl::Span<float> data) {
     // Ranks on one host sum straight out of the shared segment: one copy in and a read
     // of every rank's slot, where the TCP ring copies through the kernel 2·(T − 1) times
     // (a prefill step's all-reduces are megabytes; comm_benchmark, docs/perf.md).
-    TPSERVE_RETURN_IF_ERROR(Usable("all-reduce"));
-    absl::Status s = shm_->AllReduceSum(data, absl::Milliseconds(timeout_.count()));
-    if (s.ok()) return s;
-    return BreakWith(absl::Status(s.code(), absl::StrCat("all-reduce: ", s.message())));
+    return ShmRun("all-reduce",
+                  [&](absl::Duration timeout) { return shm_->AllReduceSum(data, timeout); });
   }
   if (static_cast<int64_t>(data.size()) * size_ <= gather_reduce_max_floats_) {
     // Small payloads (a decode step's rows) are latency-bound: one all-gather and a

@@ -97,6 +97,9 @@ class GlooCommGroup : public CommGroup {
   absl::Status BreakWith(const absl::Status& status);
   // Create()'s last step: whether every rank can open a segment rank 0 creates.
   absl::Status SetUpSharedMemory(size_t slot_bytes);
+  // Runs `op` on shm_ (non-null) with the collective timeout, breaking the group with
+  // its failure (named `what`).
+  absl::Status ShmRun(const char* what, const std::function<absl::Status(absl::Duration)>& op);
   // Through shm_ (non-null): one gather of at most a slot per rank, breaking the group
   // on failure; an all-gather of any size, a slot's worth at a time.
   absl::Status ShmGather(absl::Span<const float> in, absl::Span<float> out, const char* what);
