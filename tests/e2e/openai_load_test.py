@@ -26,6 +26,7 @@ MODEL = "models/demo"
 STREAMS = 1000
 DISCONNECT_SHARE = 0.3
 MAX_TOKENS = 12
+DISCONNECT_MAX_TOKENS = 400
 MAX_SERVER_THREADS = 64  # workers, gRPC and HTTP pools; a thread per stream would be 1000+
 
 
@@ -41,7 +42,10 @@ def count(path):
 
 
 async def one_stream(port, index, disconnect, stats):
-    body = json.dumps({"prompt": "And the %d" % index, "max_tokens": MAX_TOKENS,
+    # A stream that will go away asks for far more tokens than the rest, so that it cannot
+    # have finished (and count as OK) before the server notices the client has gone.
+    body = json.dumps({"prompt": "And the %d" % index,
+                       "max_tokens": DISCONNECT_MAX_TOKENS if disconnect else MAX_TOKENS,
                        "ignore_eos": True, "stream": True, "temperature": 0.7,
                        "seed": index}).encode()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
