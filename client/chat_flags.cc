@@ -27,18 +27,18 @@ std::string Text(const Json& value) {
 }  // namespace
 
 void AddChatFlags(ArgParser& args, ChatFlags* flags) {
-  args.AddString("system", &flags->system, "chat: a system message first");
+  args.AddString("system", &flags->system, "a system message first");
   args.AddString("messages-file", &flags->messages_file,
-                 "chat: earlier turns, a JSON array of OpenAI-style messages");
+                 "earlier turns, a JSON array of OpenAI-style messages");
   args.AddString("tools-file", &flags->tools_file,
-                 "chat: tools the model may call, a JSON array of OpenAI-style tools");
+                 "tools the model may call, a JSON array of OpenAI-style tools");
   args.AddString("tool-choice", &flags->tool_choice,
-                 "chat: auto, none, required or a tool's name (default: auto with tools)");
+                 "auto, none, required or a tool's name (default: auto with tools)");
   args.AddString("template-kwargs", &flags->template_kwargs,
-                 "chat: more chat-template variables, a JSON object (e.g. "
+                 "more chat-template variables, a JSON object (e.g. "
                  "'{\"enable_thinking\": false}')");
   args.AddBool("interactive", &flags->interactive,
-               "chat: read your turns from stdin, one per line, keeping the conversation");
+               "read your turns from stdin, one per line, keeping the conversation");
 }
 
 absl::Status AppendMessagesJson(const std::string& text, const std::string& source,

@@ -22,7 +22,7 @@ absl::StatusOr<v1::ChatRequest> Build(std::vector<std::string> argv_strings,
   argv_strings.insert(argv_strings.begin(), "test");
   std::vector<char*> argv;
   for (std::string& a : argv_strings) argv.push_back(a.data());
-  TPSERVE_RETURN_IF_ERROR(args.Parse(static_cast<int>(argv.size()), argv.data()));
+  TPSERVE_RETURN_IF_ERROR(args.Parse(static_cast<int>(argv.size()), argv.data()).status());
   return BuildChatRequest(args, chat, generate, message);
 }
 

@@ -21,7 +21,7 @@ absl::StatusOr<v1::GenerateRequest> Build(std::vector<std::string> argv_strings,
   argv_strings.insert(argv_strings.begin(), "test");
   std::vector<char*> argv;
   for (std::string& a : argv_strings) argv.push_back(a.data());
-  TPSERVE_RETURN_IF_ERROR(p.args.Parse(static_cast<int>(argv.size()), argv.data()));
+  TPSERVE_RETURN_IF_ERROR(p.args.Parse(static_cast<int>(argv.size()), argv.data()).status());
   return BuildGenerateRequest(p.args, p.flags, text);
 }
 

@@ -1,5 +1,6 @@
 // tpserve-cli: command-line client of a tpserve server.
 //
+//   tpserve-cli --help, tpserve-cli COMMAND --help: the flags, with their defaults.
 //   tpserve-cli [--target host:port] [--json] [--timeout-s S] [--tls-ca-file F]
 //               [--tls-cert-file F --tls-key-file F] [--api-key-file F] COMMAND ...
 //     generate "text" | --token-ids 1,2,3  [--stream] [sampling flags]
@@ -25,6 +26,7 @@
 #include "base/args.h"
 #include "base/status_macros.h"
 #include "base/utf8.h"
+#include "base/version.h"
 #include "client/channel.h"
 #include "client/chat_flags.h"
 #include "client/commands.h"
@@ -40,8 +42,8 @@ struct Flags {
   ChannelFlags channel{"localhost:50051"};
   bool json = false;
   bool stream = false;
-  bool help = false;
   double timeout_s = 0;
+  std::vector<std::string> positional;  // the command's one argument
   GenerateFlags generate;
   ChatFlags chat;
   int64_t input_len = 32, prefix_len = 0, output_len = 32, num_prompts = 64, concurrency = 0;
@@ -56,8 +58,10 @@ struct Flags {
   std::string model;
 };
 
-void Register(ArgParser& args, Flags& f) {
+void RegisterConnection(ArgParser& args, Flags& f) {
+  args.SetEnvPrefix("TPSERVE_");
   args.AddString("target", &f.channel.target, "server address host:port");
+  args.SetEnvPrefix("");
   args.AddString("tls-ca-file", &f.channel.tls_ca_file,
                  "connect with TLS, the server's certificate signed by these PEM CAs (TLS "
                  "without it: the system's roots)");
@@ -67,48 +71,73 @@ void Register(ArgParser& args, Flags& f) {
   args.AddString("api-key-file", &f.channel.api_key_file,
                  "send \"authorization: Bearer KEY\" on every call, KEY this file's first key");
   args.AddBool("json", &f.json, "print one JSON object");
-  args.AddBool("stream", &f.stream, "generate, chat: print text as it arrives");
   args.AddDouble("timeout-s", &f.timeout_s,
                  "deadline of each call, seconds (0: none; bench streams: 600)");
-  args.AddBool("help", &f.help, "print this help");
-  AddGenerateFlags(args, &f.generate);
-  AddChatFlags(args, &f.chat);
-  args.AddInt("input-len", &f.input_len, "bench: prompt tokens");
+}
+
+void RegisterBench(ArgParser& args, Flags& f) {
+  args.AddInt("input-len", &f.input_len, "prompt tokens");
   args.AddInt("prefix-len", &f.prefix_len,
-              "bench: tokens of a prefix shared by every prompt, before its own --input-len");
-  args.AddInt("output-len", &f.output_len, "bench: generated tokens per request");
-  args.AddInt("num-prompts", &f.num_prompts, "bench: requests");
-  args.AddInt("concurrency", &f.concurrency, "bench: most requests in flight (0: no limit)");
-  args.AddDouble("request-rate", &f.request_rate, "bench: Poisson arrivals per second (0: all at once)");
+              "tokens of a prefix shared by every prompt, before its own --input-len");
+  args.AddInt("output-len", &f.output_len, "generated tokens per request");
+  args.AddInt("num-prompts", &f.num_prompts, "requests");
+  args.AddInt("concurrency,max-concurrency", &f.concurrency,
+              "most requests in flight (0: no limit)");
+  args.AddDouble("request-rate", &f.request_rate, "Poisson arrivals per second (0: all at once)");
   args.AddDouble("burstiness", &f.burstiness,
-                 "bench --request-rate: gamma-distributed gaps of this shape (1: Poisson; "
-                 "below 1 burstier)");
+                 "with --request-rate: gamma-distributed gaps of this shape (1: Poisson; below "
+                 "1 burstier)");
   args.AddInt("num-warmups", &f.num_warmups,
-              "bench: requests sent one at a time before the run, not counted");
-  args.AddString("percentiles", &f.percentiles,
-                 "bench: percentiles reported of TTFT, TPOT, ITL and E2E, e.g. 50,90,99");
+              "requests sent one at a time before the run, not counted");
+  args.AddString("percentiles,metric-percentiles", &f.percentiles,
+                 "percentiles reported of TTFT, TPOT, ITL and E2E, e.g. 50,90,99");
   args.AddRepeated("goodput", &f.goodput,
-                   "bench: an SLO, ttft:MS, tpot:MS or e2el:MS (repeatable, or comma-"
-                   "separated): goodput counts the requests that meet every one");
-  args.AddString("save-result", &f.save_result, "bench: also write the report as JSON here");
+                   "an SLO, ttft:MS, tpot:MS or e2el:MS (repeatable, or comma-separated): "
+                   "goodput counts the requests that meet every one");
+  args.AddString("save-result", &f.save_result, "also write the report as JSON here");
   args.AddString("backend", &f.backend,
-                 "bench: grpc (Generate streams on --target) or openai (streamed "
-                 "/v1/completions at --openai-url; --target still gives the model's info)");
+                 "grpc (Generate streams on --target) or openai (streamed /v1/completions at "
+                 "--openai-url; --target still gives the model's info)");
   args.AddString("openai-url", &f.openai_url,
-                 "bench --backend openai: the server's HTTP API, http://HOST:PORT (tpserve "
+                 "--backend openai: the server's HTTP API, http://HOST:PORT (tpserve "
                  "--http-port)");
   args.AddInt("vocab-size", &f.vocab_size,
-              "bench --backend openai: prompt ids are drawn from [0, N) and no tpserve "
-              "--target is asked for the model's info (another engine's server)");
+              "--backend openai: prompt ids are drawn from [0, N) and no tpserve --target is "
+              "asked for the model's info (another engine's server)");
   args.AddString("model", &f.model,
-                 "bench --backend openai: the \"model\" to send (default: --target's name; "
-                 "with --vocab-size and no --model none is sent)");
+                 "--backend openai: the \"model\" to send (default: --target's name; with "
+                 "--vocab-size and no --model none is sent)");
+  args.AddInt("seed", &f.generate.seed, "seed of the prompts, arrivals and sampling");
+  args.AddDouble("temperature", &f.generate.temperature, "sampling temperature (default: greedy)");
+}
+
+void Register(ArgParser& args, Flags& f) {
+  RegisterConnection(args, f);
+  args.SetVersion(VersionText("tpserve-cli"));
+  ArgParser& generate = args.AddCommand("generate", "complete a prompt, text or --token-ids");
+  generate.AddPositional("prompt", &f.positional, 1, "the prompt text");
+  generate.AddBool("stream", &f.stream, "print text as it arrives");
+  AddGenerateFlags(generate, &f.generate);
+  ArgParser& chat = args.AddCommand("chat", "answer a chat message with the model's template");
+  chat.AddPositional("message", &f.positional, 1, "the user's message");
+  chat.AddBool("stream", &f.stream, "print text as it arrives");
+  AddChatFlags(chat, &f.chat);
+  AddGenerateFlags(chat, &f.generate);
+  ArgParser& tokenize = args.AddCommand("tokenize", "the token ids of a text");
+  tokenize.AddPositional("text", &f.positional, 1, "the text");
+  tokenize.AddBool("no-special-tokens", &f.generate.no_special_tokens,
+                   "do not add BOS etc. to the text");
+  ArgParser& detokenize = args.AddCommand("detokenize", "the text of token ids");
+  detokenize.AddPositional("ids", &f.positional, 1, "token ids: 1,2,3");
+  detokenize.AddBool("keep-special-tokens", &f.generate.keep_special_tokens,
+                     "keep special tokens in the text");
+  args.AddCommand("info", "the served model: name, context, vocabulary, limits");
+  args.AddCommand("health", "the server's grpc.health.v1 status");
+  RegisterBench(args.AddCommand("bench", "load-test the server (as vllm bench serve)"), f);
 }
 
 int Usage(const ArgParser& args, const std::string& problem) {
-  std::cerr << "tpserve-cli: " << problem << "\n"
-            << "commands: generate TEXT | chat MESSAGE | tokenize TEXT | detokenize IDS | info | health | bench\n"
-            << args.Usage();
+  std::cerr << "tpserve-cli: " << problem << "\n" << args.HelpHint() << "\n";
   return 2;
 }
 
@@ -176,11 +205,10 @@ absl::StatusOr<BenchOptions> BenchFrom(const ArgParser& args, const Flags& f) {
   return o;
 }
 
-int Dispatch(const ArgParser& args, const Flags& f, const Cli& cli) {
-  const auto& pos = args.positional();
-  const std::string& command = pos[0];
-  const std::string arg = pos.size() > 1 ? pos[1] : "";
-  if (pos.size() > 2) return Usage(args, absl::StrCat("unexpected argument \"", pos[2], "\""));
+int Dispatch(const ArgParser& root, const Flags& f, const Cli& cli) {
+  const ArgParser& args = root.command_parser();
+  const std::string command = root.command();
+  const std::string arg = f.positional.empty() ? "" : f.positional[0];
   if (command == "generate") {
     absl::StatusOr<v1::GenerateRequest> request = BuildGenerateRequest(args, f.generate, arg);
     if (!request.ok()) return BadRequest(args, cli, request.status());
@@ -218,12 +246,9 @@ int Dispatch(const ArgParser& args, const Flags& f, const Cli& cli) {
   }
   if (command == "info") return InfoCommand(cli);
   if (command == "health") return HealthCommand(cli);
-  if (command == "bench") {
-    absl::StatusOr<BenchOptions> options = BenchFrom(args, f);
-    if (!options.ok()) return Usage(args, std::string(options.status().message()));
-    return BenchCommand(cli, *options);
-  }
-  return Usage(args, absl::StrCat("unknown command \"", command, "\""));
+  absl::StatusOr<BenchOptions> options = BenchFrom(args, f);
+  if (!options.ok()) return Usage(args, std::string(options.status().message()));
+  return BenchCommand(cli, *options);
 }
 
 }  // namespace
@@ -231,12 +256,11 @@ int Dispatch(const ArgParser& args, const Flags& f, const Cli& cli) {
 
 int main(int argc, char** argv) {
   tpserve::Flags flags;
-  tpserve::ArgParser args("tpserve-cli");
+  tpserve::ArgParser args("tpserve-cli", "tpserve-cli: command-line client of a tpserve server.");
   tpserve::Register(args, flags);
-  if (absl::Status s = args.Parse(argc, argv); !s.ok()) {
-    return tpserve::Usage(args, std::string(s.message()));
-  }
-  if (flags.help || args.positional().empty()) return tpserve::Usage(args, "give a command");
+  absl::StatusOr<tpserve::ArgParser::Action> action = args.Parse(argc, argv);
+  if (!action.ok()) return tpserve::Usage(args, std::string(action.status().message()));
+  if (*action == tpserve::ArgParser::Action::kExit) return 0;  // --help or --version
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = tpserve::OpenChannel(flags.channel);
   if (!channel.ok()) return tpserve::Usage(args, std::string(channel.status().message()));
   tpserve::Cli cli;

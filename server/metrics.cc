@@ -19,20 +19,6 @@
 namespace tpserve {
 namespace {
 
-const char* ReasonLabel(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kEos:
-      return "eos";
-    case FinishReason::kCancelled:
-      return "cancelled";
-  }
-  return "unknown";
-}
-
 // Shortest text that reads back as the same double; "+Inf" and "NaN" as Prometheus has.
 std::string Number(double v) {
   if (v != v) return "NaN";
@@ -144,6 +130,20 @@ void RenderProcess(const ProcessSnapshot& p, std::string* out) {
 
 }  // namespace
 
+const char* FinishReasonLabel(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kEos:
+      return "eos";
+    case FinishReason::kCancelled:
+      return "cancelled";
+  }
+  return "unknown";
+}
+
 std::string EscapeLabelValue(const std::string& value) {
   std::string out;
   for (char c : value) {
@@ -235,6 +235,16 @@ ServerMetrics::ServerMetrics(int max_context)
       prompt_length_(OneTwoFiveBounds(max_context)),
       generation_length_(OneTwoFiveBounds(max_context)) {}
 
+RequestTotals ServerMetrics::Totals() const {
+  absl::MutexLock lock(&mu_);
+  RequestTotals t;
+  for (const auto& [code, count] : calls_) t.calls += count;
+  t.prompt_tokens = prompt_tokens_;
+  t.generation_tokens = generation_tokens_;
+  t.cached_prompt_tokens = cached_prompt_tokens_;
+  return t;
+}
+
 void ServerMetrics::Record(const RequestRecord& r) {
   absl::MutexLock lock(&mu_);
   ++calls_[r.code];
@@ -294,7 +304,7 @@ void ServerMetrics::RenderRecorded(std::string* out) const {
          "Completions the engine finished, by finish reason.", out);
   for (FinishReason reason : {FinishReason::kLength, FinishReason::kStop, FinishReason::kEos,
                               FinishReason::kCancelled}) {
-    absl::StrAppend(out, "tpserve_requests_finished_total{reason=\"", ReasonLabel(reason),
+    absl::StrAppend(out, "tpserve_requests_finished_total{reason=\"", FinishReasonLabel(reason),
                     "\"} ", finished_[static_cast<size_t>(reason)], "\n");
   }
   Family("tpserve_prompt_tokens_total", "counter",

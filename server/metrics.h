@@ -36,6 +36,9 @@
 
 namespace tpserve {
 
+// "length", "stop", "eos" or "cancelled": the label of tpserve_requests_finished_total.
+const char* FinishReasonLabel(FinishReason reason);
+
 // One completion the engine finished: its last chunk, and the gaps the call saw.
 struct FinishedCompletion {
   FinishReason reason = FinishReason::kLength;
@@ -56,6 +59,14 @@ struct RequestRecord {
   std::optional<double> first_token_s;  // since the call started: its first token
   std::optional<double> last_token_s;   // and its last
   double duration_s = 0;                // the whole call
+};
+
+// The recorded calls' counters so far.
+struct RequestTotals {
+  uint64_t calls = 0;  // every status
+  uint64_t prompt_tokens = 0;
+  uint64_t generation_tokens = 0;
+  uint64_t cached_prompt_tokens = 0;
 };
 
 // The engine side at scrape time; counters are totals since the server started.
@@ -111,6 +122,7 @@ class ServerMetrics {
   explicit ServerMetrics(int max_context);
 
   void Record(const RequestRecord& record);
+  RequestTotals Totals() const;
   // The exposition text: the model's info line, the recorded request figures,
   // `snapshot`, then the process's figures (ReadProcessSnapshot, when it can be read).
   std::string Render(const std::map<std::string, std::string>& info,

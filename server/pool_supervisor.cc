@@ -1,11 +1,11 @@
 #include "server/pool_supervisor.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "spdlog/spdlog.h"
 
 namespace tpserve {
 
@@ -22,21 +22,26 @@ absl::Status PoolSupervisor::Run() {
     absl::StatusOr<Generation> current = StartGeneration(generation);
     if (!current.ok()) {
       if (generation == 0 || options_.exit_on_pool_failure) return current.status();
-      std::fprintf(stderr, "tpserve: pool generation %d failed to start: %s\n", generation,
-                   current.status().ToString().c_str());
+      spdlog::error("worker pool generation {} failed to start: {}; retrying in {}", generation,
+                    current.status().ToString(), absl::FormatDuration(backoff));
       if (!SleepUnlessStopped(backoff)) break;
       backoff = std::min(backoff * 2, options_.max_restart_backoff);
       continue;
     }
     backoff = options_.restart_backoff;
+    spdlog::info("worker pool generation {} ready", generation);
     on_serving_(current->engine);
     const absl::Status lost = Watch(*current);
     on_serving_(nullptr);
     Teardown(*current, lost.ok() ? "server shutting down" : "pool failed");
     if (lost.ok()) break;
-    std::fprintf(stderr, "tpserve: worker pool generation %d lost: %s\n", generation,
-                 lost.ToString().c_str());
-    if (options_.exit_on_pool_failure) return lost;
+    if (options_.exit_on_pool_failure) {
+      spdlog::error("worker pool generation {} lost: {}; exiting (--exit-on-pool-failure)",
+                    generation, lost.ToString());
+      return lost;
+    }
+    spdlog::error("worker pool generation {} lost: {}; rebuilding the pool", generation,
+                  lost.ToString());
   }
   return absl::OkStatus();
 }

@@ -5,7 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/args.h"
+#include "base/log.h"
 #include "base/status_macros.h"
+#include "base/version.h"
 #include "server/chat/reasoning_parser.h"
 #include "server/chat/tool_call_parser.h"
 
@@ -24,16 +26,20 @@ absl::Status CheckRange(const char* flag, int64_t value, int64_t low, int64_t hi
 struct IntFlags {
   int64_t tp, port, metrics_port, http_port, kv_blocks, kv_memory_mb, kv_block_size, max_context,
       max_batch_tokens, max_sequences, max_queue, step_timeout_ms, step_timeout_per_token_ms,
-      step_time_target_ms, start_timeout_s, drain_grace_ms;
+      step_time_target_ms, start_timeout_s, drain_grace_ms, log_stats_interval_s;
 };
 
-void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
+void Register(ArgParser& args, ServerConfig& c, IntFlags& i, std::vector<std::string>* model,
+              bool* disable_log_stats) {
+  args.SetEnvPrefix("TPSERVE_");
+  args.AddPositional("model-path", model, 1, "the model, as --model gives it (vLLM's `serve MODEL`)");
   args.AddString("model", &c.model_dir,
                  "Hugging Face model directory, or a hub id (org/name[@revision]) already in "
-                 "the local hub cache (required)");
-  args.AddString("model-name", &c.model_name,
-                 "name reported by GetModelInfo (default: the hub id, or the directory's name)");
-  args.AddInt("tp", &i.tp, "tensor-parallel size: worker ranks");
+                 "the local hub cache (required, here or as the one positional argument)");
+  args.AddString("model-name,served-model-name", &c.model_name,
+                 "name reported by GetModelInfo and /v1/models (default: the hub id, or the "
+                 "directory's name)");
+  args.AddInt("tp,tensor-parallel-size", &i.tp, "tensor-parallel size: worker ranks");
   args.AddString("device", &c.device, "cpu or cuda");
   args.AddString("dtype", &c.dtype,
                  "auto (default: on cpu the checkpoint's dtype, bf16/fp16 served as bfloat16; "
@@ -46,12 +52,12 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
                  "none (default) or int8 (cpu: weight-only int8 with a scale per output "
                  "channel, computed at load from a bf16, fp16 or fp32 checkpoint; half the "
                  "weight bytes of bfloat16; with --dtype auto or bfloat16)");
-  args.AddDouble("gpu-memory-fraction", &c.gpu_memory_fraction,
+  args.AddDouble("gpu-memory-fraction,gpu-memory-utilization", &c.gpu_memory_fraction,
                  "cuda: share of each GPU for weights, activations and KV cache (default 0.9)");
   args.AddString("host", &c.host,
                  "address to serve on (default 0.0.0.0: every interface; 127.0.0.1: this host "
                  "only)");
-  args.AddInt("port", &i.port, "port to serve on (required; 0 picks a free one)");
+  args.AddInt("port", &i.port, "gRPC port to serve on (0 picks a free one)");
   args.AddInt("metrics-port", &i.metrics_port,
               "serve Prometheus metrics at http://HOST:PORT/metrics (0 picks a free port; "
               "default: off)");
@@ -74,7 +80,7 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
                "exit non-zero when the worker pool fails instead of rebuilding it");
   args.AddBool("enforce-eager", &c.enforce_eager,
                "cuda: run decode steps eagerly instead of replaying CUDA graphs");
-  args.AddBool("no-prefix-caching", &c.no_prefix_caching,
+  args.AddBool("no-prefix-caching,no-enable-prefix-caching", &c.no_prefix_caching,
                "compute every prompt in full instead of sharing cached KV blocks of common "
                "prefixes");
   args.AddString("worker-binary", &c.worker_binary, "path of tpserve_worker");
@@ -86,9 +92,11 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
   args.AddInt("kv-blocks", &i.kv_blocks, "KV cache blocks per rank");
   args.AddInt("kv-memory-mb", &i.kv_memory_mb, "KV cache memory per rank, MiB");
   args.AddInt("kv-block-size", &i.kv_block_size, "tokens per KV block");
-  args.AddInt("max-context", &i.max_context, "tokens per request (default: the model's)");
-  args.AddInt("max-batch-tokens", &i.max_batch_tokens, "tokens per engine step");
-  args.AddInt("max-sequences", &i.max_sequences, "sequences per engine step");
+  args.AddInt("max-context,max-model-len", &i.max_context,
+              "tokens per request, prompt and output (0: the model's max_position_embeddings)");
+  args.AddInt("max-batch-tokens,max-num-batched-tokens", &i.max_batch_tokens,
+              "tokens per engine step");
+  args.AddInt("max-sequences,max-num-seqs", &i.max_sequences, "sequences per engine step");
   args.AddInt("max-queue", &i.max_queue, "waiting requests before RESOURCE_EXHAUSTED");
   args.AddInt("step-timeout-ms", &i.step_timeout_ms, "deadline of one step on every rank");
   args.AddInt("step-time-target-ms", &i.step_time_target_ms,
@@ -110,7 +118,15 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, bool* help) {
                  "require \"authorization: Bearer KEY\" on tpserve.v1.Inference calls, KEY one "
                  "of this file's lines (blank lines and # comments ignored); health and "
                  "reflection stay open");
-  args.AddBool("help", help, "print this help");
+  args.AddString("log-level", &c.log_level,
+                 "least severe log lines written, by the server and its workers: debug, info, "
+                 "warning or error (info and debug on stdout, the rest on stderr)");
+  args.AddInt("log-stats-interval-s", &i.log_stats_interval_s,
+              "log throughput, running and waiting requests and KV-cache use this often, "
+              "seconds (0: never; an idle server logs once)");
+  args.AddBool("disable-log-stats", disable_log_stats, "no stats lines (as 0 above)");
+  args.AddBool("disable-log-requests", &c.disable_log_requests,
+               "no line per finished request (id, tokens, queue time, TTFT, duration, status)");
 }
 
 IntFlags Defaults(const ServerConfig& c) {
@@ -129,7 +145,8 @@ IntFlags Defaults(const ServerConfig& c) {
           c.step_timeout_per_token_ms,
           c.step_time_target_ms,
           c.start_timeout_s,
-          c.drain_grace_ms};
+          c.drain_grace_ms,
+          c.log_stats_interval_s};
 }
 
 absl::Status Narrow(const IntFlags& i, ServerConfig& c) {
@@ -147,6 +164,7 @@ absl::Status Narrow(const IntFlags& i, ServerConfig& c) {
       {"step-time-target-ms", {i.step_time_target_ms, &c.step_time_target_ms}},
       {"start-timeout-s", {i.start_timeout_s, &c.start_timeout_s}},
       {"drain-grace-ms", {i.drain_grace_ms, &c.drain_grace_ms}},
+      {"log-stats-interval-s", {i.log_stats_interval_s, &c.log_stats_interval_s}},
   };
   for (const auto& [flag, value] : fields) {
     TPSERVE_RETURN_IF_ERROR(CheckRange(flag, value.first, -kMax, kMax));
@@ -223,6 +241,7 @@ absl::Status ServerConfig::Validate() const {
       !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--reasoning-parser: ", s.message()));
   }
+  TPSERVE_RETURN_IF_ERROR(ValidateLogLevel(log_level));
   if (kv_blocks > 0 && kv_memory_mb > 0) {
     return absl::InvalidArgumentError("give --kv-blocks or --kv-memory-mb, not both");
   }
@@ -246,6 +265,7 @@ absl::Status ServerConfig::Validate() const {
       {"step-time-target-ms", step_time_target_ms, 0, 3600000},
       {"start-timeout-s", start_timeout_s, 1, 86400},
       {"drain-grace-ms", drain_grace_ms, 0, 3600000},
+      {"log-stats-interval-s", log_stats_interval_s, 0, 86400},
   };
   for (const auto& r : ranges) {
     TPSERVE_RETURN_IF_ERROR(CheckRange(r.flag, r.value, r.low, r.high));
@@ -259,22 +279,32 @@ std::string ServerConfig::ComputeDType(DType checkpoint_dtype) const {
   return checkpoint_dtype == DType::kF32 ? "float32" : "bfloat16";
 }
 
-absl::StatusOr<ServerConfig> ParseServerFlags(int argc, char** argv) {
+absl::StatusOr<std::optional<ServerConfig>> ParseServerFlags(int argc, char** argv) {
   ServerConfig config;
   IntFlags ints = Defaults(config);
-  bool help = false;
-  ArgParser args("tpserve");
-  Register(args, config, ints, &help);
-  absl::Status status = args.Parse(argc, argv);
-  if (status.ok() && help) status = absl::InvalidArgumentError("help requested");
-  if (status.ok() && !args.positional().empty()) {
-    status = absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument \"", args.positional()[0], "\""));
+  std::vector<std::string> model;
+  bool disable_log_stats = false;
+  ArgParser args("tpserve",
+                 "tpserve: serves a Hugging Face model over gRPC (tpserve.v1.Inference, "
+                 "health, reflection) and, with --http-port, the OpenAI-compatible HTTP API. "
+                 "Every flag can also come from its TPSERVE_* environment variable.");
+  args.SetVersion(VersionText("tpserve"));
+  Register(args, config, ints, &model, &disable_log_stats);
+  absl::StatusOr<ArgParser::Action> action = args.Parse(argc, argv);
+  absl::Status status = action.status();
+  if (status.ok() && *action == ArgParser::Action::kExit) return std::nullopt;
+  if (status.ok() && !model.empty()) {
+    if (args.Seen("model")) {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "the model is given twice: --model ", config.model_dir, " and \"", model[0], "\""));
+    }
+    config.model_dir = model[0];
   }
   if (status.ok()) status = Narrow(ints, config);
+  if (disable_log_stats) config.log_stats_interval_s = 0;
   if (status.ok()) status = config.Validate();
   if (!status.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(status.message(), "\n", args.Usage()));
+    return absl::InvalidArgumentError(absl::StrCat(status.message(), "\n", args.HelpHint()));
   }
   return config;
 }

@@ -4,6 +4,7 @@
 #define TPSERVE_SERVER_SERVER_CONFIG_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -34,7 +35,7 @@ struct ServerConfig {
   // cache take up to this fraction of its GPU's memory.
   double gpu_memory_fraction = 0.9;
   std::string host = "0.0.0.0";       // every interface, as a container needs
-  int port = -1;                      // required; 0 picks a free port
+  int port = 50051;                   // gRPC; 0 picks a free port
   int metrics_port = -1;              // Prometheus /metrics over HTTP on host; -1: none
   // The OpenAI-compatible HTTP API (server/openai/): -1 off; on http_host ("" = host).
   int http_port = -1;
@@ -75,6 +76,11 @@ struct ServerConfig {
   std::string tls_key_file;
   std::string tls_client_ca_file;
   std::string api_key_file;
+  // Logging (base/log.h): the least severe level logged, by the server and its workers;
+  // the stats line every this many seconds (0: never); one line per finished request.
+  std::string log_level = "info";
+  int log_stats_interval_s = 10;
+  bool disable_log_requests = false;
 
   absl::Status Validate() const;
   // The dtype served: dtype unless "auto"; for "auto" on cpu `checkpoint_dtype` (what
@@ -83,9 +89,10 @@ struct ServerConfig {
   std::string ComputeDType(DType checkpoint_dtype) const;
 };
 
-// Parses tpserve's command line. InvalidArgument names the flag; the usage text is
-// appended to the message.
-absl::StatusOr<ServerConfig> ParseServerFlags(int argc, char** argv);
+// Parses tpserve's command line (and the TPSERVE_* environment variables). nullopt:
+// --help or --version was printed, exit 0. InvalidArgument names the flag, with a hint
+// at --help on its own line.
+absl::StatusOr<std::optional<ServerConfig>> ParseServerFlags(int argc, char** argv);
 
 }  // namespace tpserve
 

@@ -1,5 +1,8 @@
 #include "server/server_config.h"
 
+#include <stdlib.h>
+
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -8,11 +11,18 @@
 namespace tpserve {
 namespace {
 
-absl::StatusOr<ServerConfig> Parse(std::vector<std::string> args) {
+absl::StatusOr<std::optional<ServerConfig>> ParseOrExit(std::vector<std::string> args) {
   args.insert(args.begin(), "tpserve");
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   return ParseServerFlags(static_cast<int>(argv.size()), argv.data());
+}
+
+absl::StatusOr<ServerConfig> Parse(std::vector<std::string> args) {
+  absl::StatusOr<std::optional<ServerConfig>> c = ParseOrExit(std::move(args));
+  if (!c.ok()) return c.status();
+  if (!c->has_value()) return absl::InternalError("the parser asked to exit");
+  return **c;
 }
 
 TEST(ServerConfigTest, ParsesEveryFlag) {
@@ -110,7 +120,8 @@ TEST(ServerConfigTest, BadFlagsNameTheFlag) {
     std::string message;
   } cases[] = {
       {{"--port", "1"}, "--model is required"},
-      {{"--model", "/m"}, "--port must be in [0, 65535], got -1"},
+      {{"--model", "/m", "--port", "70000"}, "--port must be in [0, 65535], got 70000"},
+      {{"/m", "--model", "/n"}, "the model is given twice"},
       {{"--model", "/m", "--port", "1", "--device", "tpu"}, "--device must be cpu or cuda"},
       {{"--model", "/m", "--port", "1", "--tp", "0"}, "--tp must be in [1, 1024], got 0"},
       {{"--model", "/m", "--port", "1", "--metrics-port", "70000"},
@@ -119,7 +130,8 @@ TEST(ServerConfigTest, BadFlagsNameTheFlag) {
        "give --kv-blocks or --kv-memory-mb, not both"},
       {{"--model", "/m", "--port", "1", "--max-queue", "99999999999"}, "--max-queue must be in"},
       {{"--model", "/m", "--port", "1", "--tp", "x"}, "--tp needs an integer"},
-      {{"--model", "/m", "--port", "1", "stray"}, "unexpected argument \"stray\""},
+      {{"--model", "/m", "--port", "1", "stray"}, "the model is given twice"},
+      {{"/m", "stray"}, "unexpected argument \"stray\""},
       {{"--bogus"}, "unknown flag --bogus"},
       {{"--model", "/m", "--port", "1", "--dtype", "float16"},
        "--dtype \"float16\": expected auto, float32 or bfloat16"},
@@ -153,7 +165,66 @@ TEST(ServerConfigTest, BadFlagsNameTheFlag) {
     EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(config.status().message().find(c.message), std::string::npos)
         << config.status();
-    EXPECT_NE(config.status().message().find("usage: tpserve"), std::string::npos);
+    EXPECT_NE(config.status().message().find("\nrun 'tpserve --help' for the flags"),
+              std::string::npos);
+  }
+}
+
+TEST(ServerConfigTest, DefaultsToPort50051AndTakesTheModelAsPositional) {
+  absl::StatusOr<ServerConfig> c = Parse({"/models/m"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->port, 50051);
+  EXPECT_EQ(c->model_dir, "/models/m");
+}
+
+TEST(ServerConfigTest, TakesVllmNames) {
+  absl::StatusOr<ServerConfig> c = Parse(
+      {"--model", "/m", "--tensor-parallel-size", "2", "--max-model-len", "512",
+       "--max-num-seqs", "8", "--max-num-batched-tokens", "1024", "--device", "cuda",
+       "--gpu-memory-utilization", "0.5", "--served-model-name", "llama",
+       "--no-enable-prefix-caching"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->tp, 2);
+  EXPECT_EQ(c->limits.max_context(), 512);
+  EXPECT_EQ(c->limits.max_sequences(), 8);
+  EXPECT_EQ(c->limits.max_batch_tokens(), 1024);
+  EXPECT_EQ(c->gpu_memory_fraction, 0.5);
+  EXPECT_EQ(c->model_name, "llama");
+  EXPECT_TRUE(c->no_prefix_caching);
+}
+
+TEST(ServerConfigTest, EnvironmentVariablesFillUnsetFlags) {
+  setenv("TPSERVE_MODEL", "/env/model", 1);
+  setenv("TPSERVE_TP", "4", 1);
+  setenv("TPSERVE_MAX_CONTEXT", "256", 1);
+  setenv("TPSERVE_NO_PREFIX_CACHING", "true", 1);
+  absl::StatusOr<ServerConfig> c = Parse({"--tp", "2"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_dir, "/env/model");
+  EXPECT_EQ(c->tp, 2);  // the command line wins
+  EXPECT_EQ(c->limits.max_context(), 256);
+  EXPECT_TRUE(c->no_prefix_caching);
+  setenv("TPSERVE_TP", "many", 1);
+  c = Parse({});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("TPSERVE_TP (--tp) needs an integer"), std::string::npos)
+      << c.status();
+  for (const char* name :
+       {"TPSERVE_MODEL", "TPSERVE_TP", "TPSERVE_MAX_CONTEXT", "TPSERVE_NO_PREFIX_CACHING"}) {
+    unsetenv(name);
+  }
+}
+
+TEST(ServerConfigTest, HelpAndVersionExitWithoutAConfig) {
+  for (const char* flag : {"--help", "-h", "--version"}) {
+    testing::internal::CaptureStdout();
+    absl::StatusOr<std::optional<ServerConfig>> c = ParseOrExit({flag});
+    const std::string out = testing::internal::GetCapturedStdout();
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_FALSE(c->has_value()) << flag;
+    EXPECT_NE(out.find(std::string(flag) == "--version" ? "tpserve 0." : "--port INT=50051"),
+              std::string::npos)
+        << out;
   }
 }
 

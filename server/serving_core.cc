@@ -1,15 +1,15 @@
 #include "server/serving_core.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/grpc_status.h"
-#include "base/log_escape.h"
 #include "base/status_macros.h"
 #include "server/generate_convert.h"
+#include "server/request_log.h"
+#include "spdlog/spdlog.h"
 
 namespace tpserve {
 
@@ -18,16 +18,20 @@ struct CallLedger {
 
   ServerMetrics metrics;
   std::atomic<int> generating{0};
+  std::atomic<uint64_t> calls{0};  // numbers the calls, from 1
+  std::atomic<bool> log_requests{true};
 
-  // Logs a failed call with its request id (escaped: it and the message come from the
-  // client) and records it with the status code its client gets.
-  void Record(const std::string& request_id, const absl::Status& status, RequestRecord record) {
-    if (!status.ok() && !request_id.empty()) {
-      std::fprintf(stderr, "tpserve: request %s: %s\n", LogEscape(request_id).c_str(),
-                   LogEscape(status.ToString()).c_str());
-    }
+  // Records a call with the status code its client gets, and logs its request line
+  // (server/request_log.h): a warning when the server failed it, else info.
+  void Record(uint64_t serial, const std::string& request_id, const absl::Status& status,
+              RequestRecord record) {
     record.code = static_cast<absl::StatusCode>(ToGrpcStatus(status).error_code());
     metrics.Record(record);
+    if (!log_requests.load()) return;
+    const bool server_side = absl::IsInternal(status) || absl::IsUnavailable(status) ||
+                             absl::IsUnknown(status) || absl::IsDataLoss(status);
+    spdlog::log(server_side ? spdlog::level::warn : spdlog::level::info, "{}",
+                RequestLogLine(serial, request_id, status, record));
   }
 };
 
@@ -42,6 +46,7 @@ struct GenerateCall::Shared {
   std::shared_ptr<Engine> engine;
   GenerateSink sink;
   std::string request_id;
+  uint64_t serial = 0;  // the ledger's number for the call
   absl::Time start;
 
   absl::Mutex mu;
@@ -67,7 +72,7 @@ struct GenerateCall::Shared {
   bool EndLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     ended = true;
     record.duration_s = absl::ToDoubleSeconds(absl::Now() - start);
-    ledger->Record(request_id, status, record);
+    ledger->Record(serial, request_id, status, record);
     ledger->generating.fetch_sub(1);
     return !detached;
   }
@@ -167,6 +172,10 @@ ServingCore::~ServingCore() = default;
 
 int ServingCore::generating() const { return ledger_->generating.load(); }
 
+void ServingCore::set_log_requests(bool on) { ledger_->log_requests = on; }
+
+RequestTotals ServingCore::Totals() const { return ledger_->metrics.Totals(); }
+
 void ServingCore::SetEngine(std::shared_ptr<Engine> engine) {
   absl::MutexLock lock(&mu_);
   if (engine_ != nullptr && engine_ != engine) {
@@ -206,6 +215,7 @@ absl::StatusOr<std::shared_ptr<GenerateCall>> ServingCore::StartGenerate(
   shared->ledger = ledger_;
   shared->sink = std::move(sink);
   shared->request_id = request.request_id();
+  shared->serial = ledger_->calls.fetch_add(1) + 1;
   shared->start = absl::Now();
   const int n = CompletionCount(request);
   ledger_->generating.fetch_add(1);

@@ -118,6 +118,10 @@ class ServingCore {
   void StopAccepting();
   // Generations running now (started and not yet ended).
   int generating() const;
+  // Whether each finished call logs its line (server/request_log.h); on by default.
+  void set_log_requests(bool on);
+  // The calls' token counters so far (the periodic stats line's throughput).
+  RequestTotals Totals() const;
   // Whether an engine is set and no drain began.
   bool serving() const;
 

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -16,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "spdlog/spdlog.h"
 #include "tpserve/v1/batch_limits.h"
 #include "worker/loader/hf_config.h"
 
@@ -88,10 +88,10 @@ class SupervisedWorkerPool final : public SupervisedPool {
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir,
                                                        int vocab_size) {
   if (!fs::exists(fs::path(model_dir) / "tokenizer.json")) {
-    std::fprintf(stderr,
-                 "tpserve: %s has no tokenizer.json; serving token ids only (text prompts "
-                 "get FAILED_PRECONDITION)\n",
-                 model_dir.c_str());
+    spdlog::warn(
+        "{} has no tokenizer.json; serving token ids only (text prompts get "
+        "FAILED_PRECONDITION)",
+        model_dir);
     return std::unique_ptr<Tokenizer>();
   }
   TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, Tokenizer::FromPath(model_dir));
@@ -154,6 +154,7 @@ absl::StatusOr<WorkerPoolOptions> PoolOptions(const ServerConfig& config,
   pool.eager_decode = config.enforce_eager;
   pool.spawn_workers = !config.external_workers;
   pool.worker_binary = config.worker_binary;
+  pool.worker_log_level = config.log_level;
   if (pool.spawn_workers && pool.worker_binary.empty()) {
     TPSERVE_ASSIGN_OR_RETURN(pool.worker_binary, DefaultWorkerBinary());
   }

@@ -22,7 +22,7 @@ log=$(mktemp)
 trap 'serving_stop; rm -f "$log"' EXIT
 serving_start "$log" --model models/demo --tp "$tp" --device cpu --host 127.0.0.1 \
   --http-port 0 --http-host 127.0.0.1
-url=$(sed -n 's/^tpserve: OpenAI-compatible API on \(http:[^ ]*\)$/\1/p' "$log")
+url=$(sed -n 's/^.* tpserve: OpenAI-compatible API on \(http:[^ ]*\)$/\1/p' "$log")
 echo "tpserve --tp $tp (models/demo) on $server_addr and $url; $prompts prompts of" \
   "$input_len tokens, $output_len output tokens each, $rounds rounds"
 # row LABEL BENCH_ARGS...: one bench run, with the per-token figures to the microsecond.

@@ -345,9 +345,9 @@ start_engine() {
       start_server "$e" "$log" "$tpserve" --model "$model" --model-name "$served_name" \
         --tp "$threads" --device cpu --host 127.0.0.1 --port 0 --http-port 0 \
         --http-host 127.0.0.1 "${q[@]}"
-      url[$e]=$(wait_line "$e" "$log" 's/^tpserve: OpenAI-compatible API on \(http:[^ ]*\)$/\1/p') ||
+      url[$e]=$(wait_line "$e" "$log" 's/^.* tpserve: OpenAI-compatible API on \(http:[^ ]*\)$/\1/p') ||
         return 1
-      wait_line "$e" "$log" 's/^tpserve: serving on //p' >/dev/null || return 1
+      wait_line "$e" "$log" 's/^.* tpserve: serving on //p' >/dev/null || return 1
       ;;
     vllm-bf16)
       port=$(free_port)

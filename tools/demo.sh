@@ -14,9 +14,9 @@ bazel-bin/server/tpserve --model models/demo --tp 2 --device cpu --port 0 >"$log
 server=$!
 trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null; rm -f "$log"' EXIT
 
-# tpserve prints "tpserve: serving on ADDR" once both ranks have loaded.
+# tpserve logs "... info tpserve: serving on ADDR" once both ranks have loaded.
 for _ in $(seq 1 600); do
-  addr=$(sed -n 's/^tpserve: serving on //p' "$log")
+  addr=$(sed -n 's/^.* tpserve: serving on //p' "$log")
   [ -n "$addr" ] && break
   if ! kill -0 $server 2>/dev/null; then cat "$log"; exit 1; fi
   sleep 0.1

@@ -28,7 +28,7 @@ serving_start() {
   server_pid=$!
   server_addr=
   for _ in $(seq 1 1200); do
-    server_addr=$(sed -n 's/^tpserve: serving on //p' "$log")
+    server_addr=$(sed -n 's/^.* tpserve: serving on //p' "$log")
     [ -n "$server_addr" ] && return 0
     sleep 0.1
   done

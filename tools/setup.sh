@@ -12,6 +12,7 @@ PACKAGES=(
   libgloo-dev
   nlohmann-json3-dev
   libgtest-dev libgmock-dev
+  libcli11-dev libspdlog-dev
   libpcre2-dev
   libssl-dev
   libcpp-httplib-dev

@@ -23,7 +23,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/log.h"
 #include "base/status_macros.h"
+#include "base/version.h"
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -40,7 +42,9 @@
 #include "server/grpc/inference_service.h"
 #include "server/serving_core.h"
 #include "server/serving_setup.h"
+#include "server/stats_log.h"
 #include "server/tls_files.h"
+#include "spdlog/spdlog.h"
 
 namespace tpserve {
 namespace {
@@ -58,8 +62,7 @@ class ServingState {
     if (!serving) core_->SetEngine(nullptr);
     server_->GetHealthCheckService()->SetServingStatus(serving);
     if (serving && !announced_) {
-      std::printf("tpserve: serving on %s\n", address_.c_str());
-      std::fflush(stdout);
+      spdlog::info("serving on {}", address_);
       announced_ = true;
     }
   }
@@ -75,6 +78,11 @@ class ServingState {
   void WaitForShutdown() {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(&shutdown_));
+  }
+  // Whether Shutdown() was called within `timeout`.
+  bool WaitForShutdownFor(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(&shutdown_), timeout);
   }
   void Shutdown() {
     absl::MutexLock lock(&mu_);
@@ -182,9 +190,7 @@ std::unique_ptr<grpc::Server> StartGrpc(const ServerConfig& config,
   if (server != nullptr) {
     *address = absl::StrCat(config.host, ":", port);
     server->GetHealthCheckService()->SetServingStatus(false);
-    std::printf("tpserve: listening on %s (NOT_SERVING until the worker pool is ready)\n",
-                address->c_str());
-    std::fflush(stdout);
+    spdlog::info("listening on {} (NOT_SERVING until the worker pool is ready)", *address);
   }
   return server;
 }
@@ -203,9 +209,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> StartMetrics(const ServerConfig& con
                             core->RenderMetrics()};
       });
   if (server.ok()) {
-    std::printf("tpserve: metrics on http://%s:%d/metrics\n", config.host.c_str(),
-                (*server)->port());
-    std::fflush(stdout);
+    spdlog::info("metrics on http://{}:{}/metrics", config.host, (*server)->port());
   }
   return server;
 }
@@ -226,12 +230,11 @@ absl::StatusOr<std::unique_ptr<ChatTemplate>> LoadChatTemplate(const ServerConfi
   absl::StatusOr<std::unique_ptr<ChatTemplate>> loaded =
       ChatTemplate::Load(config.model_dir, config.chat_template_file, tokens);
   if (loaded.ok()) {
-    std::printf("tpserve: chat template from %s\n", (*loaded)->origin().c_str());
+    spdlog::info("chat template from {}", (*loaded)->origin());
     return loaded;
   }
   if (!config.chat_template_file.empty()) return loaded.status();
-  std::fprintf(stderr, "tpserve: chat requests are refused: %s\n",
-               loaded.status().ToString().c_str());
+  spdlog::warn("chat requests are refused: {}", loaded.status().ToString());
   return std::unique_ptr<ChatTemplate>();
 }
 
@@ -246,9 +249,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> StartOpenAi(const ServerConfig& conf
   api->AddRoutes(routes);
   absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(http, std::move(routes));
   if (server.ok()) {
-    std::printf("tpserve: OpenAI-compatible API on http://%s:%d/v1\n", http.host.c_str(),
-                (*server)->port());
-    std::fflush(stdout);
+    spdlog::info("OpenAI-compatible API on http://{}:{}/v1", http.host, (*server)->port());
   }
   return server;
 }
@@ -256,13 +257,13 @@ absl::StatusOr<std::unique_ptr<HttpServer>> StartOpenAi(const ServerConfig& conf
 int Serve(const ServerConfig& config, PublicPortSecurity security, const sigset_t& signals) {
   absl::StatusOr<ServingSetup> setup = PrepareServing(config);
   if (!setup.ok()) {
-    std::fprintf(stderr, "tpserve: %s\n", setup.status().ToString().c_str());
+    spdlog::error("{}", setup.status().ToString());
     return 1;
   }
   absl::StatusOr<std::unique_ptr<ChatTemplate>> chat_template =
       LoadChatTemplate(config, setup->tokenizer.get());
   if (!chat_template.ok()) {
-    std::fprintf(stderr, "tpserve: %s\n", chat_template.status().ToString().c_str());
+    spdlog::error("{}", chat_template.status().ToString());
     return 2;
   }
   ServingCore core(setup->model, setup->tokenizer.get());
@@ -276,26 +277,27 @@ int Serve(const ServerConfig& config, PublicPortSecurity security, const sigset_
   openai_options.chat = chat;
   openai_options.api_keys = api_keys ? &*api_keys : nullptr;
   OpenAiApi openai(&core, openai_options);
+  core.set_log_requests(!config.disable_log_requests);
   grpc::Service* inference = authenticated ? static_cast<grpc::Service*>(&*authenticated)
                                            : static_cast<grpc::Service*>(&service);
   std::string address;
   std::unique_ptr<grpc::Server> server =
       StartGrpc(config, std::move(security.credentials), inference, &address);
   if (server == nullptr) {
-    std::fprintf(stderr, "tpserve: cannot listen on %s:%d\n", config.host.c_str(), config.port);
+    spdlog::error("cannot listen on {}:{}", config.host, config.port);
     return 1;
   }
   // Scrapes go on through a drain, until Serve returns.
   absl::StatusOr<std::unique_ptr<HttpServer>> metrics = StartMetrics(config, &core);
   if (!metrics.ok()) {
-    std::fprintf(stderr, "tpserve: --metrics-port: %s\n", metrics.status().ToString().c_str());
+    spdlog::error("--metrics-port: {}", metrics.status().ToString());
     return 1;
   }
   // Declared after `openai`, so it stops first (its connections' OnClose cancel their
   // generations) and the API outlives every handler.
   absl::StatusOr<std::unique_ptr<HttpServer>> http = StartOpenAi(config, &openai);
   if (!http.ok()) {
-    std::fprintf(stderr, "tpserve: --http-port: %s\n", http.status().ToString().c_str());
+    spdlog::error("--http-port: {}", http.status().ToString());
     return 1;
   }
   // Shared with the signal thread, which may outlive this function.
@@ -311,10 +313,25 @@ int Serve(const ServerConfig& config, PublicPortSecurity security, const sigset_
   std::thread([signals, state] {
     int signal = 0;
     sigwait(&signals, &signal);
+    spdlog::info("SIG{}: shutting down", sigabbrev_np(signal));
     state->Shutdown();
   }).detach();
+  std::thread stats;
+  if (config.log_stats_interval_s > 0) {
+    stats = std::thread([&core, &state, interval = absl::Seconds(config.log_stats_interval_s)] {
+      StatsLog log(absl::Now());
+      while (!state->WaitForShutdownFor(interval)) {
+        if (std::optional<std::string> line = log.Next(core.Totals(), core.Snapshot(), absl::Now())) {
+          spdlog::info("{}", *line);
+        }
+      }
+    });
+  }
   state->WaitForShutdown();
+  if (stats.joinable()) stats.join();
   state->BeginDrain();
+  spdlog::info("draining: health NOT_SERVING, {} generations in flight get up to {} ms",
+               core.generating(), config.drain_grace_ms);
   // In-flight Generate calls get the grace to finish (new ones are refused); those still
   // running then end with FINISH_REASON_CANCELLED and their usage, and gRPC has
   // kFlushMargin to deliver those last chunks before it cancels whatever is left. Other
@@ -327,7 +344,10 @@ int Serve(const ServerConfig& config, PublicPortSecurity security, const sigset_
     absl::SleepFor(absl::Milliseconds(10));
   }
   const bool cancelled = core.generating() > 0;
-  if (cancelled) core.CancelInFlight();
+  if (cancelled) {
+    spdlog::warn("drain grace over: cancelling {} generations", core.generating());
+    core.CancelInFlight();
+  }
   // HTTP answers finish sending (new requests there get 503), then gRPC's. Without
   // cancelled calls, a short margin still lets finished calls send their status.
   if (*http) {
@@ -338,8 +358,12 @@ int Serve(const ServerConfig& config, PublicPortSecurity security, const sigset_
                    (cancelled ? kFlushMargin : std::chrono::milliseconds(250)));
   supervisor.Stop();
   supervising.join();
-  if (!result.ok()) std::fprintf(stderr, "tpserve: %s\n", result.ToString().c_str());
-  return result.ok() ? 0 : 1;
+  if (!result.ok()) {
+    spdlog::error("{}", result.ToString());
+    return 1;
+  }
+  spdlog::info("stopped");
+  return 0;
 }
 
 }  // namespace
@@ -348,11 +372,20 @@ int Serve(const ServerConfig& config, PublicPortSecurity security, const sigset_
 int main(int argc, char** argv) {
   const sigset_t signals = tpserve::BlockShutdownSignals();
   tpserve::RaiseDescriptorLimit();
-  absl::StatusOr<tpserve::ServerConfig> config = tpserve::ParseServerFlags(argc, argv);
-  if (!config.ok()) {
-    std::fprintf(stderr, "tpserve: %s", std::string(config.status().message()).c_str());
+  absl::StatusOr<std::optional<tpserve::ServerConfig>> flags =
+      tpserve::ParseServerFlags(argc, argv);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "tpserve: %s\n", std::string(flags.status().message()).c_str());
     return 2;
   }
+  if (!flags->has_value()) return 0;  // --help or --version
+  tpserve::ServerConfig* config = &**flags;
+  if (absl::Status s = tpserve::InitLogging("tpserve", config->log_level); !s.ok()) {
+    std::fprintf(stderr, "tpserve: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  spdlog::info("{} starting: model {}, --tp {}, --device {}", tpserve::VersionText("tpserve"),
+               config->model_dir, config->tp, config->device);
   // --model: a directory, or a hub id in the local Hugging Face cache; the workers are
   // sent the directory.
   absl::StatusOr<tpserve::ModelPath> model =
@@ -361,14 +394,14 @@ int main(int argc, char** argv) {
         return value == nullptr ? std::nullopt : std::optional<std::string>(value);
       });
   if (!model.ok()) {
-    std::fprintf(stderr, "tpserve: %s\n", model.status().ToString().c_str());
+    spdlog::error("{}", model.status().ToString());
     return 1;
   }
   config->model_dir = model->dir;
   if (config->model_name.empty()) config->model_name = model->hub_id;
   absl::StatusOr<tpserve::PublicPortSecurity> security = tpserve::ReadPublicPortSecurity(*config);
   if (!security.ok()) {
-    std::fprintf(stderr, "tpserve: %s\n", std::string(security.status().message()).c_str());
+    spdlog::error("{}", std::string(security.status().message()));
     return 2;
   }
   return tpserve::Serve(*config, *std::move(security), signals);

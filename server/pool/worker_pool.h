@@ -48,6 +48,7 @@ struct WorkerPoolOptions {
   bool eager_decode = false;       // cuda: decode steps without CUDA graphs
   bool spawn_workers = true;       // false: wait for tp external workers to attach
   std::string worker_binary;       // path of tpserve_worker when spawning
+  std::string worker_log_level = "info";  // spawned workers' --log-level
   // Where workers dial in: "unix:/path/sock" for local workers, "host:port" for remote.
   std::string control_address;
   // External workers: the file holding the worker token that they read too (tpserve_worker

@@ -81,9 +81,10 @@ absl::Status WorkerPool::Impl::SpawnRanks(int bound_port) {
   }
   const std::string dial = DialAddress(options.control_address, bound_port);
   for (int r = 0; r < options.tp; ++r) {
-    TPSERVE_ASSIGN_OR_RETURN(pid_t pid,
-                             SpawnWithToken({options.worker_binary, "--frontend", dial},
-                                            worker_token));
+    TPSERVE_ASSIGN_OR_RETURN(
+        pid_t pid, SpawnWithToken({options.worker_binary, "--frontend", dial, "--log-level",
+                                   options.worker_log_level},
+                                  worker_token));
     pids.push_back(pid);
   }
   return absl::OkStatus();

@@ -284,7 +284,7 @@ def run_reference(reference, healthcheck, f):
 
 def main():
     f = Failures()
-    usage = subprocess.run([SERVER, "--help"], capture_output=True, text=True).stderr
+    usage = subprocess.run([SERVER, "--help"], capture_output=True, text=True, check=True).stdout
     known = manifests.help_flags(usage)
     assert known.get("port") is True and known.get("exit-on-pool-failure") is False, usage
     image = Image(DOCKERFILE)

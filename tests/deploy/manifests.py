@@ -32,9 +32,14 @@ def effective_argv(container, entrypoint, cmd):
 
 
 def help_flags(usage):
-    """{name: takes_value} from `tpserve --help`."""
-    return {m.group(1): bool(m.group(2))
-            for m in re.finditer(r"^  --([a-z0-9-]+)( VALUE)?$", usage, re.MULTILINE)}
+    """{name: takes_value} from `tpserve --help` (CLI11's layout: "  --tp,--tensor-parallel-size
+    INT=1 ...", a bool flag without a type), every alias included."""
+    known = {}
+    for m in re.finditer(r"^  (--[a-z0-9-]+(?:,--[a-z0-9-]+)*)( (?:INT|NUMBER|TEXT)\b)?",
+                         usage, re.MULTILINE):
+        for name in m.group(1).split(","):
+            known[name[2:]] = bool(m.group(2))
+    return known
 
 
 def flag_map(arguments, known):

@@ -49,7 +49,7 @@ class Server:
         def pump():
             for line in self.proc.stdout:
                 self.lines.append(line)
-                m = re.match(r"tpserve: %s on (\S+)" % until, line)
+                m = re.search(r" tpserve: %s on (\S+)" % until, line)
                 if m and self.address is None:
                     self.address = m.group(1)
                     ready.set()
@@ -63,7 +63,7 @@ class Server:
     def metrics_port(self):
         """The --metrics-port the server announced ("tpserve: metrics on http://H:P/metrics")."""
         for line in self.lines:
-            m = re.match(r"tpserve: metrics on http://\S+:(\d+)/metrics", line)
+            m = re.search(r" tpserve: metrics on http://\S+:(\d+)/metrics", line)
             if m:
                 return int(m.group(1))
         raise AssertionError("no metrics line: %r" % self.lines)

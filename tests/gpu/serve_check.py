@@ -31,7 +31,7 @@ def serve(model):
     def pump():
         for line in proc.stdout:
             lines.append(line)
-            m = re.match(r"tpserve: serving on (\S+)", line)
+            m = re.search(r" tpserve: serving on (\S+)", line)
             if m:
                 address.append(m.group(1))
                 found.set()

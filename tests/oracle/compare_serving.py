@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 
 
 def serve(bin_dir, model, tp, extra):
@@ -24,8 +25,10 @@ def serve(bin_dir, model, tp, extra):
          "--worker-binary", os.path.join(bin_dir, "worker/rank/tpserve_worker")] + extra,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in proc.stdout:
-        m = re.match(r"tpserve: serving on (\S+)", line)
+        m = re.search(r" tpserve: serving on (\S+)", line)
         if m:
+            # Keep reading: the request log would otherwise fill the pipe and block it.
+            threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
             return proc, m.group(1)
     proc.wait()
     sys.exit("tpserve exited before serving (status %s)" % proc.returncode)

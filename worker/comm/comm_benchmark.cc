@@ -88,8 +88,8 @@ int Main(int argc, char** argv) {
   p.AddInt("iters", &iters, "iterations per small size (default 500)");
   p.AddInt("rank", &rank, "internal");
   p.AddInt("store-port", &port, "internal");
-  if (absl::Status s = p.Parse(argc, argv); !s.ok()) {
-    std::fprintf(stderr, "%s\n%s", std::string(s.message()).c_str(), p.Usage().c_str());
+  if (absl::Status s = ParseFlagsOrExit(p, argc, argv); !s.ok()) {
+    std::fprintf(stderr, "%s\n%s\n", std::string(s.message()).c_str(), p.HelpHint().c_str());
     return 2;
   }
   if (rank >= 0) {

@@ -1,7 +1,6 @@
 #include "worker/comm/nccl_comm_group.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -11,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "rendezvous/tcp_store.h"
+#include "spdlog/spdlog.h"
 #include "worker/cuda/cuda_status.h"
 
 namespace tpserve {
@@ -224,8 +224,7 @@ void NcclCommGroup::Teardown() {
     state = AwaitComm(comm_, absl::Now() + timeout_);
   }
   if (state != ncclSuccess) {
-    std::fprintf(stderr, "%s: ncclCommFinalize: %s; aborting the communicator\n",
-                 RankName(rank_, size_).c_str(),
+    spdlog::warn("{}: ncclCommFinalize: {}; aborting the communicator", RankName(rank_, size_),
                  state == ncclInProgress ? "timed out" : ncclGetErrorString(state));
     state = ncclCommAbort(comm_);
   } else {
@@ -234,8 +233,7 @@ void NcclCommGroup::Teardown() {
   comm_ = nullptr;
   // A non-blocking communicator may finish freeing itself in the background.
   if (state != ncclSuccess && state != ncclInProgress) {
-    std::fprintf(stderr, "%s: NCCL teardown: %s\n", RankName(rank_, size_).c_str(),
-                 ncclGetErrorString(state));
+    spdlog::warn("{}: NCCL teardown: {}", RankName(rank_, size_), ncclGetErrorString(state));
   }
 }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <limits>
 #include <string>
 #include <utility>
@@ -12,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "spdlog/spdlog.h"
 #include "tpserve/v1/batch_limits.h"
 #include "worker/comm/gloo_comm_group.h"
 #include "worker/kv_cache.h"
@@ -233,7 +233,7 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> BuildCudaRank(const Assignment& a,
   model.cuda_graphs = !a.eager_decode();
   TPSERVE_RETURN_IF_ERROR(CheckHostWeightsFit(files.config, a.world_size(), CpuWeights::kFloat32));
   TPSERVE_ASSIGN_OR_RETURN(CudaRank rank, LoadCudaRank(files, nccl, model));
-  std::fprintf(stderr, "tpserve_worker: rank %d: decode steps %s\n", a.rank(),
+  spdlog::info("decode steps {}",
                model.cuda_graphs ? "replay CUDA graphs" : "run eagerly (--enforce-eager)");
   // Sized after the weights and activations took their share of the device.
   const double fraction = a.kv_cache().memory_fraction() > 0 ? a.kv_cache().memory_fraction() : 0.9;

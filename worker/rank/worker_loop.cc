@@ -2,13 +2,14 @@
 
 #include <unistd.h>
 
-#include <cstdio>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 #include "rendezvous/worker_token.h"
+#include "spdlog/spdlog.h"
 #include "tpserve/v1/protocol_version.h"
 #include "worker/rank/frontend_stream.h"
 #include "worker/rank/rank_builder.h"
@@ -56,12 +57,16 @@ class Session {
     TPSERVE_RETURN_IF_ERROR(Join(&m));
     if (m.has_shutdown()) return Leave(m.shutdown());
     stream_.ExitOnLoss([] {
-      std::fprintf(stderr, "tpserve_worker: the frontend's stream ended; exiting\n");
+      spdlog::error("the frontend's stream ended; exiting");
       _exit(kExitFrontendLost);
     });
     const absl::Time start = absl::Now();
     absl::StatusOr<Assignment> assignment = ForThisDevice(m.assignment(), options_.device);
     if (!assignment.ok()) return Fail(assignment.status());
+    SetLogName(absl::StrCat("tpserve_worker rank ", assignment->rank(), "/",
+                            assignment->world_size()));
+    spdlog::info("assigned: model {}, device {}, dtype {}", assignment->model_dir(),
+                 options_.device.empty() ? "as assigned" : options_.device, assignment->dtype());
     if (assignment->store_host().empty()) {
       assignment->set_store_host(FrontendHost(options_.frontend));
     }
@@ -70,6 +75,8 @@ class Session {
     WorkerMessage ready;
     ready.mutable_ready()->set_num_kv_blocks((*rank)->num_kv_blocks());
     ready.mutable_ready()->set_load_time_ms(absl::ToInt64Milliseconds(absl::Now() - start));
+    spdlog::info("ready: {} KV blocks, loaded in {}", (*rank)->num_kv_blocks(),
+                 absl::FormatDuration(absl::Now() - start));
     if (!stream_.Send(ready)) return absl::UnavailableError("the frontend closed the stream");
     return Serve(**rank);
   }
@@ -102,8 +109,7 @@ class Session {
   }
 
   static absl::Status Leave(const worker::v1::Shutdown& shutdown) {
-    std::fprintf(stderr, "tpserve_worker: the frontend sent Shutdown: %s\n",
-                 shutdown.reason().c_str());
+    spdlog::info("the frontend sent Shutdown: {}", shutdown.reason());
     return absl::OkStatus();
   }
 

@@ -19,7 +19,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/args.h"
+#include "base/log.h"
+#include "base/version.h"
 #include "rendezvous/worker_token.h"
+#include "spdlog/spdlog.h"
 #include "worker/kernels/cpu/bf16_gemm.h"
 #include "worker/kernels/cpu/gemm.h"
 #include "worker/rank/worker_loop.h"
@@ -42,8 +45,7 @@ absl::StatusOr<std::string> ReadToken(const TokenFlags& flags) {
   return ReadWorkerTokenFd(static_cast<int>(flags.fd));
 }
 
-absl::Status CheckFlags(const ArgParser& p, const WorkerLoopOptions& options,
-                        int64_t connect_timeout_s) {
+absl::Status CheckFlags(const WorkerLoopOptions& options, int64_t connect_timeout_s) {
   if (!options.device.empty() && options.device != "cpu" && options.device != "cuda") {
     int ordinal = -1;
     if (!absl::StartsWith(options.device, "cuda:") ||
@@ -53,10 +55,6 @@ absl::Status CheckFlags(const ArgParser& p, const WorkerLoopOptions& options,
   }
   if (options.frontend.empty()) return absl::InvalidArgumentError("--frontend is required");
   if (connect_timeout_s < 1) return absl::InvalidArgumentError("--connect-timeout-s must be ≥ 1");
-  if (!p.positional().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument \"", p.positional()[0], "\""));
-  }
   return absl::OkStatus();
 }
 
@@ -64,7 +62,8 @@ int Main(int argc, char** argv) {
   WorkerLoopOptions options;
   int64_t connect_timeout_s = 30;
   TokenFlags token;
-  ArgParser p("tpserve_worker");
+  ArgParser p("tpserve_worker", "tpserve_worker: one tensor-parallel rank of a tpserve pool.");
+  p.SetVersion(VersionText("tpserve_worker"));
   p.AddString("frontend", &options.frontend, "the frontend's control address: unix:/path or host:port");
   p.AddInt("connect-timeout-s", &connect_timeout_s, "how long to try reaching the frontend (default 30)");
   p.AddString("device", &options.device,
@@ -73,15 +72,20 @@ int Main(int argc, char** argv) {
   p.AddInt("worker-token-fd", &token.fd,
            "read the pool's worker token from this inherited descriptor, then close it (how "
            "the frontend starts its ranks)");
+  std::string log_level = "info";
+  p.AddString("log-level", &log_level,
+              "least severe log lines written: debug, info, warning or error (the frontend "
+              "passes its own)");
   p.AddString("worker-token-file", &token.file,
               "read the pool's worker token from this file (external workers: the file the "
               "frontend's --worker-token-file names)");
-  absl::Status s = p.Parse(argc, argv);
+  absl::Status s = ParseFlagsOrExit(p, argc, argv);
   absl::StatusOr<std::string> secret = ReadToken(token);  // first: the fd is closed at once
   if (s.ok()) s = secret.status();
-  if (s.ok()) s = CheckFlags(p, options, connect_timeout_s);
+  if (s.ok()) s = CheckFlags(options, connect_timeout_s);
+  if (s.ok()) s = InitLogging("tpserve_worker", log_level);
   if (!s.ok()) {
-    std::fprintf(stderr, "tpserve_worker: %s\n%s", std::string(s.message()).c_str(), p.Usage().c_str());
+    std::fprintf(stderr, "tpserve_worker: %s\n%s\n", std::string(s.message()).c_str(), p.HelpHint().c_str());
     return 2;
   }
   options.token = *std::move(secret);
@@ -90,7 +94,7 @@ int Main(int argc, char** argv) {
   SetBf16GemmThreads(1);
   s = RunWorkerLoop(options);
   if (!s.ok()) {
-    std::fprintf(stderr, "tpserve_worker: %s\n", s.ToString().c_str());
+    spdlog::error("{}", s.ToString());
     return 1;
   }
   return 0;

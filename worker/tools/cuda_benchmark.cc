@@ -300,7 +300,7 @@ int Main(int argc, char** argv) {
   p.AddString("json", &f.json, "also write the results here as JSON");
   p.AddInt("copy-mb", &f.copy_mb, "MiB of the bandwidth ceiling's copy (default 2048)");
   p.AddInt("gemm-n", &f.gemm_n, "n of the GEMM ceiling's n×n×n bf16 product (default 8192)");
-  absl::Status s = p.Parse(argc, argv);
+  absl::Status s = ParseFlagsOrExit(p, argc, argv);
   if (s.ok() && f.model.empty()) s = absl::InvalidArgumentError("--model is required");
   if (s.ok() && (f.context < 1 || f.steps < 1 || f.prefill < 1 || f.copy_mb < 1 ||
                   f.gemm_n < 16 || f.gemm_n % 16 != 0)) {
@@ -308,8 +308,8 @@ int Main(int argc, char** argv) {
         "--context, --steps, --prefill and --copy-mb must be ≥ 1, --gemm-n a multiple of 16");
   }
   if (!s.ok()) {
-    std::fprintf(stderr, "cuda_benchmark: %s\n%s", std::string(s.message()).c_str(),
-                 p.Usage().c_str());
+    std::fprintf(stderr, "cuda_benchmark: %s\n%s\n", std::string(s.message()).c_str(),
+                 p.HelpHint().c_str());
     return 2;
   }
   if (s = Run(f); !s.ok()) {

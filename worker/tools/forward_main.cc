@@ -143,7 +143,7 @@ int Main(int argc, char** argv) {
   p.AddInt("timeout-s", &f.timeout_s, "bound on rendezvous and each collective (default 60)");
   p.AddInt("rank", &f.rank, "internal: run as this rank");
   p.AddInt("store-port", &f.store_port, "internal: the coordinator's rendezvous store port");
-  absl::Status s = p.Parse(argc, argv);
+  absl::Status s = ParseFlagsOrExit(p, argc, argv);
   std::vector<int32_t> ids;
   if (s.ok() && (f.model.empty() || f.token_ids.empty() || f.output.empty())) {
     s = absl::InvalidArgumentError("--model, --token-ids and --output are required");
@@ -154,15 +154,12 @@ int Main(int argc, char** argv) {
         absl::StrCat("--device ", f.device, ": expected cpu or cuda"));
   }
   if (s.ok()) s = ParseDeviceDType(f.dtype).status();
-  if (s.ok() && !p.positional().empty()) {
-    s = absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", p.positional()[0], "\""));
-  }
   if (s.ok()) {
     s = ParseIdList(f.token_ids, &ids);
     if (!s.ok()) s = absl::InvalidArgumentError(absl::StrCat("--token-ids: ", s.message()));
   }
   if (!s.ok()) {
-    std::fprintf(stderr, "forward: %s\n%s", std::string(s.message()).c_str(), p.Usage().c_str());
+    std::fprintf(stderr, "forward: %s\n%s\n", std::string(s.message()).c_str(), p.HelpHint().c_str());
     return 2;
   }
   s = f.rank >= 0 ? RunRank(f, ids) : Coordinate(f, ids);

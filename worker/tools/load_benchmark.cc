@@ -146,15 +146,15 @@ int Main(int argc, char** argv) {
   p.AddInt("layers", &f.layers, "decoder layers (default 16)");
   p.AddInt("vocab", &f.vocab, "vocab size (default 32000)");
   p.AddInt("reps", &f.reps, "loads, each in a fresh process; the median is reported (default 3)");
-  absl::Status s = p.Parse(argc, argv);
+  absl::Status s = ParseFlagsOrExit(p, argc, argv);
   if (s.ok() && (f.hidden < 128 || f.hidden % 128 != 0 || f.layers < 1 || f.vocab < 1 ||
                  f.reps < 1)) {
     s = absl::InvalidArgumentError("--hidden must be a multiple of 128; --layers, --vocab, "
                                    "--reps ≥ 1");
   }
   if (!s.ok()) {
-    std::fprintf(stderr, "load_benchmark: %s\n%s", std::string(s.message()).c_str(),
-                 p.Usage().c_str());
+    std::fprintf(stderr, "load_benchmark: %s\n%s\n", std::string(s.message()).c_str(),
+                 p.HelpHint().c_str());
     return 2;
   }
   std::string dir = f.dir;

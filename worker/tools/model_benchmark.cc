@@ -250,8 +250,8 @@ int Main(int argc, char** argv) {
   p.AddInt("rank", &f.rank, "internal");
   p.AddInt("tp-size", &f.tp_size, "internal");
   p.AddInt("store-port", &f.store_port, "internal");
-  if (absl::Status s = p.Parse(argc, argv); !s.ok()) {
-    std::fprintf(stderr, "%s\n%s", std::string(s.message()).c_str(), p.Usage().c_str());
+  if (absl::Status s = ParseFlagsOrExit(p, argc, argv); !s.ok()) {
+    std::fprintf(stderr, "%s\n%s\n", std::string(s.message()).c_str(), p.HelpHint().c_str());
     return 2;
   }
   if (f.dtype != "float32" && f.dtype != "bfloat16") {

@@ -270,11 +270,11 @@ int main(int argc, char** argv) {
   p.AddString("sets", &f.sets, "layer shapes to run: tiny, tiny-tp2, 7b (default tiny,7b)");
   p.AddString("max-isa", &f.max_isa,
               "cap oneDNN's ISA (avx2 or avx512_core) and MatMulInt8's (generic below AVX512-VNNI)");
-  absl::Status s = p.Parse(argc, argv);
+  absl::Status s = ParseFlagsOrExit(p, argc, argv);
   if (s.ok()) s = tpserve::Run(f);
   if (!s.ok()) {
-    std::fprintf(stderr, "bf16_gemm_benchmark: %s\n%s", std::string(s.message()).c_str(),
-                 p.Usage().c_str());
+    std::fprintf(stderr, "bf16_gemm_benchmark: %s\n%s\n", std::string(s.message()).c_str(),
+                 p.HelpHint().c_str());
     return 1;
   }
   return 0;

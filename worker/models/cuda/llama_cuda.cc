@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -13,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "spdlog/spdlog.h"
 #include "tpserve/v1/batch_limits.h"
 #include "worker/cuda/cuda_status.h"
 #include "worker/cuda/device_buffer.h"
@@ -504,7 +504,7 @@ absl::StatusOr<CudaStepMetadata> CudaLlamaModel<T>::Enqueue(const StepBatch& bat
     }
     // A failed capture enqueued nothing: this step runs eagerly, and so does every later
     // one, since capturing would fail again.
-    std::fprintf(stderr, "tpserve: CUDA graphs off: %s\n", std::string(s.message()).c_str());
+    spdlog::warn("CUDA graphs off: {}", std::string(s.message()));
     graphs_.SetSizes({});
     TPSERVE_RETURN_IF_ERROR(Broken(EnqueueStep(meta, padded)));
     return meta;
