@@ -280,13 +280,15 @@ TEST_F(WorkerPoolTest, SpawnedRanksGetTheTokenOutsideArgvAndEnvironment) {
   for (int64_t pid : (*pool)->worker_pids()) {
     const std::vector<std::string> argv =
         absl::StrSplit(read(absl::StrCat("/proc/", pid, "/cmdline")), '\0', absl::SkipEmpty());
-    ASSERT_EQ(argv.size(), 5u) << absl::StrJoin(argv, " ");
+    ASSERT_EQ(argv.size(), 7u) << absl::StrJoin(argv, " ");
     EXPECT_EQ(argv[1], "--frontend");
-    EXPECT_EQ(argv[3], "--worker-token-fd");
+    EXPECT_EQ(argv[3], "--log-level");  // the server's
+    EXPECT_EQ(argv[4], "info");
+    EXPECT_EQ(argv[5], "--worker-token-fd");
     EXPECT_EQ(read(absl::StrCat("/proc/", pid, "/environ")), read("/proc/self/environ"));
     // Read and closed at start: the number names no pipe any more.
     char target[256] = {};
-    readlink(absl::StrCat("/proc/", pid, "/fd/", argv[4]).c_str(), target, sizeof(target) - 1);
+    readlink(absl::StrCat("/proc/", pid, "/fd/", argv[6]).c_str(), target, sizeof(target) - 1);
     EXPECT_FALSE(absl::StartsWith(target, "pipe:")) << target;
   }
   (*pool)->Shutdown("test done");
