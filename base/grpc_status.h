@@ -1,4 +1,4 @@
-// The one place where absl::Status becomes grpc::Status, for every gRPC service of the
+// The one place where absl::Status becomes grpc::Status (and back, for clients), for every gRPC service of the
 // process: the public API's handlers (server/grpc/inference_service.cc) and the control plane's
 // (server/pool/worker_connection.cc).
 //
@@ -20,6 +20,8 @@ namespace tpserve {
 inline constexpr size_t kMaxGrpcMessageBytes = 1024;
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
+// A client's view of a call's status, code and message unchanged.
+absl::Status ToAbslStatus(const grpc::Status& status);
 
 }  // namespace tpserve
 

@@ -26,7 +26,9 @@ TEST(GrpcStatusTest, KeepsCodeAndMessage) {
     const grpc::Status out = ToGrpcStatus(c.in);
     EXPECT_EQ(out.error_code(), c.code) << c.in;
     EXPECT_EQ(out.error_message(), c.in.message());
+    EXPECT_EQ(ToAbslStatus(out), c.in);
   }
+  EXPECT_TRUE(ToAbslStatus(grpc::Status::OK).ok());
 }
 
 TEST(GrpcStatusTest, MessagesUpToOneKibPassWhole) {

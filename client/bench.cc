@@ -1,10 +1,14 @@
 #include "client/bench.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <random>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "client/output.h"
 #include "grpcpp/grpcpp.h"
 
@@ -52,11 +56,11 @@ RequestTiming TimeOne(v1::Inference::Stub& stub, const v1::GenerateRequest& requ
   return t;
 }
 
-v1::GenerateRequest BenchRequest(const std::vector<int32_t>& prompt, const BenchOptions& o) {
+v1::GenerateRequest BenchRequest(const BenchPrompt& prompt, const BenchOptions& o) {
   v1::GenerateRequest request;
-  request.mutable_token_ids()->mutable_ids()->Add(prompt.begin(), prompt.end());
+  request.mutable_token_ids()->mutable_ids()->Add(prompt.ids.begin(), prompt.ids.end());
   v1::SamplingParams* s = request.mutable_sampling();
-  s->set_max_tokens(o.output_len);
+  s->set_max_tokens(prompt.output_len);
   s->set_ignore_eos(true);
   s->set_temperature(o.temperature);
   s->set_seed(o.seed);
@@ -80,7 +84,7 @@ void RequestClock::Chunk(int tokens, RequestTiming* t) {
 void RequestClock::Finish(RequestTiming* t) const { t->e2e_s = Since(start_); }
 
 RequestTimer GrpcTimer(v1::Inference::Stub& stub, const BenchOptions& options) {
-  return [&stub, options](const std::vector<int32_t>& prompt) {
+  return [&stub, options](const BenchPrompt& prompt) {
     return TimeOne(stub, BenchRequest(prompt, options), options.stream_timeout);
   };
 }
@@ -105,6 +109,38 @@ std::vector<std::vector<int32_t>> SharedPrefixPrompts(int count, int prefix_len,
   return prompts;
 }
 
+LengthRange RangeAround(int length, double ratio) {
+  LengthRange r;
+  r.low = std::max(1, static_cast<int>(std::floor(length * (1 - ratio))));
+  r.high = std::max(r.low, static_cast<int>(std::ceil(length * (1 + ratio))));
+  return r;
+}
+
+std::vector<BenchPrompt> RandomDataset(const BenchOptions& o, int count, int vocab_size,
+                                       uint64_t seed) {
+  std::vector<BenchPrompt> out(count);
+  if (o.random_range_ratio == 0) {
+    auto ids = SharedPrefixPrompts(count, o.prefix_len, o.input_len, vocab_size, seed);
+    for (int i = 0; i < count; ++i) out[i] = {std::move(ids[i]), o.output_len};
+    return out;
+  }
+  const LengthRange in = RangeAround(o.input_len, o.random_range_ratio);
+  const LengthRange gen = RangeAround(o.output_len, o.random_range_ratio);
+  std::mt19937_64 lengths(seed ^ 0x2545f4914f6cdd1dULL);
+  std::uniform_int_distribution<int> in_len(in.low, in.high), out_len(gen.low, gen.high);
+  const std::vector<int32_t> prefix =
+      RandomPrompts(1, o.prefix_len, vocab_size, seed ^ 0x5851f42d4c957f2dULL)[0];
+  std::mt19937_64 random(seed);
+  std::uniform_int_distribution<int32_t> id(0, vocab_size - 1);
+  for (BenchPrompt& p : out) {
+    p.ids = prefix;
+    p.ids.resize(prefix.size() + in_len(lengths));
+    for (size_t i = prefix.size(); i < p.ids.size(); ++i) p.ids[i] = id(random);
+    p.output_len = out_len(lengths);
+  }
+  return out;
+}
+
 std::vector<double> ArrivalOffsets(int count, double rate, uint64_t seed, double burstiness) {
   std::vector<double> offsets(count, 0.0);
   if (rate <= 0) return offsets;
@@ -119,29 +155,32 @@ std::vector<double> ArrivalOffsets(int count, double rate, uint64_t seed, double
   return offsets;
 }
 
-BenchReport RunBench(const BenchOptions& o, int vocab_size, const RequestTimer& timer) {
-  const auto prompts =
-      SharedPrefixPrompts(o.num_prompts, o.prefix_len, o.input_len, vocab_size, o.seed);
-  const auto offsets = ArrivalOffsets(o.num_prompts, o.request_rate, o.seed, o.burstiness);
-  // Warm-ups: prompts of their own (another seed, so they seed no prefix cache hit).
-  for (const auto& prompt : SharedPrefixPrompts(o.num_warmups, o.prefix_len, o.input_len,
-                                                vocab_size, ~o.seed)) {
-    timer(prompt);
-  }
-  std::vector<RequestTiming> timings(o.num_prompts);
-  Slots slots(o.concurrency > 0 ? o.concurrency : o.num_prompts);
+absl::StatusOr<BenchReport> RunBench(const BenchOptions& o,
+                                     const std::vector<BenchPrompt>& prompts,
+                                     const std::vector<BenchPrompt>& warmups,
+                                     const RequestTimer& timer, const BenchHooks& hooks) {
+  const int count = static_cast<int>(prompts.size());
+  const auto offsets = ArrivalOffsets(count, o.request_rate, o.seed, o.burstiness);
+  for (const BenchPrompt& prompt : warmups) timer(prompt);
+  if (hooks.before_run) TPSERVE_RETURN_IF_ERROR(hooks.before_run());
+  std::vector<RequestTiming> timings(count);
+  Slots slots(o.concurrency > 0 ? o.concurrency : std::max(count, 1));
+  std::atomic<int> done{0};
   std::vector<std::thread> threads;
   const absl::Time start = absl::Now();
-  for (int i = 0; i < o.num_prompts; ++i) {
+  for (int i = 0; i < count; ++i) {
     absl::SleepFor(start + absl::Seconds(offsets[i]) - absl::Now());
     slots.Acquire();
     threads.emplace_back([&, i] {
       timings[i] = timer(prompts[i]);
+      timings[i].prompt_tokens = static_cast<int>(prompts[i].ids.size());
       slots.Release();
+      const int ended = ++done;
+      if (hooks.on_done) hooks.on_done(ended);
     });
   }
   for (std::thread& t : threads) t.join();
-  return MakeReport(timings, Since(start), o.prefix_len + o.input_len, o.report);
+  return MakeReport(timings, Since(start), o.report);
 }
 
 }  // namespace tpserve

@@ -1,11 +1,13 @@
-// tpserve-cli bench: a serving benchmark in the style of vLLM's benchmark_serving.
+// tpserve-cli bench: a serving benchmark in the style of vllm bench serve.
 //
-// num_prompts random prompts of input_len token ids (fixed seed, so runs compare) are
-// streamed with max_tokens = output_len and ignore_eos, so every request produces
-// exactly output_len tokens. With prefix_len > 0, every prompt starts with the same
-// prefix_len random tokens (a shared system prompt) before its own input_len. Requests arrive all
-// at once or as a Poisson process at request_rate per second; at most `concurrency` are in flight
-// (0: no limit). One thread per request; RunBench blocks until all have ended.
+// A run sends num_prompts requests, each streamed with ignore_eos and max_tokens = its
+// output length, so that it produces exactly that many tokens. The requests come from a
+// dataset: the random one (RandomDataset: random token ids, lengths around input_len and
+// output_len, optionally after a shared prefix) or a ShareGPT file (bench_dataset.h).
+// Requests arrive all at once, or with gaps of mean 1/request_rate (Poisson, or gamma
+// with --burstiness); at most `concurrency` are in flight (0: no limit). Warm-ups go
+// first, one at a time, uncounted. One thread per request; RunBench blocks until all
+// have ended.
 //
 // Two backends send the same requests: gRPC Generate streams (GrpcTimer, here) and the
 // OpenAI-compatible HTTP API's streamed /v1/completions (OpenAiTimer, openai_bench.h).
@@ -18,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/bench_stats.h"
 #include "tpserve/v1/inference.grpc.pb.h"
@@ -27,7 +31,12 @@ namespace tpserve {
 enum class BenchBackend { kGrpc, kOpenAi };
 
 struct BenchOptions {
+  // The random dataset's lengths: each request's drawn uniformly from
+  // [len × (1 − random_range_ratio), len × (1 + random_range_ratio)] (at least 1), as
+  // vllm bench serve's --random-range-ratio; 0: every request exactly input_len and
+  // output_len. Warm-ups use them with every dataset.
   int input_len = 32;
+  double random_range_ratio = 0;  // in [0, 1)
   int prefix_len = 0;  // shared tokens before each prompt's own input_len
   int output_len = 32;
   int num_prompts = 64;
@@ -37,6 +46,16 @@ struct BenchOptions {
   // as vllm bench serve's --burstiness: 1 is Poisson, below 1 burstier, above steadier.
   double burstiness = 1;
   int num_warmups = 0;  // requests sent one at a time before the measured run, not counted
+  // "random", or "sharegpt" with dataset_path (bench_dataset.h); sharegpt_output_len
+  // fixes every ShareGPT request's output length (0: its reply's length).
+  std::string dataset_name = "random";
+  std::string dataset_path;
+  int sharegpt_output_len = 0;
+  // Empty the server's prefix cache after the warm-ups (tpserve's ResetPrefixCache), so
+  // that reruns with one seed compare.
+  bool reset_prefix_cache = false;
+  // Redraw a progress line on stderr as requests end (tpserve-cli: when it is a terminal).
+  bool progress = false;
   ReportOptions report;  // --percentiles, --goodput
   std::string save_result;  // write the report as JSON to this file too
   // Each request's deadline, from sending it to its last token (--timeout-s, else 600 s):
@@ -68,8 +87,32 @@ class RequestClock {
   double last_s_ = 0;  // when the last chunk with tokens arrived
 };
 
-// Sends one prompt and times it; called from many threads at once.
-using RequestTimer = std::function<RequestTiming(const std::vector<int32_t>& prompt)>;
+// One request of a run: its prompt and the tokens it asks for.
+struct BenchPrompt {
+  std::vector<int32_t> ids;
+  int output_len = 0;
+  bool operator==(const BenchPrompt& o) const {
+    return ids == o.ids && output_len == o.output_len;
+  }
+};
+
+// Sends one request and times it; called from many threads at once.
+using RequestTimer = std::function<RequestTiming(const BenchPrompt& prompt)>;
+
+// [low, high] of lengths within `ratio` of `length`: floor(length × (1 − ratio)) (at least
+// 1) to ceil(length × (1 + ratio)).
+struct LengthRange {
+  int low = 0;
+  int high = 0;
+};
+LengthRange RangeAround(int length, double ratio);
+
+// `count` requests of the random dataset: prefix_len shared tokens, then a length drawn
+// from RangeAround(input_len, random_range_ratio) of random ids in [0, vocab_size), each
+// asking for a length drawn from RangeAround(output_len, ...). Fixed by `seed`; with ratio
+// 0 the ids are SharedPrefixPrompts(count, prefix_len, input_len, vocab_size, seed).
+std::vector<BenchPrompt> RandomDataset(const BenchOptions& options, int count, int vocab_size,
+                                       uint64_t seed);
 
 std::vector<std::vector<int32_t>> RandomPrompts(int count, int length, int vocab_size,
                                                 uint64_t seed);
@@ -84,7 +127,21 @@ std::vector<double> ArrivalOffsets(int count, double rate, uint64_t seed, double
 // The gRPC backend: each request a Generate stream on `stub`, which must outlive it.
 RequestTimer GrpcTimer(v1::Inference::Stub& stub, const BenchOptions& options);
 
-BenchReport RunBench(const BenchOptions& options, int vocab_size, const RequestTimer& timer);
+// What a run calls beside the timer; each may be empty.
+struct BenchHooks {
+  // After the warm-ups, before the first measured request (ResetPrefixCache); an error
+  // ends the run with it.
+  std::function<absl::Status()> before_run;
+  // As each measured request ends, from its thread: how many have ended.
+  std::function<void(int done)> on_done;
+};
+
+// Runs `warmups` one at a time, then `prompts` as options say (rate, burstiness,
+// concurrency), and reports on the measured ones.
+absl::StatusOr<BenchReport> RunBench(const BenchOptions& options,
+                                     const std::vector<BenchPrompt>& prompts,
+                                     const std::vector<BenchPrompt>& warmups,
+                                     const RequestTimer& timer, const BenchHooks& hooks = {});
 
 }  // namespace tpserve
 

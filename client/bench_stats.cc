@@ -102,7 +102,7 @@ absl::Status ParseGoodput(const std::vector<std::string>& specs, ReportOptions* 
 }
 
 BenchReport MakeReport(const std::vector<RequestTiming>& timings, double duration_s,
-                       int input_len, const ReportOptions& options) {
+                       const ReportOptions& options) {
   BenchReport r;
   r.duration_s = duration_s;
   r.has_goodput = options.has_slo();
@@ -114,7 +114,9 @@ BenchReport MakeReport(const std::vector<RequestTiming>& timings, double duratio
       continue;
     }
     ++r.completed;
-    r.input_tokens += input_len;
+    r.input_tokens += t.prompt_tokens;
+    r.input_lens.push_back(t.prompt_tokens);
+    r.output_lens.push_back(t.output_tokens);
     r.output_tokens += t.output_tokens;
     r.cached_prompt_tokens += t.cached_prompt_tokens;
     ttft.push_back(t.ttft_s);
@@ -168,7 +170,9 @@ nlohmann::json ReportJson(const BenchReport& r) {
           {"ttft_ms", DistributionJson(r.ttft_ms)},
           {"tpot_ms", DistributionJson(r.tpot_ms)},
           {"itl_ms", DistributionJson(r.itl_ms)},
-          {"e2e_ms", DistributionJson(r.e2e_ms)}};
+          {"e2e_ms", DistributionJson(r.e2e_ms)},
+          {"input_lens", r.input_lens},
+          {"output_lens", r.output_lens}};
   if (r.has_goodput) {
     j["good_requests"] = r.good_requests;
     j["request_goodput"] = r.request_goodput;

@@ -25,6 +25,7 @@ struct RequestTiming {
   std::vector<double> itl_s;  // gaps between chunks that carried tokens
   int output_tokens = 0;
   int cached_prompt_tokens = 0;  // the server's usage: prompt tokens from its prefix cache
+  int prompt_tokens = 0;         // the prompt sent
 };
 
 struct Distribution {
@@ -67,6 +68,9 @@ struct BenchReport {
   double request_goodput = 0;
   Distribution ttft_ms, tpot_ms, itl_ms, e2e_ms;
   std::map<std::string, int> errors;  // failures by status code name
+  // Each completed request's prompt and output tokens, in the run's order (vLLM's
+  // input_lens and output_lens).
+  std::vector<int> input_lens, output_lens;
   // Engine steps during the run, and the mean per step of the engine's step wall time
   // and of the workers' compute time (from GetModelInfo before and after).
   long long steps = 0;
@@ -84,7 +88,7 @@ Distribution Summarize(const std::vector<double>& values,
                        const std::vector<double>& percentiles = {99});
 
 BenchReport MakeReport(const std::vector<RequestTiming>& timings, double duration_s,
-                       int input_len, const ReportOptions& options = {});
+                       const ReportOptions& options = {});
 
 nlohmann::json ReportJson(const BenchReport& report);
 std::string ReportText(const BenchReport& report);

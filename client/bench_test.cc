@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <numeric>
+#include <set>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -21,14 +22,17 @@ TEST(BenchStatsTest, PercentileInterpolatesLikeNumpy) {
 }
 
 TEST(BenchStatsTest, ReportFromTimings) {
-  RequestTiming a{true, "", 0.1, 0.5, {0.2, 0.2}, 5, 8};
-  RequestTiming b{true, "", 0.3, 0.7, {0.4}, 3, 0};
-  RequestTiming failed{false, "UNAVAILABLE", 0, 0.05, {}, 0, 4};
-  const BenchReport r = MakeReport({a, b, failed}, 2.0, 16);
+  RequestTiming a{true, "", 0.1, 0.5, {0.2, 0.2}, 5, 8, 20};
+  RequestTiming b{true, "", 0.3, 0.7, {0.4}, 3, 0, 12};
+  RequestTiming failed{false, "UNAVAILABLE", 0, 0.05, {}, 0, 4, 16};
+  const BenchReport r = MakeReport({a, b, failed}, 2.0);
   EXPECT_EQ(r.completed, 2);
   EXPECT_EQ(r.failed, 1);
   EXPECT_EQ(r.errors.at("UNAVAILABLE"), 1);
   EXPECT_EQ(r.input_tokens, 32);
+  EXPECT_EQ(r.input_lens, (std::vector<int>{20, 12}));
+  EXPECT_EQ(r.output_lens, (std::vector<int>{5, 3}));
+  EXPECT_EQ(ReportJson(r)["input_lens"], nlohmann::json({20, 12}));
   EXPECT_EQ(r.output_tokens, 8);
   EXPECT_EQ(r.cached_prompt_tokens, 8);  // completed requests only
   EXPECT_EQ(ReportJson(r)["cached_prompt_tokens"], 8);
@@ -52,13 +56,13 @@ TEST(BenchStatsTest, PercentilesStdThroughputAndGoodput) {
   EXPECT_DOUBLE_EQ(d.percentiles[1].second, 3.7);  // numpy.percentile(..., 90)
   EXPECT_DOUBLE_EQ(d.percentiles[2].first, 99.9);
   // a: TTFT 100 ms, TPOT 100 ms; b: TTFT 300 ms, TPOT 200 ms; c: one token (no TPOT).
-  RequestTiming a{true, "", 0.1, 0.5, {0.2, 0.2}, 5, 0};
-  RequestTiming b{true, "", 0.3, 0.7, {0.4}, 3, 0};
-  RequestTiming c{true, "", 0.05, 0.05, {}, 1, 0};
+  RequestTiming a{true, "", 0.1, 0.5, {0.2, 0.2}, 5, 0, 16};
+  RequestTiming b{true, "", 0.3, 0.7, {0.4}, 3, 0, 16};
+  RequestTiming c{true, "", 0.05, 0.05, {}, 1, 0, 16};
   ReportOptions options;
   options.percentiles = {50, 90};
   ASSERT_TRUE(ParseGoodput({"ttft:200", "tpot:150"}, &options).ok());
-  const BenchReport r = MakeReport({a, b, c}, 2.0, 16, options);
+  const BenchReport r = MakeReport({a, b, c}, 2.0, options);
   EXPECT_DOUBLE_EQ(r.total_token_throughput, (48 + 9) / 2.0);
   EXPECT_TRUE(r.has_goodput);
   EXPECT_EQ(r.good_requests, 2);  // a and c; b misses both
@@ -71,11 +75,11 @@ TEST(BenchStatsTest, PercentilesStdThroughputAndGoodput) {
             std::string::npos);
   EXPECT_NE(ReportText(r).find("p90"), std::string::npos);
   // Without SLOs there is no goodput line or field.
-  EXPECT_EQ(ReportText(MakeReport({a}, 1.0, 16)).find("goodput"), std::string::npos);
-  EXPECT_FALSE(ReportJson(MakeReport({a}, 1.0, 16)).contains("request_goodput"));
+  EXPECT_EQ(ReportText(MakeReport({a}, 1.0)).find("goodput"), std::string::npos);
+  EXPECT_FALSE(ReportJson(MakeReport({a}, 1.0)).contains("request_goodput"));
   ReportOptions e2e;
   ASSERT_TRUE(ParseGoodput({"e2el:600"}, &e2e).ok());
-  EXPECT_EQ(MakeReport({a, b, c}, 1.0, 16, e2e).good_requests, 2);  // b took 700 ms
+  EXPECT_EQ(MakeReport({a, b, c}, 1.0, e2e).good_requests, 2);  // b took 700 ms
 }
 
 TEST(BenchStatsTest, BadPercentilesAndSlosAreRefusedByName) {
@@ -132,6 +136,44 @@ TEST(BenchTest, SharedPrefixPromptsShareExactlyTheirPrefix) {
   EXPECT_EQ(SharedPrefixPrompts(4, 0, 16, 50, 7), own);
 }
 
+TEST(BenchTest, RandomDatasetSpreadsLengthsWithinTheRatio) {
+  EXPECT_EQ(RangeAround(100, 0.25).low, 75);
+  EXPECT_EQ(RangeAround(100, 0.25).high, 125);
+  EXPECT_EQ(RangeAround(3, 0.9).low, 1);  // never 0 tokens
+  EXPECT_EQ(RangeAround(3, 0.9).high, 6);
+  EXPECT_EQ(RangeAround(7, 0).low, 7);
+  EXPECT_EQ(RangeAround(7, 0).high, 7);
+  BenchOptions o;
+  o.input_len = 40;
+  o.output_len = 20;
+  o.prefix_len = 5;
+  // Ratio 0: the fixed-length prompts, each asking for output_len.
+  const std::vector<BenchPrompt> fixed = RandomDataset(o, 6, 50, 3);
+  const auto ids = SharedPrefixPrompts(6, 5, 40, 50, 3);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(fixed[i].ids, ids[i]);
+    EXPECT_EQ(fixed[i].output_len, 20);
+  }
+  o.random_range_ratio = 0.5;
+  const std::vector<BenchPrompt> spread = RandomDataset(o, 400, 50, 3);
+  EXPECT_EQ(spread, RandomDataset(o, 400, 50, 3));
+  std::set<size_t> in_lens;
+  std::set<int> out_lens;
+  for (const BenchPrompt& p : spread) {
+    ASSERT_GE(p.ids.size(), 5u + 20);
+    ASSERT_LE(p.ids.size(), 5u + 60);
+    EXPECT_TRUE(std::equal(p.ids.begin(), p.ids.begin() + 5, ids[0].begin()));
+    for (int32_t id : p.ids) ASSERT_TRUE(id >= 0 && id < 50);
+    ASSERT_GE(p.output_len, 10);
+    ASSERT_LE(p.output_len, 30);
+    in_lens.insert(p.ids.size());
+    out_lens.insert(p.output_len);
+  }
+  // Every length of the range is drawn (41 input lengths, 21 output lengths).
+  EXPECT_EQ(in_lens.size(), 41u);
+  EXPECT_EQ(out_lens.size(), 21u);
+}
+
 TEST(BenchTest, ArrivalsArePoissonAtTheRate) {
   EXPECT_EQ(ArrivalOffsets(3, 0, 1), (std::vector<double>{0, 0, 0}));
   const std::vector<double> t = ArrivalOffsets(20000, 10, 1);
@@ -178,48 +220,81 @@ TEST(BenchTest, RunBenchTimesEachPromptOnceWithinTheConcurrency) {
   o.input_len = 4;
   o.concurrency = 3;
   std::atomic<int> in_flight{0}, most{0}, calls{0};
-  const BenchReport r = RunBench(o, 50, [&](const std::vector<int32_t>& prompt) {
-    const int now = ++in_flight;
-    int seen = most.load();
-    while (now > seen && !most.compare_exchange_weak(seen, now)) {
-    }
-    ++calls;
-    absl::SleepFor(absl::Milliseconds(10));
-    --in_flight;
-    RequestTiming t;
-    t.ok = prompt.size() == 4;
-    t.output_tokens = 1;
-    return t;
-  });
+  std::vector<int> ended;
+  absl::Mutex mu;
+  BenchHooks hooks;
+  hooks.on_done = [&](int done) {
+    absl::MutexLock lock(&mu);
+    ended.push_back(done);
+  };
+  const absl::StatusOr<BenchReport> r =
+      RunBench(o, RandomDataset(o, 12, 50, 0), {},
+               [&](const BenchPrompt& prompt) {
+                 const int now = ++in_flight;
+                 int seen = most.load();
+                 while (now > seen && !most.compare_exchange_weak(seen, now)) {
+                 }
+                 ++calls;
+                 absl::SleepFor(absl::Milliseconds(10));
+                 --in_flight;
+                 RequestTiming t;
+                 t.ok = prompt.ids.size() == 4;
+                 t.output_tokens = 1;
+                 return t;
+               },
+               hooks);
+  ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(calls.load(), 12);
   EXPECT_LE(most.load(), 3);
-  EXPECT_EQ(r.completed, 12);
-  EXPECT_EQ(r.output_tokens, 12);
+  EXPECT_EQ(r->completed, 12);
+  EXPECT_EQ(r->output_tokens, 12);
+  EXPECT_EQ(r->input_tokens, 48);
+  std::sort(ended.begin(), ended.end());
+  ASSERT_EQ(ended.size(), 12u);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(ended[i], i + 1);
 }
 
-// Warm-ups go first, one at a time, with prompts of their own, and are not counted.
-TEST(BenchTest, WarmupsRunFirstAndAreNotCounted) {
+// Warm-ups go first, one at a time, then before_run, then the measured prompts; the
+// warm-ups are not counted, and a failing before_run ends the run before any is sent.
+TEST(BenchTest, WarmupsRunFirstThenBeforeRunAndAreNotCounted) {
   BenchOptions o;
   o.num_prompts = 4;
   o.input_len = 6;
   o.num_warmups = 3;
-  o.seed = 9;
-  const auto measured = RandomPrompts(4, 6, 50, 9);
-  std::vector<std::vector<int32_t>> seen;
+  const auto measured = RandomDataset(o, 4, 50, 9);
+  const auto warmups = RandomDataset(o, 3, 50, ~9ULL);
+  std::vector<BenchPrompt> seen;
+  int seen_before_run = -1;
   absl::Mutex mu;
-  const BenchReport r = RunBench(o, 50, [&](const std::vector<int32_t>& prompt) {
+  const RequestTimer timer = [&](const BenchPrompt& prompt) {
     absl::MutexLock lock(&mu);
     seen.push_back(prompt);
     RequestTiming t;
     t.ok = true;
     t.output_tokens = 1;
     return t;
-  });
+  };
+  BenchHooks hooks;
+  hooks.before_run = [&] {
+    absl::MutexLock lock(&mu);
+    seen_before_run = static_cast<int>(seen.size());
+    return absl::OkStatus();
+  };
+  const absl::StatusOr<BenchReport> r = RunBench(o, measured, warmups, timer, hooks);
+  ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(seen.size(), 7u);
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(std::count(measured.begin(), measured.end(), seen[i]), 0) << i;
+  EXPECT_EQ(seen_before_run, 3);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(seen[i], warmups[i]) << i;
+  for (int i = 3; i < 7; ++i) {
+    EXPECT_EQ(std::count(measured.begin(), measured.end(), seen[i]), 1) << i;
   }
-  EXPECT_EQ(r.completed, 4);
+  EXPECT_EQ(r->completed, 4);
+
+  seen.clear();
+  hooks.before_run = [] { return absl::FailedPreconditionError("no reset here"); };
+  const absl::StatusOr<BenchReport> refused = RunBench(o, measured, {}, timer, hooks);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(seen.empty());
 }
 
 }  // namespace

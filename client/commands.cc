@@ -6,11 +6,17 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
+
+#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/grpc_status.h"
+#include "base/status_macros.h"
+#include "client/bench_dataset.h"
 #include "client/openai_bench.h"
+#include "client/progress.h"
 #include "client/output.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -309,6 +315,64 @@ int HealthCommand(const Cli& cli) {
   return response.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
 }
 
+int ResetPrefixCacheCommand(const Cli& cli) {
+  grpc::ClientContext context;
+  SetDeadline(cli, &context);
+  v1::ResetPrefixCacheResponse response;
+  const grpc::Status status = cli.stub->ResetPrefixCache(&context, {}, &response);
+  if (!status.ok()) return Fail(cli, status);
+  if (cli.json) {
+    PrintJson({{"blocks_dropped", response.blocks_dropped()}});
+  } else {
+    std::cout << "prefix cache emptied: " << response.blocks_dropped() << " blocks dropped"
+              << std::endl;
+  }
+  return 0;
+}
+
+namespace {
+
+// The measured requests: the random dataset, or a ShareGPT file tokenized by the server
+// and kept within its context.
+absl::StatusOr<std::vector<BenchPrompt>> BenchDataset(const Cli& cli, const BenchOptions& o,
+                                                      const v1::ModelInfo& info) {
+  if (o.dataset_name != "sharegpt") {
+    const LengthRange in = RangeAround(o.input_len, o.random_range_ratio);
+    const LengthRange out = RangeAround(o.output_len, o.random_range_ratio);
+    const int64_t longest = int64_t{o.prefix_len} + in.high + out.high;
+    if (info.max_context() > 0 && longest > info.max_context()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bench: the longest request (--prefix-len + --input-len + --output-len, with "
+          "--random-range-ratio: ", longest, " tokens) exceeds the server's max_context ",
+          info.max_context()));
+    }
+    return RandomDataset(o, o.num_prompts, info.vocab_size(), o.seed);
+  }
+  TPSERVE_ASSIGN_OR_RETURN(const std::vector<Conversation> conversations,
+                           ReadShareGpt(o.dataset_path));
+  const TokenizeFn tokenize = [&cli](const std::string& text, bool special)
+      -> absl::StatusOr<std::vector<int32_t>> {
+    grpc::ClientContext context;
+    SetDeadline(cli, &context);
+    v1::TokenizeRequest request;
+    request.set_text(text);
+    request.set_add_special_tokens(special);
+    v1::TokenizeResponse response;
+    const grpc::Status status = cli.stub->Tokenize(&context, request, &response);
+    if (!status.ok()) return ToAbslStatus(status);
+    return std::vector<int32_t>(response.token_ids().begin(), response.token_ids().end());
+  };
+  ShareGptOptions sharegpt;
+  sharegpt.num_prompts = o.num_prompts;
+  sharegpt.seed = o.seed;
+  sharegpt.output_len = o.sharegpt_output_len;
+  sharegpt.max_total_len = std::min(sharegpt.max_total_len, info.max_context());
+  sharegpt.max_prompt_len = std::min(sharegpt.max_prompt_len, info.max_context());
+  return ShareGptPrompts(conversations, sharegpt, tokenize, o.dataset_path);
+}
+
+}  // namespace
+
 int BenchCommand(const Cli& cli, const BenchOptions& options) {
   // Another engine's server (--vocab-size given): no tpserve to ask for its info.
   const bool tpserve = options.vocab_size == 0;
@@ -330,7 +394,29 @@ int BenchCommand(const Cli& cli, const BenchOptions& options) {
     if (!http.ok()) return Fail(cli, ToGrpcStatus(http.status()));
     timer = *std::move(http);
   }
-  BenchReport report = RunBench(options, info.vocab_size(), timer);
+  absl::StatusOr<std::vector<BenchPrompt>> prompts = BenchDataset(cli, options, info);
+  if (!prompts.ok()) return Fail(cli, ToGrpcStatus(prompts.status()));
+  // Warm-ups: random prompts of their own (another seed, so they seed no prefix-cache hit).
+  const std::vector<BenchPrompt> warmups =
+      RandomDataset(options, options.num_warmups, info.vocab_size(), ~options.seed);
+  BenchHooks hooks;
+  if (options.reset_prefix_cache) {
+    hooks.before_run = [&cli]() -> absl::Status {
+      grpc::ClientContext context;
+      SetDeadline(cli, &context);
+      v1::ResetPrefixCacheResponse response;
+      return ToAbslStatus(cli.stub->ResetPrefixCache(&context, {}, &response));
+    };
+  }
+  std::unique_ptr<ProgressBar> progress;
+  if (options.progress && isatty(STDERR_FILENO)) {
+    progress = std::make_unique<ProgressBar>(std::cerr, "bench", options.num_prompts);
+    hooks.on_done = [&progress](int done) { progress->Update(done); };
+  }
+  absl::StatusOr<BenchReport> run = RunBench(options, *prompts, warmups, timer, hooks);
+  if (progress != nullptr) progress->Finish();
+  if (!run.ok()) return Fail(cli, ToGrpcStatus(run.status()));
+  BenchReport report = *std::move(run);
   grpc::ClientContext after_context;
   SetDeadline(cli, &after_context);
   v1::ModelInfo after;

@@ -37,6 +37,9 @@ int TokenizeCommand(const Cli& cli, const v1::TokenizeRequest& request);
 int DetokenizeCommand(const Cli& cli, const v1::DetokenizeRequest& request);
 int InfoCommand(const Cli& cli);
 int HealthCommand(const Cli& cli);
+int ResetPrefixCacheCommand(const Cli& cli);
+// Builds the dataset (the random one, or a ShareGPT file tokenized by the server), runs
+// it (bench.h), prints the report and writes --save-result.
 int BenchCommand(const Cli& cli, const BenchOptions& options);
 
 }  // namespace tpserve

@@ -7,11 +7,12 @@
 //     chat "message" [--system S] [--messages-file F] [--tools-file F] [--tool-choice C]
 //          [--template-kwargs JSON] [--interactive] [--stream] [sampling flags]
 //     tokenize "text"          detokenize 1,2,3
-//     info                     health
-//     bench [--input-len N] [--prefix-len N] [--output-len N] [--num-prompts N]
-//           [--concurrency N | --request-rate R [--burstiness B]] [--seed S]
-//           [--num-warmups N] [--percentiles 50,90,99] [--goodput ttft:MS,tpot:MS,e2el:MS]
-//           [--save-result FILE]
+//     info                     health                    reset-prefix-cache
+//     bench [--input-len N] [--prefix-len N] [--output-len N] [--random-range-ratio R]
+//           [--dataset-name sharegpt --dataset-path FILE [--sharegpt-output-len N]]
+//           [--num-prompts N] [--concurrency N | --request-rate R [--burstiness B]]
+//           [--seed S] [--num-warmups N] [--reset-prefix-cache] [--percentiles 50,90,99]
+//           [--goodput ttft:MS,tpot:MS,e2el:MS] [--save-result FILE] [--disable-tqdm]
 //           [--backend grpc | --backend openai --openai-url http://HOST:PORT]
 //
 // Exit codes: 0 success, 1 the server answered with an error (or is not serving),
@@ -47,8 +48,13 @@ struct Flags {
   GenerateFlags generate;
   ChatFlags chat;
   int64_t input_len = 32, prefix_len = 0, output_len = 32, num_prompts = 64, concurrency = 0;
-  double request_rate = 0, burstiness = 1;
+  double request_rate = 0, burstiness = 1, random_range_ratio = 0;
   int64_t num_warmups = 0;
+  std::string dataset_name = "random";
+  std::string dataset_path;
+  int64_t sharegpt_output_len = 0;
+  bool reset_prefix_cache = false;
+  bool disable_progress = false;
   std::string percentiles = "99";
   std::vector<std::string> goodput;
   std::string save_result;
@@ -76,10 +82,22 @@ void RegisterConnection(ArgParser& args, Flags& f) {
 }
 
 void RegisterBench(ArgParser& args, Flags& f) {
-  args.AddInt("input-len", &f.input_len, "prompt tokens");
-  args.AddInt("prefix-len", &f.prefix_len,
+  args.AddString("dataset-name", &f.dataset_name,
+                 "random (token ids drawn by --seed) or sharegpt (--dataset-path)");
+  args.AddString("dataset-path", &f.dataset_path,
+                 "a ShareGPT-format JSON file: each conversation's first turn the prompt, its "
+                 "second the reply whose length is asked for");
+  args.AddInt("sharegpt-output-len", &f.sharegpt_output_len,
+              "sharegpt: ask every request for this many tokens instead (0: the reply's)");
+  args.AddInt("input-len,random-input-len", &f.input_len,
+              "prompt tokens (random dataset and warm-ups)");
+  args.AddInt("prefix-len,random-prefix-len", &f.prefix_len,
               "tokens of a prefix shared by every prompt, before its own --input-len");
-  args.AddInt("output-len", &f.output_len, "generated tokens per request");
+  args.AddInt("output-len,random-output-len", &f.output_len,
+              "generated tokens per request (random dataset and warm-ups)");
+  args.AddDouble("random-range-ratio", &f.random_range_ratio,
+                 "draw each request's input and output lengths from [len*(1-R), len*(1+R)], "
+                 "R in [0, 1)");
   args.AddInt("num-prompts", &f.num_prompts, "requests");
   args.AddInt("concurrency,max-concurrency", &f.concurrency,
               "most requests in flight (0: no limit)");
@@ -89,6 +107,11 @@ void RegisterBench(ArgParser& args, Flags& f) {
                  "1 burstier)");
   args.AddInt("num-warmups", &f.num_warmups,
               "requests sent one at a time before the run, not counted");
+  args.AddBool("reset-prefix-cache", &f.reset_prefix_cache,
+               "empty the server's prefix cache after the warm-ups (a server started with "
+               "--allow-reset-prefix-cache), so reruns with one seed compare");
+  args.AddBool("disable-tqdm,no-progress", &f.disable_progress,
+               "no progress line on stderr (drawn only when stderr is a terminal)");
   args.AddString("percentiles,metric-percentiles", &f.percentiles,
                  "percentiles reported of TTFT, TPOT, ITL and E2E, e.g. 50,90,99");
   args.AddRepeated("goodput", &f.goodput,
@@ -133,6 +156,9 @@ void Register(ArgParser& args, Flags& f) {
                      "keep special tokens in the text");
   args.AddCommand("info", "the served model: name, context, vocabulary, limits");
   args.AddCommand("health", "the server's grpc.health.v1 status");
+  args.AddCommand("reset-prefix-cache",
+                  "empty the server's prefix cache (a server started with "
+                  "--allow-reset-prefix-cache)");
   RegisterBench(args.AddCommand("bench", "load-test the server (as vllm bench serve)"), f);
 }
 
@@ -153,11 +179,36 @@ int BadRequest(const ArgParser& args, const Cli& cli, const absl::Status& status
 absl::StatusOr<BenchOptions> BenchFrom(const ArgParser& args, const Flags& f) {
   BenchOptions o;
   if (f.input_len < 1 || f.output_len < 1 || f.num_prompts < 1 || f.concurrency < 0 ||
-      f.request_rate < 0 || f.prefix_len < 0 || f.input_len + f.prefix_len > (1 << 30)) {
+      f.request_rate < 0 || f.prefix_len < 0 || f.input_len + f.prefix_len > (1 << 30) ||
+      f.output_len > (1 << 30) || f.num_prompts > 10000000) {
     return absl::InvalidArgumentError(
         "bench needs --input-len, --output-len, --num-prompts >= 1, --concurrency >= 0, "
         "--prefix-len >= 0 and --request-rate >= 0");
   }
+  if (!(f.random_range_ratio >= 0 && f.random_range_ratio < 1)) {
+    return absl::InvalidArgumentError("--random-range-ratio must be in [0, 1)");
+  }
+  o.random_range_ratio = f.random_range_ratio;
+  if (f.dataset_name == "sharegpt") {
+    if (f.dataset_path.empty()) {
+      return absl::InvalidArgumentError("--dataset-name sharegpt needs --dataset-path FILE");
+    }
+    if (f.sharegpt_output_len < 0 || f.sharegpt_output_len > (1 << 30)) {
+      return absl::InvalidArgumentError("--sharegpt-output-len must be in [0, 1073741824]");
+    }
+  } else if (f.dataset_name == "random") {
+    if (!f.dataset_path.empty() || f.sharegpt_output_len != 0) {
+      return absl::InvalidArgumentError(
+          "--dataset-path and --sharegpt-output-len need --dataset-name sharegpt");
+    }
+  } else {
+    return absl::InvalidArgumentError("--dataset-name is random or sharegpt");
+  }
+  o.dataset_name = f.dataset_name;
+  o.dataset_path = f.dataset_path;
+  o.sharegpt_output_len = static_cast<int>(f.sharegpt_output_len);
+  o.reset_prefix_cache = f.reset_prefix_cache;
+  o.progress = !f.disable_progress && !f.json;
   o.prefix_len = static_cast<int>(f.prefix_len);
   o.input_len = static_cast<int>(f.input_len);
   o.output_len = static_cast<int>(f.output_len);
@@ -197,6 +248,11 @@ absl::StatusOr<BenchOptions> BenchFrom(const ArgParser& args, const Flags& f) {
     return absl::InvalidArgumentError("--vocab-size must be in [1, 1073741824]");
   }
   o.vocab_size = static_cast<int>(f.vocab_size);
+  if (o.vocab_size != 0 && (o.dataset_name == "sharegpt" || o.reset_prefix_cache)) {
+    return absl::InvalidArgumentError(
+        "--dataset-name sharegpt and --reset-prefix-cache need tpserve at --target (its "
+        "tokenizer, its ResetPrefixCache): not with --vocab-size");
+  }
   o.model = f.model;
   if (!f.channel.api_key_file.empty()) {
     TPSERVE_ASSIGN_OR_RETURN(ApiKeys keys, ApiKeys::Load("api-key-file", f.channel.api_key_file));
@@ -246,6 +302,7 @@ int Dispatch(const ArgParser& root, const Flags& f, const Cli& cli) {
   }
   if (command == "info") return InfoCommand(cli);
   if (command == "health") return HealthCommand(cli);
+  if (command == "reset-prefix-cache") return ResetPrefixCacheCommand(cli);
   absl::StatusOr<BenchOptions> options = BenchFrom(args, f);
   if (!options.ok()) return Usage(args, std::string(options.status().message()));
   return BenchCommand(cli, *options);

@@ -163,10 +163,10 @@ absl::StatusOr<OpenAiUrl> ParseOpenAiUrl(absl::string_view url) {
   return out;
 }
 
-std::string CompletionBody(const std::vector<int32_t>& prompt, const BenchOptions& o,
+std::string CompletionBody(const BenchPrompt& prompt, const BenchOptions& o,
                            const std::string& model) {
-  nlohmann::json body = {{"prompt", prompt},
-                         {"max_tokens", o.output_len},
+  nlohmann::json body = {{"prompt", prompt.ids},
+                         {"max_tokens", prompt.output_len},
                          {"ignore_eos", true},
                          {"temperature", o.temperature},
                          {"seed", static_cast<int64_t>(o.seed)},  // the server keeps the bits
@@ -276,7 +276,7 @@ absl::StatusOr<RequestTimer> OpenAiTimer(const BenchOptions& options, const std:
   target->path = url.completions_path;
   if (!options.api_key.empty()) target->authorization = "Bearer " + options.api_key;
   target->timeout = timeout;
-  return RequestTimer([target, options, model](const std::vector<int32_t>& prompt) {
+  return RequestTimer([target, options, model](const BenchPrompt& prompt) {
     return TimeCompletion(*target, CompletionBody(prompt, options, model));
   });
 }

@@ -38,7 +38,7 @@ struct OpenAiUrl {
 absl::StatusOr<OpenAiUrl> ParseOpenAiUrl(absl::string_view url);
 
 // One benchmark request's JSON body; `model` "" leaves "model" out (the served one).
-std::string CompletionBody(const std::vector<int32_t>& prompt, const BenchOptions& options,
+std::string CompletionBody(const BenchPrompt& prompt, const BenchOptions& options,
                            const std::string& model);
 
 // Splits a text/event-stream into its events' data, however its bytes are split across

@@ -76,7 +76,7 @@ TEST(CompletionBodyTest, AsksForTheBenchmarksStream) {
   o.output_len = 64;
   o.temperature = 0.5f;
   o.seed = ~0ULL;
-  const Json body = Json::parse(CompletionBody({7, 8, 9}, o, "demo"));
+  const Json body = Json::parse(CompletionBody({{7, 8, 9}, 64}, o, "demo"));
   EXPECT_EQ(body["model"], "demo");
   EXPECT_EQ(body["prompt"], Json({7, 8, 9}));
   EXPECT_EQ(body["max_tokens"], 64);
@@ -86,7 +86,7 @@ TEST(CompletionBodyTest, AsksForTheBenchmarksStream) {
   EXPECT_EQ(body["stream"], true);
   EXPECT_EQ(body["stream_options"], Json({{"include_usage", true}}));
   EXPECT_EQ(body["return_token_ids"], true);
-  EXPECT_FALSE(Json::parse(CompletionBody({1}, o, "")).contains("model"));
+  EXPECT_FALSE(Json::parse(CompletionBody({{1}, 64}, o, "")).contains("model"));
 }
 
 TEST(SseSplitterTest, SameEventsHoweverTheBytesAreSplit) {
@@ -230,7 +230,7 @@ class OpenAiBenchServerTest : public ::testing::Test {
 };
 
 TEST_F(OpenAiBenchServerTest, TimesTheStreamAsItArrives) {
-  const RequestTiming t = Timer("")({11, 12, 13});
+  const RequestTiming t = Timer("")({{11, 12, 13}, 7});
   EXPECT_TRUE(t.ok) << t.error_code;
   EXPECT_EQ(t.output_tokens, 7);
   EXPECT_EQ(t.cached_prompt_tokens, 5);
@@ -260,7 +260,8 @@ TEST_F(OpenAiBenchServerTest, RunBenchReportsOverHttp) {
   o.num_prompts = 4;
   o.input_len = 8;
   o.output_len = 7;
-  const BenchReport ok = RunBench(o, 100, Timer(""));
+  const std::vector<BenchPrompt> prompts = RandomDataset(o, o.num_prompts, 100, o.seed);
+  const BenchReport ok = *RunBench(o, prompts, {}, Timer(""));
   EXPECT_EQ(ok.completed, 4);
   EXPECT_EQ(ok.failed, 0);
   EXPECT_EQ(ok.output_tokens, 28);
@@ -268,7 +269,7 @@ TEST_F(OpenAiBenchServerTest, RunBenchReportsOverHttp) {
   EXPECT_GE(ok.ttft_ms.median, 100);
   EXPECT_GE(ok.itl_ms.median, 45);
 
-  const BenchReport failed = RunBench(o, 100, Timer("missing"));
+  const BenchReport failed = *RunBench(o, prompts, {}, Timer("missing"));
   EXPECT_EQ(failed.completed, 0);
   EXPECT_EQ(failed.failed, 4);
   EXPECT_EQ(failed.errors, (std::map<std::string, int>{{"HTTP 404", 4}}));
@@ -276,7 +277,7 @@ TEST_F(OpenAiBenchServerTest, RunBenchReportsOverHttp) {
 }
 
 TEST_F(OpenAiBenchServerTest, AStalledCallEndsAtItsDeadline) {
-  const RequestTiming t = Timer("stall", absl::Milliseconds(300))({1});
+  const RequestTiming t = Timer("stall", absl::Milliseconds(300))({{1}, 7});
   EXPECT_FALSE(t.ok);
   EXPECT_EQ(t.error_code, "TIMEOUT");
   EXPECT_GE(t.e2e_s, 0.3);
@@ -284,7 +285,7 @@ TEST_F(OpenAiBenchServerTest, AStalledCallEndsAtItsDeadline) {
 }
 
 TEST_F(OpenAiBenchServerTest, AStreamBrokenOffFails) {
-  const RequestTiming t = Timer("break")({1});
+  const RequestTiming t = Timer("break")({{1}, 7});
   EXPECT_FALSE(t.ok);
   EXPECT_EQ(t.error_code, "CONNECTION_ERROR");
   EXPECT_EQ(t.output_tokens, 1);
@@ -293,7 +294,7 @@ TEST_F(OpenAiBenchServerTest, AStreamBrokenOffFails) {
 TEST_F(OpenAiBenchServerTest, NoServerIsAConnectFailure) {
   const RequestTimer timer = Timer("");
   server_->Stop();  // its port now refuses connections
-  const RequestTiming t = timer({1});
+  const RequestTiming t = timer({{1}, 7});
   EXPECT_FALSE(t.ok);
   EXPECT_EQ(t.error_code, "CONNECT_FAILED");
 }

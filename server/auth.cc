@@ -135,4 +135,10 @@ grpc::Status AuthenticatedInference::GetModelInfo(grpc::ServerContext* context,
   return Forward(&v1::Inference::Service::GetModelInfo, context, request, response);
 }
 
+grpc::Status AuthenticatedInference::ResetPrefixCache(grpc::ServerContext* context,
+                                                      const v1::ResetPrefixCacheRequest* request,
+                                                      v1::ResetPrefixCacheResponse* response) {
+  return Forward(&v1::Inference::Service::ResetPrefixCache, context, request, response);
+}
+
 }  // namespace tpserve

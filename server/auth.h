@@ -81,6 +81,9 @@ class AuthenticatedInference final : public v1::Inference::Service {
                           v1::DetokenizeResponse* response) override;
   grpc::Status GetModelInfo(grpc::ServerContext* context, const v1::GetModelInfoRequest* request,
                             v1::ModelInfo* response) override;
+  grpc::Status ResetPrefixCache(grpc::ServerContext* context,
+                                const v1::ResetPrefixCacheRequest* request,
+                                v1::ResetPrefixCacheResponse* response) override;
 
  private:
   // inner_->*method(context, args...) when the call carries an accepted key, else

@@ -87,6 +87,10 @@ class NamingInference final : public v1::Inference::Service {
                             v1::ModelInfo*) override {
     return Reached("GetModelInfo");
   }
+  grpc::Status ResetPrefixCache(grpc::ServerContext*, const v1::ResetPrefixCacheRequest*,
+                                v1::ResetPrefixCacheResponse*) override {
+    return Reached("ResetPrefixCache");
+  }
 
  private:
   static grpc::Status Reached(const std::string& method) {

@@ -243,6 +243,29 @@ absl::Status BlockManager::Free(SeqId seq_id) {
   return absl::OkStatus();
 }
 
+int32_t BlockManager::ResetPrefixCache() {
+  const int32_t dropped = num_cached_blocks();
+  while (!evictable_.empty()) {
+    const int32_t id = evictable_.front();
+    Evict(id);
+    free_blocks_.push_back(id);
+  }
+  // What is left in the cache is held: it leaves the cache as Evict would have it, and
+  // returns to the free pool when its last holder frees it.
+  for (const auto& [key, id] : by_key_) {
+    Block& block = blocks_[id];
+    block.cached = false;
+    block.tokens.clear();
+    block.parent = Link();
+    ++block.generation;
+  }
+  by_key_.clear();
+  for (auto& [id, seq] : seqs_) {
+    if (seq.num_cached_blocks > 0) seq.chain_closed = true;
+  }
+  return dropped;
+}
+
 absl::StatusOr<absl::Span<const int32_t>> BlockManager::block_table(SeqId seq_id) const {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) {

@@ -95,6 +95,12 @@ class BlockManager {
   // free, and stays matchable while it is cached.
   absl::Status Free(SeqId seq_id);
 
+  // Empties the prefix cache: no block matches afterwards. Cached blocks no sequence
+  // holds become plain free blocks; held ones stay with their sequences, uncached, and
+  // a sequence whose chain ran through the cache offers no further blocks (a sequence
+  // with no cached block yet still does). Returns how many blocks left the cache.
+  int32_t ResetPrefixCache();
+
   // The blocks of seq_id in position order; valid until the next non-const call.
   absl::StatusOr<absl::Span<const int32_t>> block_table(SeqId seq_id) const;
   // Tokens seq_id's blocks were last sized for.

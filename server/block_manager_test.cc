@@ -325,6 +325,42 @@ TEST(BlockManagerPrefixCache, AnEvictedBlockNoLongerLeadsToTheBlocksCachedAfterI
   EXPECT_THAT(bm.MatchPrefix({1, 2, 5, 6}, 4), IsEmpty());
 }
 
+TEST(BlockManagerPrefixCache, ResetDropsHeldAndUnheldBlocksAndKeepsTheAccounts) {
+  BlockManager bm = MakeCaching(8, 2);
+  ASSERT_TRUE(bm.Allocate(1, 4).ok());  // 0, 1: cached, then freed (evictable)
+  ASSERT_TRUE(bm.CacheBlocks(1, {1, 2, 3, 4}).ok());
+  ASSERT_TRUE(bm.Free(1).ok());
+  ASSERT_TRUE(bm.Allocate(2, 5).ok());  // 2, 3, 4: two cached and held
+  ASSERT_TRUE(bm.CacheBlocks(2, {5, 6, 7, 8}).ok());
+  ASSERT_TRUE(bm.Allocate(3, 3).ok());  // 5, 6: nothing cached yet
+  ASSERT_EQ(bm.num_cached_blocks(), 4);
+  EXPECT_EQ(bm.ResetPrefixCache(), 4);
+  EXPECT_EQ(bm.num_cached_blocks(), 0);
+  EXPECT_THAT(bm.MatchPrefix({1, 2, 3, 4, 0}, 4), IsEmpty());
+  EXPECT_THAT(bm.MatchPrefix({5, 6, 7, 8, 0}, 4), IsEmpty());
+  // The unheld blocks are free again, the held ones still held.
+  EXPECT_EQ(bm.num_used_blocks(), 5);
+  EXPECT_THAT(Table(bm, 2), ElementsAre(2, 3, 4));
+  // Sequence 2's chain ran through the cache: what it offers now is not cached.
+  ASSERT_TRUE(bm.AppendSlots(2, 6).ok());
+  ASSERT_TRUE(bm.CacheBlocks(2, {9, 10}).ok());
+  EXPECT_EQ(bm.num_cached_blocks(), 0);
+  // Sequence 3 had cached nothing: it starts the cache again from the root.
+  ASSERT_TRUE(bm.CacheBlocks(3, {11, 12}).ok());
+  EXPECT_THAT(bm.MatchPrefix({11, 12, 0}, 2), ElementsAre(5));
+  // Freed, the formerly cached blocks return to the free pool, not to the evictable one.
+  ASSERT_TRUE(bm.Free(2).ok());
+  ASSERT_TRUE(bm.Free(3).ok());
+  EXPECT_EQ(bm.num_free_blocks(), bm.num_blocks());
+  EXPECT_EQ(bm.num_cached_blocks(), 1);
+  EXPECT_EQ(bm.ResetPrefixCache(), 1);
+  EXPECT_EQ(bm.ResetPrefixCache(), 0);
+  // Every block can be handed out once.
+  ASSERT_TRUE(bm.Allocate(4, 16).ok());
+  const std::vector<int32_t> table = Table(bm, 4);
+  EXPECT_EQ(std::set<int32_t>(table.begin(), table.end()).size(), 8u);
+}
+
 TEST(BlockManagerPrefixCache, RandomSharingKeepsEveryBlockAccounted) {
   std::mt19937 rng(7);
   const int32_t bs = 2;
@@ -352,6 +388,9 @@ TEST(BlockManagerPrefixCache, RandomSharingKeepsEveryBlockAccounted) {
         live[next_id] = table;
       }
       ++next_id;
+    } else if (rng() % 16 == 0) {
+      bm.ResetPrefixCache();
+      ASSERT_EQ(bm.num_cached_blocks(), 0);
     } else {
       auto it = live.begin();
       std::advance(it, rng() % live.size());

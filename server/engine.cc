@@ -93,6 +93,20 @@ void Engine::CancelAll() {
   impl_->cancel_all = true;
 }
 
+absl::StatusOr<int64_t> Engine::ResetPrefixCache(absl::Time deadline) {
+  Impl& impl = *impl_;
+  absl::MutexLock lock(&impl.mu);
+  if (!impl.is_healthy) return absl::UnavailableError("engine is not serving");
+  const uint64_t ticket = ++impl.resets_asked;
+  auto served = [&impl, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl.mu) {
+    return impl.resets_done >= ticket || !impl.is_healthy;
+  };
+  impl.mu.AwaitWithDeadline(absl::Condition(&served), deadline);
+  if (impl.resets_done >= ticket) return impl.resets_dropped;
+  if (!impl.is_healthy) return absl::UnavailableError("engine stopped before the reset");
+  return absl::DeadlineExceededError("the engine reached no step boundary before the deadline");
+}
+
 bool Engine::healthy() const {
   absl::MutexLock lock(&impl_->mu);
   return impl_->is_healthy;

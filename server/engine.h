@@ -95,6 +95,12 @@ class Engine {
   // chunk with FinishReason::kCancelled (and usage), then OK — the end of a drain's
   // grace. Safe from any thread.
   void CancelAll();
+  // Empties the prefix cache (BlockManager::ResetPrefixCache) on the engine thread,
+  // between steps, and returns how many blocks left it. UNAVAILABLE when the engine is
+  // stopped or failed, DEADLINE_EXCEEDED when no step boundary came before `deadline`
+  // (the reset still happens at the next one).
+  // Safe from any thread but a callback.
+  absl::StatusOr<int64_t> ResetPrefixCache(absl::Time deadline);
 
   // False once the executor has failed or Stop() ran.
   bool healthy() const;

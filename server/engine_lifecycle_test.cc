@@ -262,6 +262,47 @@ TEST(EngineLifecycleTest, CancelAllFinishesEveryRequestCancelled) {
   EXPECT_EQ(after[0]->Tokens().size(), 5u);
 }
 
+int CachedTokens(const Collector& c) {
+  const std::vector<EngineChunk> chunks = c.chunks();
+  return chunks.empty() ? -1 : chunks.back().cached_prompt_tokens;
+}
+
+// A reset between runs of one prompt: the run before it reuses the first run's blocks,
+// the run after it computes its whole prompt again, with the same tokens; a reset while
+// a request runs leaves it running to its own answer.
+TEST(EngineLifecycleTest, ResetPrefixCacheMakesTheNextRunCold) {
+  FakeExecutorConfig fake_config{/*num_blocks=*/64, /*block_size=*/4};
+  TestEngine t(fake_config, Options(64, 8));
+  const EngineRequest request = Request(17, 6, 1);
+  auto first = t.RunAll({request});
+  auto warm = t.RunAll({request});
+  EXPECT_EQ(CachedTokens(*warm[0]), 16);
+  EXPECT_GT(t.engine->stats().kv_blocks_cached, 0);
+  absl::StatusOr<int64_t> dropped = t.engine->ResetPrefixCache(absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_GE(*dropped, 4);
+  auto cold = t.RunAll({request});
+  EXPECT_EQ(CachedTokens(*cold[0]), 0);
+  EXPECT_EQ(cold[0]->Tokens(), first[0]->Tokens());
+  EXPECT_EQ(warm[0]->Tokens(), first[0]->Tokens());
+
+  fake_config.step_delay = absl::Milliseconds(1);
+  TestEngine slow(fake_config, Options(64, 8));
+  Collector running;
+  ASSERT_TRUE(slow.engine->Submit(Request(9, 40, 2), running.OnChunk(), running.OnDone()).ok());
+  absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_TRUE(slow.engine->ResetPrefixCache(absl::Now() + absl::Seconds(10)).ok());
+  ASSERT_TRUE(running.WaitDone());
+  EXPECT_TRUE(running.status().ok()) << running.status();
+  EXPECT_EQ(running.Tokens(), FakeStepExecutor::HashContinuation(Request(9, 40, 2).prompt_ids, 40,
+                                                                 kTestVocab));
+  EXPECT_TRUE(slow.fake.errors().empty()) << slow.fake.errors()[0];
+  EXPECT_EQ(slow.engine->stats().kv_blocks_in_use, 0);
+  slow.engine->Stop();
+  EXPECT_EQ(slow.engine->ResetPrefixCache(absl::Now() + absl::Seconds(10)).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
 TEST(EngineLifecycleTest, SubmitRejectsRequestsThatCanNeverRun) {
   FakeStepExecutor fake(FakeExecutorConfig{/*num_blocks=*/4, /*block_size=*/4});
   EngineOptions options;

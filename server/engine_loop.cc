@@ -74,6 +74,10 @@ bool Engine::Impl::Intake() {
     incoming.swap(submitted);
     aborted.swap(aborts);
     cancel = std::exchange(cancel_all, false);
+    if (resets_asked != resets_done) {
+      resets_dropped = blocks.ResetPrefixCache();
+      resets_done = resets_asked;
+    }
   }
   for (auto& [id, request] : incoming) {
     scheduler.Add(request.seq.get());

@@ -66,7 +66,8 @@ struct Engine::Impl {
   void PublishStats();
   void RecordStep(absl::Duration step_time, int64_t compute_us);
   bool HasInput() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return !submitted.empty() || !aborts.empty() || cancel_all || stopping;
+    return !submitted.empty() || !aborts.empty() || cancel_all || stopping ||
+           resets_asked != resets_done;
   }
 
   const EngineOptions options;
@@ -86,6 +87,11 @@ struct Engine::Impl {
   uint64_t next_id ABSL_GUARDED_BY(mu) = 1;
   bool stopping ABSL_GUARDED_BY(mu) = false;
   bool cancel_all ABSL_GUARDED_BY(mu) = false;  // CancelAll() asked; Intake acts on it
+  // ResetPrefixCache() calls asked and served; Intake serves them all at once, and
+  // resets_dropped is what the last one dropped.
+  uint64_t resets_asked ABSL_GUARDED_BY(mu) = 0;
+  uint64_t resets_done ABSL_GUARDED_BY(mu) = 0;
+  int64_t resets_dropped ABSL_GUARDED_BY(mu) = 0;
   bool is_healthy ABSL_GUARDED_BY(mu) = true;
   EngineStats stats ABSL_GUARDED_BY(mu);
   absl::Mutex stop_mu;  // serialises Stop()

@@ -83,6 +83,9 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, std::vector<std::st
   args.AddBool("no-prefix-caching,no-enable-prefix-caching", &c.no_prefix_caching,
                "compute every prompt in full instead of sharing cached KV blocks of common "
                "prefixes");
+  args.AddBool("allow-reset-prefix-cache", &c.allow_reset_prefix_cache,
+               "serve the ResetPrefixCache RPC and POST /reset_prefix_cache (benchmarks; any "
+               "client may then empty the cache)");
   args.AddString("worker-binary", &c.worker_binary, "path of tpserve_worker");
   args.AddString("worker-token-file", &c.worker_token_file,
                  "external workers: file holding the token they must prove (32+ bytes; "

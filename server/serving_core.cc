@@ -195,6 +195,16 @@ void ServingCore::StopAccepting() { draining_ = true; }
 
 bool ServingCore::serving() const { return !draining_ && engine() != nullptr; }
 
+absl::StatusOr<int64_t> ServingCore::ResetPrefixCache(absl::Time deadline) {
+  if (!allow_reset_prefix_cache_) {
+    return absl::FailedPreconditionError(
+        "ResetPrefixCache is off on this server: start tpserve with --allow-reset-prefix-cache");
+  }
+  std::shared_ptr<Engine> engine = this->engine();
+  if (engine == nullptr || draining_) return absl::UnavailableError("the server is not serving");
+  return engine->ResetPrefixCache(deadline);
+}
+
 void ServingCore::CancelInFlight() {
   if (std::shared_ptr<Engine> engine = this->engine()) engine->CancelAll();
 }

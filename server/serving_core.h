@@ -120,6 +120,12 @@ class ServingCore {
   int generating() const;
   // Whether each finished call logs its line (server/request_log.h); on by default.
   void set_log_requests(bool on);
+  // Whether ResetPrefixCache is served (tpserve --allow-reset-prefix-cache); off by
+  // default.
+  void set_allow_reset_prefix_cache(bool on) { allow_reset_prefix_cache_ = on; }
+  // Empties the current engine's prefix cache (Engine::ResetPrefixCache); returns the
+  // blocks dropped. FAILED_PRECONDITION unless allowed, UNAVAILABLE when not serving.
+  absl::StatusOr<int64_t> ResetPrefixCache(absl::Time deadline);
   // The calls' token counters so far (the periodic stats line's throughput).
   RequestTotals Totals() const;
   // Whether an engine is set and no drain began.
@@ -157,6 +163,7 @@ class ServingCore {
   // Shared with the calls, which may end after the core is gone.
   std::shared_ptr<CallLedger> ledger_;
   std::atomic<bool> draining_{false};
+  std::atomic<bool> allow_reset_prefix_cache_{false};
 };
 
 }  // namespace tpserve

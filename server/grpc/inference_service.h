@@ -51,6 +51,9 @@ class InferenceService final : public v1::Inference::Service {
                           v1::DetokenizeResponse* response) override;
   grpc::Status GetModelInfo(grpc::ServerContext* context, const v1::GetModelInfoRequest* request,
                             v1::ModelInfo* response) override;
+  grpc::Status ResetPrefixCache(grpc::ServerContext* context,
+                                const v1::ResetPrefixCacheRequest* request,
+                                v1::ResetPrefixCacheResponse* response) override;
 
  private:
   // Returns false when the client has gone away.

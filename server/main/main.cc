@@ -278,6 +278,7 @@ int Serve(const ServerConfig& config, PublicPortSecurity security, const sigset_
   openai_options.api_keys = api_keys ? &*api_keys : nullptr;
   OpenAiApi openai(&core, openai_options);
   core.set_log_requests(!config.disable_log_requests);
+  core.set_allow_reset_prefix_cache(config.allow_reset_prefix_cache);
   grpc::Service* inference = authenticated ? static_cast<grpc::Service*>(&*authenticated)
                                            : static_cast<grpc::Service*>(&service);
   std::string address;

@@ -244,6 +244,7 @@ void OpenAiApi::AddRoutes(HttpRoutes& routes) {
   routes.Add("POST", "/v1/chat/completions", async(&OpenAiApi::Chat));
   routes.Add("POST", "/tokenize", async(&OpenAiApi::TokenizeRoute));
   routes.Add("POST", "/detokenize", async(&OpenAiApi::DetokenizeRoute));
+  routes.Add("POST", "/reset_prefix_cache", async(&OpenAiApi::ResetPrefixCacheRoute));
   routes.Add("GET", "/v1/models", HttpHandler([this](const HttpRequest& request) {
                if (!Authorized(request)) {
                  return ErrorResponse(absl::UnauthenticatedError(
@@ -437,6 +438,12 @@ void OpenAiApi::DetokenizeRoute(HttpRequest request, std::shared_ptr<HttpRespond
   if (!text.ok()) return fail(WithParam(text.status(), "tokens"));
   responder->Respond(JsonResponse(
       200, Json{{"prompt", *text}}.dump(-1, ' ', false, Json::error_handler_t::replace)));
+}
+
+void OpenAiApi::ResetPrefixCacheRoute(HttpRequest, std::shared_ptr<HttpResponder> responder) {
+  absl::StatusOr<int64_t> dropped = core_->ResetPrefixCache(absl::Now() + absl::Minutes(1));
+  if (!dropped.ok()) return responder->Respond(ErrorResponse(dropped.status()));
+  responder->Respond(JsonResponse(200, Json{{"blocks_dropped", *dropped}}.dump()));
 }
 
 }  // namespace tpserve

@@ -68,6 +68,8 @@ class OpenAiApi {
   void Completions(HttpRequest request, std::shared_ptr<HttpResponder> responder);
   void Chat(HttpRequest request, std::shared_ptr<HttpResponder> responder);
   void TokenizeRoute(HttpRequest request, std::shared_ptr<HttpResponder> responder);
+  // POST /reset_prefix_cache (vLLM's route): ServingCore::ResetPrefixCache.
+  void ResetPrefixCacheRoute(HttpRequest request, std::shared_ptr<HttpResponder> responder);
   void DetokenizeRoute(HttpRequest request, std::shared_ptr<HttpResponder> responder);
   nlohmann::json ModelObject() const;
   HttpResponse Models() const;

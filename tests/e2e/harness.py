@@ -68,6 +68,13 @@ class Server:
                 return int(m.group(1))
         raise AssertionError("no metrics line: %r" % self.lines)
 
+    def http_port(self):
+        """The --http-port the server announced ("OpenAI-compatible API on http://H:P/v1")."""
+        for line in self.lines:
+            if "OpenAI-compatible API on http://" in line:
+                return int(line.rsplit(":", 1)[1].split("/")[0])
+        raise AssertionError("no HTTP line: %r" % self.lines)
+
     def worker_pids(self):
         """The live worker children of the server."""
         pids = []

@@ -30,13 +30,6 @@ DISCONNECT_MAX_TOKENS = 400
 MAX_SERVER_THREADS = 64  # workers, gRPC and HTTP pools; a thread per stream would be 1000+
 
 
-def http_port(server):
-    for line in server.lines:
-        if "OpenAI-compatible API on http://" in line:
-            return int(line.rsplit(":", 1)[1].split("/")[0])
-    raise AssertionError("no HTTP line: %r" % server.lines)
-
-
 def count(path):
     return len(os.listdir(path))
 
@@ -125,7 +118,7 @@ def main():
                           "--metrics-port", "0"])
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
-        port = http_port(server)
+        port = server.http_port()
         pid = server.proc.pid
         fds_before = count("/proc/%d/fd" % pid)
         stats = {"completed": 0, "disconnected": 0, "events": 0, "max_threads": 0, "max_fds": 0}

@@ -71,13 +71,6 @@ TOOLS = [{"type": "function", "function": {
                    "required": ["city"]}}}]
 
 
-def http_port(server):
-    for line in server.lines:
-        if "OpenAI-compatible API on http://" in line:
-            return int(line.rsplit(":", 1)[1].split("/")[0])
-    raise AssertionError("no HTTP line: %r" % server.lines)
-
-
 def stream_text(stream):
     """The concatenated text, finish reasons and the usage chunk of a streamed answer."""
     text, finish, usage = {}, {}, None
@@ -285,7 +278,7 @@ def check_scripted_model(key_file):
         "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3",
         "--api-key-file", key_file])
     try:
-        base = "http://127.0.0.1:%d" % http_port(server)
+        base = "http://127.0.0.1:%d" % server.http_port()
         client = openai.OpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0, timeout=120)
         messages = [{"role": "user", "content": "What is the weather in Paris?"}]
         whole = client.chat.completions.create(model="scripted_model", messages=messages,
@@ -391,7 +384,7 @@ def main():
         "--http-port", "0", "--http-host", "127.0.0.1", "--chat-template", TEMPLATE,
         "--tool-call-parser", "hermes", "--api-key-file", key_file, "--max-context", "1024"])
     try:
-        base = "http://127.0.0.1:%d" % http_port(server)
+        base = "http://127.0.0.1:%d" % server.http_port()
         client = openai.OpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0, timeout=120)
         messages, chat = check_basics(client, base)
         stub, metadata, pb = check_same_as_grpc(client, server.address, messages, chat)

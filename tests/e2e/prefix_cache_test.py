@@ -121,6 +121,21 @@ def check_same_as_uncached(cached, uncached, requests, what):
           flush=True)
 
 
+def check_reset_refused(stub, pb):
+    """One client's reset would slow every other's prompts: a server not started with
+    --allow-reset-prefix-cache refuses it, and its cache stays."""
+    import grpc
+    cached_before = info(stub, pb).kv_blocks_cached
+    assert cached_before > 0
+    try:
+        stub.ResetPrefixCache(pb.ResetPrefixCacheRequest(), timeout=10)
+        raise AssertionError("ResetPrefixCache was served")
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.FAILED_PRECONDITION, e
+        assert "--allow-reset-prefix-cache" in e.details(), e.details()
+    assert info(stub, pb).kv_blocks_cached == cached_before
+
+
 def main():
     pb, pb_grpc = stubs()
     import grpc
@@ -147,6 +162,8 @@ def main():
         state = info(*uncached)
         assert (state.prefix_cache_queried_tokens, state.prefix_cache_hit_tokens,
                 state.kv_blocks_cached) == (0, 0, 0), state
+        check_reset_refused(*cached)
+        print("PASS ResetPrefixCache refused without --allow-reset-prefix-cache", flush=True)
     finally:
         for server in (uncached_server, cached_server, small_server):
             assert server.stop() == 0
