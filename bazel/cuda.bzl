@@ -102,16 +102,20 @@ def _emulated_label(label):
         label = label + ":" + label.split("/")[-1]
     return label + "_emu"
 
-def cuda_host_library(name, deps = [], cuda_deps = [], **kwargs):
+def cuda_host_library(name, deps = [], cuda_deps = [], cpu_deps = None, **kwargs):
     """A cc_library of host C++ that calls CUDA, plus NAME_emu: the same sources on the emulator.
 
     deps: what both link. cuda_deps: the CUDA side, each either @cuda//:cudart, :cublas or
     :nccl (the twin links the emulated runtime, cuBLAS or NCCL of testing/cuda_emu
     instead) or a target with an _emu twin of its own (a cuda_library with emulated = True,
     or another cuda_host_library), which the twin links instead. Test-only, the twin keeps
-    the CUDA headers and links no CUDA library.
+    the CUDA headers and links no CUDA library. cpu_deps, when given: NAME_cpu, the same
+    sources with cpu_deps instead of cuda_deps (stand-ins that refuse CUDA), for binaries
+    that must load no CUDA library.
     """
     native.cc_library(name = name, deps = deps + cuda_deps, **kwargs)
+    if cpu_deps != None:
+        native.cc_library(name = name + "_cpu", deps = deps + cpu_deps, **kwargs)
     emu_kwargs = dict(kwargs)
     emu_kwargs.pop("visibility", None)
     native.cc_library(

@@ -86,7 +86,9 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, std::vector<std::st
   args.AddBool("allow-reset-prefix-cache", &c.allow_reset_prefix_cache,
                "serve the ResetPrefixCache RPC and POST /reset_prefix_cache (benchmarks; any "
                "client may then empty the cache)");
-  args.AddString("worker-binary", &c.worker_binary, "path of tpserve_worker");
+  args.AddString("worker-binary", &c.worker_binary,
+                 "the rank binary to spawn (default: tpserve_worker, or tpserve_worker_cuda "
+                 "for --device cuda, beside tpserve or in bazel-bin's worker/rank/)");
   args.AddString("worker-token-file", &c.worker_token_file,
                  "external workers: file holding the token they must prove (32+ bytes; "
                  "give workers the same file)");

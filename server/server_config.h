@@ -50,7 +50,7 @@ struct ServerConfig {
   bool enforce_eager = false;         // cuda: decode steps without CUDA graphs
   bool no_prefix_caching = false;     // compute every prompt in full
   bool allow_reset_prefix_cache = false;  // serve ResetPrefixCache (benchmarks)
-  std::string worker_binary;          // empty: ../worker/rank/tpserve_worker beside this binary
+  std::string worker_binary;          // empty: DefaultWorkerBinary(device)
   std::string control_address;        // empty: a Unix socket in a fresh temporary folder
   // --external-workers: the secret the attaching workers prove (they read the same file
   // with their --worker-token-file); spawned workers get a fresh one per pool.

@@ -156,7 +156,7 @@ absl::StatusOr<WorkerPoolOptions> PoolOptions(const ServerConfig& config,
   pool.worker_binary = config.worker_binary;
   pool.worker_log_level = config.log_level;
   if (pool.spawn_workers && pool.worker_binary.empty()) {
-    TPSERVE_ASSIGN_OR_RETURN(pool.worker_binary, DefaultWorkerBinary());
+    TPSERVE_ASSIGN_OR_RETURN(pool.worker_binary, DefaultWorkerBinary(config.device));
   }
   pool.control_address = config.control_address;
   pool.worker_token_file = config.worker_token_file;
@@ -194,17 +194,30 @@ PoolFactory WorkerPoolFactory(WorkerPoolOptions options) {
   };
 }
 
-absl::StatusOr<std::string> DefaultWorkerBinary() {
+std::string WorkerBinaryName(const std::string& device) {
+  return device == "cuda" ? "tpserve_worker_cuda" : "tpserve_worker";
+}
+
+absl::StatusOr<std::string> WorkerBinaryBeside(const std::string& self,
+                                               const std::string& device) {
+  const std::string name = WorkerBinaryName(device);
+  const fs::path dir = fs::path(self).parent_path();
+  const fs::path beside = dir / name;
+  const fs::path built = dir / ".." / "worker" / "rank" / name;
+  std::error_code error;
+  for (const fs::path& worker : {beside, built}) {
+    if (fs::is_regular_file(worker, error)) return fs::canonical(worker).string();
+  }
+  return absl::NotFoundError(absl::StrCat("no ", name, " at ", beside.string(), " or ",
+                                          built.string(), "; build //worker/rank:", name,
+                                          " or pass --worker-binary"));
+}
+
+absl::StatusOr<std::string> DefaultWorkerBinary(const std::string& device) {
   std::error_code error;
   const fs::path self = fs::read_symlink("/proc/self/exe", error);
   if (error) return absl::InternalError(absl::StrCat("/proc/self/exe: ", error.message()));
-  const fs::path worker = self.parent_path() / ".." / "worker" / "rank" / "tpserve_worker";
-  if (!fs::exists(worker)) {
-    return absl::NotFoundError(absl::StrCat("no tpserve_worker at ", worker.string(),
-                                            "; build //worker/rank:tpserve_worker or pass "
-                                            "--worker-binary"));
-  }
-  return fs::canonical(worker).string();
+  return WorkerBinaryBeside(self.string(), device);
 }
 
 absl::StatusOr<ServingSetup> PrepareServing(const ServerConfig& config) {

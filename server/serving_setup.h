@@ -33,8 +33,14 @@ absl::StatusOr<ServingSetup> PrepareServing(const ServerConfig& config);
 // Starts WorkerPools with `options` and the generation asked for.
 PoolFactory WorkerPoolFactory(WorkerPoolOptions options);
 
-// The tpserve_worker built beside this binary: <dir of /proc/self/exe>/../worker/rank/.
-absl::StatusOr<std::string> DefaultWorkerBinary();
+// The worker binary that serves `device`: tpserve_worker for "cpu" (it links no CUDA
+// library), tpserve_worker_cuda for "cuda".
+std::string WorkerBinaryName(const std::string& device);
+// That binary installed beside the program at `self` (an image's /usr/local/bin), else
+// built beside it (bazel-bin: <dir of self>/../worker/rank/); NOT_FOUND naming both.
+absl::StatusOr<std::string> WorkerBinaryBeside(const std::string& self, const std::string& device);
+// WorkerBinaryBeside this process's binary (/proc/self/exe).
+absl::StatusOr<std::string> DefaultWorkerBinary(const std::string& device);
 
 }  // namespace tpserve
 

@@ -1,9 +1,10 @@
 """deploy/ against itself and against the real binaries, without a container engine or
 a cluster (the image half is image_checks.py):
-  - the Dockerfile's runtime stage installs a Debian package for every shared library
-    that ldd reports for the three built binaries (and no package that none needs),
-    copies the rest, and installs the binaries and the demo model where its command
-    line looks for them;
+  - each of the Dockerfile's images (the default CPU one, --target cuda) installs a
+    Debian package for every shared library that ldd reports for its three built
+    binaries (and no package that none needs), copies the rest, and installs the
+    binaries and the demo model where its command line looks for them; the CPU image
+    holds no CUDA library (its tpserve_worker loads none);
   - every Deployment runs the image's ENTRYPOINT flags, and the CPU one exactly the
     image's ENTRYPOINT and CMD; its ports (gRPC and Prometheus metrics, with the pod's
     prometheus.io annotations), probes, Service, grace period, user and resources agree
@@ -30,7 +31,7 @@ import manifests  # noqa: E402
 from harness import (CLI, SERVER, WORKER, Server, cli, health_status,  # noqa: E402
                      metric_value, scrape_metrics, stubs)
 from image_checks import (DEMO, DOCKERFILE, Failures, Image, check_image,  # noqa: E402
-                          check_libraries, parse_flags)
+                          check_libraries, check_no_cuda, parse_flags)
 
 MANIFESTS = "deploy/kubernetes/*.yaml"
 PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
@@ -99,7 +100,13 @@ def check_metrics_port(where, deployment, ports, flags, f):
             "the prometheus.io annotations do not scrape /metrics on --metrics-port %s" % metrics)
 
 
-def check_deployment(path, deployment, image, image_flags, known, f):
+def image_target(container):
+    """The Dockerfile target a container's image was built from: tag "cuda" is
+    --target cuda, any other the default (CPU) image."""
+    return "cuda" if container.get("image", "").rpartition(":")[2] == "cuda" else None
+
+
+def check_deployment(path, deployment, images, image_flags, known, f):
     """Returns the Deployment's Reference, or None when it cannot run."""
     where = "%s: Deployment %s" % (path, deployment["metadata"]["name"])
     spec, pod = deployment["spec"], deployment["spec"]["template"]["spec"]
@@ -110,6 +117,7 @@ def check_deployment(path, deployment, image, image_flags, known, f):
     if not f.check(len(pod["containers"]) == 1, where, "has more than one container"):
         return None
     container = pod["containers"][0]
+    image = images[image_target(container)]
     argv = manifests.effective_argv(container, image.entrypoint, image.cmd)
     f.check(argv[0] == image.entrypoint[0], where, "runs %s, not the image's tpserve" % argv[0])
     flags = parse_flags(argv[1:], known, where, f)
@@ -121,6 +129,10 @@ def check_deployment(path, deployment, image, image_flags, known, f):
     if flags.get("device") == "cpu":
         changed = differences(flags, image_flags)
         f.check(not changed, where, "differs from the image's ENTRYPOINT and CMD: " + changed)
+    f.check((flags.get("device") == "cuda") == (image.target == "cuda"), where,
+            "runs --device %s on image %s: CUDA serving needs the image built with "
+            "--target cuda (tag :cuda), and only it holds CUDA libraries"
+            % (flags.get("device"), container.get("image")))
     f.check(flags.get("exit-on-pool-failure") is True, where, "no --exit-on-pool-failure")
     port = int(flags["port"]) if str(flags.get("port")).isdigit() else -1
     ports = {p.get("name"): p.get("containerPort") for p in container.get("ports", [])}
@@ -166,7 +178,7 @@ def check_services(path, documents, f):
                 where, "has no port named metrics whose targetPort is the container's")
 
 
-def check_manifests(image, image_flags, known, f):
+def check_manifests(images, image_flags, known, f):
     """Returns the Reference of every Deployment (one with --device cpu among them)."""
     found = manifests.load(MANIFESTS)
     f.check(found, MANIFESTS, "no manifests")
@@ -174,7 +186,7 @@ def check_manifests(image, image_flags, known, f):
     for path, documents in found.items():
         f.check(manifests.of_kind(documents, "Deployment"), path, "no Deployment")
         for deployment in manifests.of_kind(documents, "Deployment"):
-            result = check_deployment(path, deployment, image, image_flags, known, f)
+            result = check_deployment(path, deployment, images, image_flags, known, f)
             references += [result] if result else []
         check_services(path, documents, f)
     cpu = [r for r in references if r.device == "cpu"]
@@ -259,9 +271,10 @@ def run_reference(reference, healthcheck, f):
     where = "%s, run as %s" % (reference.where, " ".join(reference.argv))
     local, metrics = free_port(), free_port()
     cuda = reference.device == "cuda"
+    # The image's worker is beside tpserve; here the built one (for CUDA, the emulator's).
     argv = [SERVER] + replace_flags(reference.argv[1:], {
-        "model": DEMO, "worker-binary": WORKER_EMU if cuda else WORKER, "port": str(local),
-        "metrics-port": str(metrics)})
+        "model": DEMO, "port": str(local), "metrics-port": str(metrics)}) + [
+        "--worker-binary", WORKER_EMU if cuda else WORKER]
     stubs()
     if cuda:
         os.environ["TPSERVE_EMU_DEVICE_MB"] = EMU_DEVICE_MB
@@ -287,11 +300,18 @@ def main():
     usage = subprocess.run([SERVER, "--help"], capture_output=True, text=True, check=True).stdout
     known = manifests.help_flags(usage)
     assert known.get("port") is True and known.get("exit-on-pool-failure") is False, usage
-    image = Image(DOCKERFILE)
-    check_libraries(image, f)
+    image, cuda_image = Image(DOCKERFILE), Image(DOCKERFILE, "cuda")
+    for each in (image, cuda_image):
+        check_libraries(each, f)
+    check_no_cuda(image, f)
     image_flags = check_image(image, known, f)
+    cuda_flags = check_image(cuda_image, known, f)
+    f.check(cuda_flags == image_flags, cuda_image.where,
+            "runs another command line than the default image: " +
+            differences(cuda_flags, image_flags))
     if image.entrypoint and image.cmd:
-        for reference in check_manifests(image, image_flags, known, f):
+        images = {None: image, "cuda": cuda_image}
+        for reference in check_manifests(images, image_flags, known, f):
             if image.healthcheck:
                 run_reference(reference, image.healthcheck, f)
     for rule in f.rules:

@@ -39,6 +39,34 @@ def stages(path):
     return result
 
 
+def stage_name(stage):
+    """The name a stage's FROM gives it (FROM IMAGE AS NAME), or None."""
+    words = stage[0].rest.split()
+    return words[2] if len(words) == 3 and words[1].upper() == "AS" else None
+
+
+def stage_base(stage):
+    """The image or stage a stage starts FROM."""
+    return stage[0].rest.split()[0]
+
+
+def image_instructions(all_stages, target=None):
+    """[Instruction] that make the image of stage `target` (default: the last stage, as a
+    build without --target makes): its own after those of the stages it is built FROM,
+    in order. ValueError for an unknown target."""
+    by_name = {stage_name(s): s for s in all_stages if stage_name(s)}
+    if target is None:
+        stage = all_stages[-1]
+    elif target in by_name:
+        stage = by_name[target]
+    else:
+        raise ValueError("no stage named %s" % target)
+    chain = [stage]
+    while stage_base(chain[0]) in by_name:
+        chain.insert(0, by_name[stage_base(chain[0])])
+    return [i for s in chain for i in s]
+
+
 def find(stage, keyword):
     """The stage's last `keyword` instruction (the one that takes effect), or None."""
     matches = [i for i in stage if i.keyword == keyword]

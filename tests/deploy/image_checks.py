@@ -1,6 +1,8 @@
-"""The image half of tests/deploy: what deploy/Dockerfile's runtime stage installs and
-runs, checked against the built binaries (their shared libraries, through ldd and
-dpkg) and against tpserve's own flags."""
+"""The image half of tests/deploy: what deploy/Dockerfile's two images (the default CPU
+one and --target cuda) install and run, checked against the built binaries (their
+shared libraries, through ldd and dpkg) and against tpserve's own flags; the CPU image
+holds no CUDA library."""
+import fnmatch
 import os
 import subprocess
 
@@ -10,6 +12,10 @@ from harness import CLI, SERVER, WORKER
 
 DOCKERFILE = "deploy/Dockerfile"
 DEMO = "models/demo"
+WORKER_CUDA = "worker/rank/tpserve_worker_cuda"
+# What each image runs: the default (CPU) one and the one built with --target cuda.
+IMAGE_BINARIES = {None: (SERVER, WORKER, CLI), "cuda": (SERVER, WORKER_CUDA, CLI)}
+CUDA_LIBRARIES = ("libcuda.so*", "libcudart*", "libcublas*", "libnccl*", "libnvidia*")
 
 
 class Failures:
@@ -25,10 +31,13 @@ class Failures:
 
 
 class Image:
-    """What the Dockerfile's last (runtime) stage sets up."""
+    """What an image of the Dockerfile sets up: the stage `target` (default: the last),
+    with the stages it is built FROM."""
 
-    def __init__(self, path):
-        stage = dockerfile.stages(path)[-1]
+    def __init__(self, path, target=None):
+        self.target = target
+        self.where = "%s: %s image" % (path, "--target " + target if target else "default")
+        stage = dockerfile.image_instructions(dockerfile.stages(path), target)
         text = {k: getattr(dockerfile.find(stage, k), "rest", "")
                 for k in ("ENTRYPOINT", "CMD", "USER", "EXPOSE", "HEALTHCHECK")}
         self.entrypoint = dockerfile.exec_form(text["ENTRYPOINT"])
@@ -81,9 +90,9 @@ def shared_libraries(binary):
 
 
 def check_libraries(image, f):
-    where = DOCKERFILE + ": runtime stage"
+    where = image.where
     loaded = {}  # path -> the first binary that loads it
-    for binary in (SERVER, WORKER, CLI):
+    for binary in IMAGE_BINARIES[image.target]:
         for name, path in shared_libraries(binary):
             if f.check(path, where, "ldd finds no %s for %s here" % (name, binary)):
                 loaded.setdefault(path, binary)
@@ -104,6 +113,20 @@ def check_libraries(image, f):
                 "libraries that ldd reports for the three binaries" % package)
 
 
+def check_no_cuda(image, f):
+    """The CPU image holds no CUDA library: its binaries load none, and neither a COPY nor
+    a package puts one in."""
+    cuda = [name for binary in IMAGE_BINARIES[image.target]
+            for name, _ in shared_libraries(binary)
+            if any(fnmatch.fnmatch(name, p) for p in CUDA_LIBRARIES)]
+    f.check(not cuda, image.where, "its binaries load CUDA libraries: %s" % ", ".join(cuda))
+    copied = [d for d in image.installed.values()
+              if any(fnmatch.fnmatch(os.path.basename(d), p) for p in CUDA_LIBRARIES)]
+    f.check(not copied, image.where, "copies CUDA libraries: %s" % ", ".join(copied))
+    packages = [p for p in image.packages if "cuda" in p or "nccl" in p or "cublas" in p]
+    f.check(not packages, image.where, "installs CUDA packages: %s" % ", ".join(packages))
+
+
 def parse_flags(arguments, known, where, f):
     """manifests.flag_map, with what is wrong reported as a broken rule ({} then)."""
     try:
@@ -115,18 +138,21 @@ def parse_flags(arguments, known, where, f):
 
 def check_image(image, known, f):
     """Returns the flags of the image's default command line."""
-    where = DOCKERFILE + ": runtime stage"
+    where = image.where
     if not (f.check(image.entrypoint and image.cmd, where, "ENTRYPOINT and CMD are not in "
                     "exec form, so tpserve would not be PID 1 and get SIGTERM")):
         return {}
     flags = parse_flags(image.entrypoint[1:] + image.cmd, known, where, f)
-    for binary in (SERVER, WORKER, CLI):
+    for binary in IMAGE_BINARIES[image.target]:
         f.check(image.installed_as(os.path.basename(binary)), where,
                 "no COPY installs %s" % os.path.basename(binary))
     f.check(image.entrypoint[0] == image.installed_as("tpserve"), where,
             "ENTRYPOINT runs %s, not the tpserve it installs" % image.entrypoint[0])
-    f.check(flags.get("worker-binary") == image.installed_as("tpserve_worker"), where,
-            "--worker-binary is not where tpserve_worker is installed")
+    # tpserve spawns the worker installed beside it, unless --worker-binary names one.
+    worker = os.path.basename(IMAGE_BINARIES[image.target][1])
+    f.check(os.path.dirname(image.installed_as(worker) or "") ==
+            os.path.dirname(image.entrypoint[0]) and "worker-binary" not in flags, where,
+            "%s is not installed beside tpserve (or --worker-binary overrides it)" % worker)
     f.check(flags.get("model") == image.installed.get(DEMO), where,
             "--model is not where %s is copied" % DEMO)
     f.check(image.user.isdigit() and image.user != "0", where, "USER is not a numeric non-root uid")

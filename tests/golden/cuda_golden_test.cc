@@ -12,7 +12,7 @@
 #include "tests/golden/golden_fixture.h"
 #include "worker/cuda/cuda_test_util.h"
 #include "worker/layers/test_util.h"
-#include "worker/rank/rank_builder.h"
+#include "worker/rank/cuda_rank.h"
 #include "worker/tools/forward_lib.h"
 
 namespace tpserve {

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tests=$(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null)
-tools="//worker/tools:forward //worker/tools:cuda_benchmark //worker/kernels/cuda:paged_attention_benchmark //server:tpserve //worker/rank:tpserve_worker //client:tpserve-cli"
+tools="//worker/tools:forward //worker/tools:cuda_benchmark //worker/kernels/cuda:paged_attention_benchmark //server:tpserve //worker/rank:tpserve_worker_cuda //client:tpserve-cli"
 bazel build -c opt $tests $tools
 rm -rf gpu_bundle && mkdir -p gpu_bundle/tests gpu_bundle/bin gpu_bundle/lib
 for t in $tests $tools; do

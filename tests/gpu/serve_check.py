@@ -22,7 +22,7 @@ def serve(model):
     proc = subprocess.Popen(
         [f"{BIN}/tpserve", "--model", model, "--tp", "1", "--device", DEVICE, "--dtype",
          "float32", "--gpu-memory-fraction", "0.05", "--host", "127.0.0.1", "--port", "0",
-         "--worker-binary", f"{BIN}/tpserve_worker", "--start-timeout-s", "120",
+         "--worker-binary", f"{BIN}/tpserve_worker_cuda", "--start-timeout-s", "120",
          "--kv-block-size", "4"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines, found = [], threading.Event()

@@ -197,6 +197,11 @@ TEST(WorkerBinaryTest, BadFlagsAndUnreachableFrontend) {
                "--worker-token-file", TokenFile()});
   ASSERT_TRUE(pid.ok());
   EXPECT_EQ(TerminateAndReap({*pid}, absl::Seconds(5))[0].exit_code, 1);
+  // The CPU-only worker has no CUDA: --device cuda is a bad command line, at once.
+  pid = Spawn({WorkerBinary(), "--frontend", "unix:" + missing, "--device", "cuda:0",
+               "--worker-token-file", TokenFile()});
+  ASSERT_TRUE(pid.ok());
+  EXPECT_EQ(TerminateAndReap({*pid}, absl::Seconds(5))[0].exit_code, 2);
 }
 
 }  // namespace

@@ -34,9 +34,10 @@ namespace {
 constexpr int kBlockSize = 4;
 constexpr int kNumBlocks = 64;
 
-std::string WorkerBinary() {
+// tpserve_worker (CPU only) or tpserve_worker_cuda.
+std::string WorkerBinary(const std::string& name = "tpserve_worker") {
   const char* srcdir = std::getenv("TEST_SRCDIR");
-  return absl::StrCat(srcdir ? srcdir : ".", "/tpserve/worker/rank/tpserve_worker");
+  return absl::StrCat(srcdir ? srcdir : ".", "/tpserve/worker/rank/", name);
 }
 
 bool NoChildrenLeft() {
@@ -73,6 +74,16 @@ class WorkerPoolTest : public ::testing::Test {
     o.kv_num_blocks = kNumBlocks;
     o.start_timeout = absl::Seconds(20);
     o.step_timeout = absl::Seconds(10);
+    return o;
+  }
+  // A CUDA pool sized by a fraction of each GPU, on tpserve_worker.
+  WorkerPoolOptions CudaOptions() const {
+    WorkerPoolOptions o = Options();
+    o.device = "cuda";
+    o.dtype = "bfloat16";
+    o.kv_num_blocks = 0;
+    o.kv_memory_bytes = 0;
+    o.kv_memory_fraction = 0.5;
     return o;
   }
 
@@ -333,15 +344,21 @@ TEST_F(WorkerPoolTest, BadOptionsAndMissingBinaryFailStart) {
 // with that cause and leaves no process behind.
 TEST_F(WorkerPoolTest, CudaPoolWithoutAGpuFailsStartWithTheCause) {
   if (CudaDeviceAvailable().ok()) GTEST_SKIP() << "a GPU is present";
-  WorkerPoolOptions o = Options();
-  o.device = "cuda";
-  o.dtype = "bfloat16";
-  o.kv_num_blocks = 0;
-  o.kv_memory_bytes = 0;
-  o.kv_memory_fraction = 0.5;
+  WorkerPoolOptions o = CudaOptions();
+  o.worker_binary = WorkerBinary("tpserve_worker_cuda");
   auto pool = WorkerPool::Start(o);
   ASSERT_FALSE(pool.ok());
   EXPECT_NE(pool.status().message().find("CUDA"), std::string::npos) << pool.status();
+  EXPECT_TRUE(NoChildrenLeft());
+}
+
+// The CPU-only worker links no CUDA library: asked for a CUDA pool, its ranks refuse the
+// assignment and name the binary that would serve it; nothing is left behind.
+TEST_F(WorkerPoolTest, CpuOnlyWorkerRefusesACudaPoolByName) {
+  auto pool = WorkerPool::Start(CudaOptions());
+  ASSERT_FALSE(pool.ok());
+  EXPECT_NE(pool.status().message().find("tpserve_worker_cuda"), std::string::npos)
+      << pool.status();
   EXPECT_TRUE(NoChildrenLeft());
 }
 

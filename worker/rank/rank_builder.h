@@ -6,34 +6,23 @@
 // (the assignment's blocks, or its bytes, or its fraction of the backend's free memory),
 // and hand runner and communicator to RankExecutor::Create.
 //
-// Called by the worker loop (tpserve_worker) once per assignment; LoadCudaRank also by
-// the forward tool and the benchmark. Call on the thread that will run the rank: for
-// CUDA it becomes the thread whose current device is the rank's.
+// Called by the worker loop once per assignment. Call on the thread that will run the
+// rank: for CUDA it becomes the thread whose current device is the rank's.
+//
+// Two libraries build this file: :rank_builder, whose CUDA backend is real
+// (cuda_backend.h; tpserve_worker_cuda), and :rank_builder_cpu, which refuses CUDA
+// assignments and links no CUDA library (tpserve_worker).
 #ifndef TPSERVE_WORKER_RANK_RANK_BUILDER_H_
 #define TPSERVE_WORKER_RANK_RANK_BUILDER_H_
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "tpserve/v1/worker.pb.h"
-#include "worker/comm/nccl_comm_group.h"
-#include "worker/models/cuda/llama_cuda.h"
-#include "worker/models/model_files.h"
-#include "worker/models/model_runner.h"
 #include "worker/rank/rank_executor.h"
 
 namespace tpserve {
-
-struct CudaRank {
-  std::unique_ptr<NcclCommGroup> comm;  // outlives model, which holds a pointer to it
-  std::unique_ptr<CudaModelRunner> model;  // no KV cache yet: AllocateCache sizes it
-};
-
-absl::StatusOr<CudaRank> LoadCudaRank(const ModelFiles& files, const NcclOptions& comm_options,
-                                      const CudaModelOptions& model_options);
-
-// "float32" or "bfloat16" (also "fp32", "bf16"); the name a flag or an assignment gives.
-absl::StatusOr<DeviceDType> ParseDeviceDType(const std::string& name);
 
 // Builds this rank from an Assignment: validates it, joins the Gloo group through the
 // frontend's store, loads the shards and sizes the KV cache.

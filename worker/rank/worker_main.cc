@@ -1,4 +1,5 @@
-// tpserve_worker: one tensor-parallel rank. Dials the frontend's WorkerControl service,
+// tpserve_worker (CPU ranks only; no CUDA library linked) and tpserve_worker_cuda (also
+// --device cuda): one tensor-parallel rank, built from this file. Dials the frontend's WorkerControl service,
 // proves it holds the pool's worker token, gets its rank, model and rendezvous from
 // it, and runs StepPlans until Shutdown.
 //
@@ -25,6 +26,7 @@
 #include "spdlog/spdlog.h"
 #include "worker/kernels/cpu/bf16_gemm.h"
 #include "worker/kernels/cpu/gemm.h"
+#include "worker/rank/cuda_backend.h"
 #include "worker/rank/worker_loop.h"
 
 namespace tpserve {
@@ -52,6 +54,11 @@ absl::Status CheckFlags(const WorkerLoopOptions& options, int64_t connect_timeou
         !absl::SimpleAtoi(options.device.substr(5), &ordinal) || ordinal < 0) {
       return absl::InvalidArgumentError("--device must be cpu, cuda or cuda:N");
     }
+  }
+  if (absl::StartsWith(options.device, "cuda") && !HasCudaBackend()) {
+    return absl::FailedPreconditionError(
+        "--device " + options.device +
+        ": this tpserve_worker is built without CUDA; run tpserve_worker_cuda");
   }
   if (options.frontend.empty()) return absl::InvalidArgumentError("--frontend is required");
   if (connect_timeout_s < 1) return absl::InvalidArgumentError("--connect-timeout-s must be ≥ 1");

@@ -36,7 +36,7 @@
 #include "worker/cuda/gemm.h"
 #include "worker/dtype.h"
 #include "worker/models/model_files.h"
-#include "worker/rank/rank_builder.h"
+#include "worker/rank/cuda_rank.h"
 
 namespace tpserve {
 namespace {

@@ -24,7 +24,7 @@
 #include "worker/kernels/cpu/bf16_gemm.h"
 #include "worker/kernels/cpu/gemm.h"
 #include "worker/loader/npy.h"
-#include "worker/rank/rank_builder.h"
+#include "worker/rank/cuda_rank.h"
 #include "worker/tools/forward_lib.h"
 
 namespace tpserve {
