@@ -21,10 +21,15 @@ absl::Time CallDeadline(const grpc::ServerContext& context) {
   return absl::FromChrono(deadline);
 }
 
+// A client cancels its call at its own deadline, which is earlier than the server's
+// copy of it by the request's transit time (the server starts the clock on arrival): a
+// cancellation seen this close to the deadline is the deadline.
+constexpr absl::Duration kDeadlineTransitSlack = absl::Milliseconds(100);
+
 // Why a call whose client is gone ended: its deadline, when that has passed (what the
 // client sees, so that the server's records agree with it), or `why`.
 absl::Status ClientGone(const grpc::ServerContext& context, const char* why) {
-  if (absl::Now() >= CallDeadline(context)) {
+  if (absl::Now() + kDeadlineTransitSlack >= CallDeadline(context)) {
     return absl::DeadlineExceededError("the call passed its deadline");
   }
   return absl::CancelledError(why);
