@@ -4,6 +4,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -203,6 +204,43 @@ absl::StatusOr<std::string> RecvFrame(int fd, size_t max_body, absl::Time deadli
     TPSERVE_RETURN_IF_ERROR(RecvExactly(fd, body.data() + old, body.size() - old, deadline));
   }
   return body;
+}
+
+absl::StatusOr<std::string> LocalAddressToward(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* result = nullptr;
+  const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &result);
+  if (rc != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot resolve '", host, "': ", gai_strerror(rc)));
+  }
+  const AddrInfoPtr addresses(result, &freeaddrinfo);
+  absl::Status last = absl::UnavailableError(absl::StrCat("no address of '", host, "'"));
+  for (const addrinfo* ai = addresses.get(); ai != nullptr; ai = ai->ai_next) {
+    UniqueFd fd(socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!fd.valid() || connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
+      last = ErrnoStatus(absl::StrCat("route to ", host), errno);
+      continue;
+    }
+    sockaddr_storage local{};
+    socklen_t length = sizeof(local);
+    if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &length) != 0) {
+      last = ErrnoStatus("getsockname", errno);
+      continue;
+    }
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* raw = local.ss_family == AF_INET6
+                          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+                          : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+    if (inet_ntop(local.ss_family, raw, text, sizeof(text)) == nullptr) {
+      last = ErrnoStatus("inet_ntop", errno);
+      continue;
+    }
+    return std::string(text);
+  }
+  return last;
 }
 
 }  // namespace tpserve

@@ -46,6 +46,12 @@ absl::StatusOr<int> BoundPort(int fd);
 // may still be starting).
 absl::StatusOr<UniqueFd> ConnectTcp(const std::string& host, int port, absl::Time deadline);
 
+// The local IP address this host sends from to reach host:port: the kernel's route,
+// asked by connecting a UDP socket (nothing is sent). What a rank binds its collectives
+// to so that peers on other hosts reach it on the interface that reaches the store
+// (loopback for a loopback host). InvalidArgument when host does not resolve.
+absl::StatusOr<std::string> LocalAddressToward(const std::string& host, int port);
+
 // A frame is a little-endian u32 body length followed by the body.
 absl::Status SendFrame(int fd, absl::string_view body, absl::Time deadline);
 // Fails on EOF, on a truncated frame, on a body longer than `max_body` (without

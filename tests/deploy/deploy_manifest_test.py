@@ -21,15 +21,14 @@ Debian's python3 (PyYAML, grpcio)."""
 import collections
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 sys.path[:0] = ["tests/deploy", "tests/e2e"]
 import manifests  # noqa: E402
-from harness import (CLI, SERVER, WORKER, Server, cli, health_status,  # noqa: E402
-                     metric_value, scrape_metrics, stubs)
+from harness import (CLI, SERVER, WORKER, Server, cli, free_port,  # noqa: E402
+                     health_status, metric_value, scrape_metrics, stubs)
 from image_checks import (DEMO, DOCKERFILE, Failures, Image, check_image,  # noqa: E402
                           check_libraries, check_no_cuda, parse_flags)
 
@@ -192,12 +191,6 @@ def check_manifests(images, image_flags, known, f):
     cpu = [r for r in references if r.device == "cpu"]
     f.check(len(cpu) == 1, MANIFESTS, "%d Deployments with --device cpu, not 1" % len(cpu))
     return references
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def replace_flags(argv, values):

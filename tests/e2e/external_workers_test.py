@@ -4,31 +4,16 @@ file the server reads too (--worker-token-file), take ranks and serve; greedy id
 Hugging Face's. A worker with another token is refused (exit 1, UNAUTHENTICATED) and
 takes no rank. When the server stops, the workers exit.
 """
-import json
 import os
-import socket
 import subprocess
 import time
 
 import grpc
 
-from harness import WORKER, Server, health_status, stubs
+from harness import (WORKER, Server, check_golden_greedy, free_port, health_status, stubs,
+                     token_file)
 
 MODEL = "tests/data/models/llama_gqa"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def token_file(name, token):
-    path = os.path.join(os.environ["TEST_TMPDIR"], name)
-    with open(path, "w") as f:
-        f.write(token + "\n")
-    os.chmod(path, 0o600)
-    return path
 
 
 def main():
@@ -57,13 +42,7 @@ def main():
         assert health_status(server.address) == "SERVING", server.lines
         assert not server.worker_pids(), "external workers must not be the server's children"
         stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
-        golden = json.load(open(MODEL + "/golden.json"))
-        for case in golden["greedy"]:
-            response = stub.GenerateUnary(pb.GenerateRequest(
-                token_ids=pb.TokenIds(ids=golden["prompts"][case["prompt_index"]]),
-                sampling=pb.SamplingParams(max_tokens=len(case["output_ids"]), temperature=0)),
-                timeout=60)
-            assert list(response.token_ids) == case["output_ids"], (response, case)
+        check_golden_greedy(stub, pb, MODEL)
         print("PASS two external workers attach over TCP and serve golden greedy ids", flush=True)
     finally:
         assert server.stop() == 0

@@ -166,6 +166,35 @@ class HealthWatch:
         self._call.cancel()
 
 
+def free_port(host="127.0.0.1"):
+    """A TCP port free on `host` now."""
+    import socket
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def token_file(name, token):
+    """A worker token file in TEST_TMPDIR, private to this user, as tpserve wants it."""
+    path = os.path.join(os.environ["TEST_TMPDIR"], name)
+    with open(path, "w") as f:
+        f.write(token + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+def check_golden_greedy(stub, pb, model):
+    """Every greedy case of `model`'s golden.json, answered with Hugging Face's ids."""
+    import json
+    golden = json.load(open(model + "/golden.json"))
+    for case in golden["greedy"]:
+        response = stub.GenerateUnary(pb.GenerateRequest(
+            token_ids=pb.TokenIds(ids=golden["prompts"][case["prompt_index"]]),
+            sampling=pb.SamplingParams(max_tokens=len(case["output_ids"]), temperature=0)),
+            timeout=120)
+        assert list(response.token_ids) == case["output_ids"], (response, case)
+
+
 def cli(address, *args):
     out = subprocess.run([CLI, "--target", address] + list(args), capture_output=True,
                          text=True, timeout=120)

@@ -18,6 +18,7 @@
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/prefix_store.h"
 #include "gloo/transport/tcp/device.h"
+#include "rendezvous/net_socket.h"
 #include "rendezvous/tcp_store.h"
 
 namespace tpserve {
@@ -81,10 +82,17 @@ absl::StatusOr<std::unique_ptr<GlooCommGroup>> GlooCommGroup::Create(const GlooO
       std::unique_ptr<TcpStoreClient> client,
       TcpStoreClient::Connect(options.store_host, options.store_port, options.connect_timeout,
                               ProcessWorkerToken()));
+  gloo::transport::tcp::attr attr;
+  if (!options.bind_interface.empty()) {
+    attr.iface = options.bind_interface;
+  } else if (!options.bind_host.empty()) {
+    attr.hostname = options.bind_host;
+  } else {
+    TPSERVE_ASSIGN_OR_RETURN(attr.hostname,
+                             LocalAddressToward(options.store_host, options.store_port));
+  }
   std::shared_ptr<gloo::rendezvous::Context> context;
   absl::Status status = CatchAll("gloo rendezvous", [&] {
-    gloo::transport::tcp::attr attr;
-    attr.hostname = options.bind_host;
     std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
     context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
     context->setTimeout(absl::ToChronoMilliseconds(options.connect_timeout));

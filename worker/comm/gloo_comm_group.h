@@ -50,8 +50,13 @@ struct GlooOptions {
   int store_port = 0;
   // Namespaces the rendezvous keys; use a fresh one per pool generation.
   std::string prefix;
-  // The address this rank's Gloo sockets bind to; peers connect to it.
-  std::string bind_host = "127.0.0.1";
+  // The address this rank's Gloo sockets bind to; peers connect to it. "": the local
+  // address this host routes to the store from (rendezvous/net_socket.h
+  // LocalAddressToward), so ranks on other hosts reach it the way they reach the store,
+  // and a loopback store keeps everything on loopback.
+  std::string bind_host;
+  // A network interface whose address to bind instead (GLOO_SOCKET_IFNAME's meaning).
+  std::string bind_interface;
   // Bounds each collective.
   absl::Duration timeout = absl::Seconds(30);
   // Bounds Create(): how long to wait for every peer to join. Longer than `timeout`,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -72,6 +73,11 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> BuildCpuRank(const Assignment& a,
   gloo.store_host = a.store_host();
   gloo.store_port = a.store_port();
   gloo.prefix = a.store_key_prefix();
+  // Bound where this host routes to the store from (ranks on other hosts reach it the
+  // same way), or on the interface GLOO_SOCKET_IFNAME names.
+  if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface != nullptr && *iface) {
+    gloo.bind_interface = iface;
+  }
   gloo.timeout = CommTimeout(a);
   // Peers attach and open their files at different times; the frontend's start timeout
   // bounds the whole start anyway.
