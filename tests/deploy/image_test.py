@@ -212,7 +212,8 @@ def check_running(flags, request, f):
     started = run(["podman", "run", "-d", "--name", CONTAINER, "--memory", str(request),
                    "--memory-swap", str(request), "--health-interval", "disable"] + flags +
                   [IMAGE], check=False, capture_output=True)
-    if not f.check(started.returncode == 0, "the image starts: %s" % started.stderr[-1000:]):
+    if not f.check(started.returncode == 0, "the image starts" + (
+            "" if started.returncode == 0 else ": " + started.stderr[-1000:])):
         return None
     try:
         if not wait_healthy(f):
