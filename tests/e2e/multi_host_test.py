@@ -6,10 +6,13 @@ the token file, rendezvous through the frontend's store, and run their collectiv
 TCP across the link (Gloo binds where each host routes to the store from; before, it
 bound loopback and no rank of host B could join). Checked: tp 2 (a rank per host) and
 tp 4 (two per host) answer Hugging Face's greedy ids, as one host does; a worker of
-host B without the pool's token is refused. Needs root (namespaces, veth): elsewhere
+host B without the pool's token is refused; host B's rank killed mid-stream ends the
+stream UNAVAILABLE within 5 s, health turns NOT_SERVING, and restarted workers bring
+the pool back. Needs root (namespaces, veth): elsewhere
 it says so and passes as a skip.
 """
 import os
+import signal
 import subprocess
 import time
 
@@ -24,6 +27,7 @@ NAMESPACE = "tpserve-b" + TAG
 VETH_A, VETH_B = "tpsa" + TAG, "tpsb" + TAG
 SUBNET = "10.213.%d" % (os.getpid() % 250 + 1)
 HOST_A, HOST_B = SUBNET + ".1", SUBNET + ".2"
+LOSS_BOUND_S = 5  # a lost remote rank fails in-flight requests within this
 
 
 def sh(*argv, check=True):
@@ -61,6 +65,52 @@ def on_host_b(argv):
             "sh", "-c", inner]
 
 
+def start_workers(control, token, tp):
+    """tp workers dialling `control`, alternately on host A and host B."""
+    argv = [os.path.abspath(WORKER), "--frontend", control, "--worker-token-file", token]
+    return [subprocess.Popen(argv if r % 2 == 0 else on_host_b(argv)) for r in range(tp)]
+
+
+def wait_serving(server, workers):
+    for _ in range(1200):
+        if health_status(server.address) == "SERVING":
+            return
+        assert all(w.poll() is None for w in workers), [w.returncode for w in workers]
+        time.sleep(0.1)
+    raise AssertionError("the pool did not form: %r" % server.lines[-20:])
+
+
+def lose_remote_rank(server, stub, pb, workers, control, token):
+    """Host B's rank dies mid-stream: the stream ends UNAVAILABLE within LOSS_BOUND_S,
+    health turns NOT_SERVING, host A's rank is told to shut down, and a new pair of
+    workers (the cluster restarting them) brings the pool back. Returns the seconds from
+    the kill to the stream's end."""
+    stream = stub.Generate(pb.GenerateRequest(
+        token_ids=pb.TokenIds(ids=[1, 2, 3]),
+        sampling=pb.SamplingParams(max_tokens=400, ignore_eos=True, temperature=0)),
+        timeout=120)
+    next(stream)
+    workers[1].send_signal(signal.SIGSTOP)  # frozen: no step completes, the stream waits
+    time.sleep(0.2)
+    killed = time.monotonic()
+    workers[1].kill()
+    try:
+        for _ in stream:
+            pass
+        raise AssertionError("the stream outlived host B's rank")
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+    took = time.monotonic() - killed
+    assert took <= LOSS_BOUND_S, took
+    assert health_status(server.address) == "NOT_SERVING"
+    for w in workers:
+        w.wait(30)
+    workers[:] = start_workers(control, token, 2)
+    wait_serving(server, workers)
+    check_golden_greedy(stub, pb, MODEL)
+    return took
+
+
 def check_pool(pb, pb_grpc, tp, token):
     control = "%s:%d" % (HOST_A, free_port(HOST_A))
     server = Server(MODEL, tp=tp, until="listening",
@@ -68,15 +118,8 @@ def check_pool(pb, pb_grpc, tp, token):
                                 "--worker-token-file", token])
     workers = []
     try:
-        argv = [os.path.abspath(WORKER), "--frontend", control, "--worker-token-file", token]
-        for r in range(tp):
-            workers.append(subprocess.Popen(argv if r % 2 == 0 else on_host_b(argv)))
-        for _ in range(1200):
-            if any("serving on" in line for line in server.lines):
-                break
-            assert all(w.poll() is None for w in workers), [w.returncode for w in workers]
-            time.sleep(0.1)
-        assert health_status(server.address) == "SERVING", server.lines
+        workers = start_workers(control, token, tp)
+        wait_serving(server, workers)
         stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
         check_golden_greedy(stub, pb, MODEL)
         if tp == 2:
@@ -86,6 +129,9 @@ def check_pool(pb, pb_grpc, tp, token):
                 capture_output=True, text=True, timeout=60)
             assert rogue.returncode == 1 and "UNAUTHENTICATED" in rogue.stderr, rogue
             assert health_status(server.address) == "SERVING"
+            took = lose_remote_rank(server, stub, pb, workers, control, token)
+            print("PASS host B's rank killed mid-stream: UNAVAILABLE %.2f s after, "
+                  "NOT_SERVING, a restarted pair serves golden ids again" % took, flush=True)
     finally:
         assert server.stop() == 0
         for w in workers:
