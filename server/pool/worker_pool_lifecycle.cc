@@ -66,6 +66,15 @@ absl::StatusOr<int> WorkerPool::Impl::StartServers() {
   builder.RegisterService(service.get());
   builder.SetMaxReceiveMessageSize(INT_MAX);
   builder.SetMaxSendMessageSize(INT_MAX);
+  // A rank on a host that is gone or cut off ends its stream within seconds (the pool
+  // then fails, and its requests with it), not at the step timeout.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kControlKeepaliveMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kControlKeepaliveTimeoutMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             kControlKeepaliveMs / 2);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     return absl::UnavailableError(

@@ -6,9 +6,9 @@ the token file, rendezvous through the frontend's store, and run their collectiv
 TCP across the link (Gloo binds where each host routes to the store from; before, it
 bound loopback and no rank of host B could join). Checked: tp 2 (a rank per host) and
 tp 4 (two per host) answer Hugging Face's greedy ids, as one host does; a worker of
-host B without the pool's token is refused; host B's rank killed mid-stream ends the
-stream UNAVAILABLE within 5 s, health turns NOT_SERVING, and restarted workers bring
-the pool back. Needs root (namespaces, veth): elsewhere
+host B without the pool's token is refused; host B's rank killed, frozen (SIGSTOP) or
+cut off (its link down) mid-stream ends the stream UNAVAILABLE within 5 s, health turns
+NOT_SERVING, and restarted workers bring the pool back. Needs root (namespaces, veth): elsewhere
 it says so and passes as a skip.
 """
 import os
@@ -80,34 +80,79 @@ def wait_serving(server, workers):
     raise AssertionError("the pool did not form: %r" % server.lines[-20:])
 
 
-def lose_remote_rank(server, stub, pb, workers, control, token):
-    """Host B's rank dies mid-stream: the stream ends UNAVAILABLE within LOSS_BOUND_S,
-    health turns NOT_SERVING, host A's rank is told to shut down, and a new pair of
-    workers (the cluster restarting them) brings the pool back. Returns the seconds from
-    the kill to the stream's end."""
+def long_stream(stub, pb):
+    """A stream that runs for seconds (4 completions to near the context), its first
+    chunk read: in flight."""
     stream = stub.Generate(pb.GenerateRequest(
         token_ids=pb.TokenIds(ids=[1, 2, 3]),
-        sampling=pb.SamplingParams(max_tokens=400, ignore_eos=True, temperature=0)),
+        sampling=pb.SamplingParams(max_tokens=400, ignore_eos=True, temperature=0, n=4)),
         timeout=120)
     next(stream)
-    workers[1].send_signal(signal.SIGSTOP)  # frozen: no step completes, the stream waits
-    time.sleep(0.2)
-    killed = time.monotonic()
-    workers[1].kill()
+    return stream
+
+
+def ends_unavailable(stream, since, what):
+    """Seconds from `since` until `stream` ended UNAVAILABLE, at most LOSS_BOUND_S."""
     try:
         for _ in stream:
             pass
-        raise AssertionError("the stream outlived host B's rank")
+        raise AssertionError("the stream outlived " + what)
     except grpc.RpcError as e:
         assert e.code() == grpc.StatusCode.UNAVAILABLE, e
-    took = time.monotonic() - killed
-    assert took <= LOSS_BOUND_S, took
-    assert health_status(server.address) == "NOT_SERVING"
+    took = time.monotonic() - since
+    assert took <= LOSS_BOUND_S, (what, took)
+    return took
+
+
+def restart(server, stub, pb, workers, control, token):
+    """The pool's workers all end; a restarted pair (the cluster's doing) serves the golden
+    ids again."""
     for w in workers:
         w.wait(30)
     workers[:] = start_workers(control, token, 2)
     wait_serving(server, workers)
     check_golden_greedy(stub, pb, MODEL)
+
+
+def lose_remote_rank(server, stub, pb, workers, control, token):
+    """Host B's rank dies mid-stream, then (with a new pair) freezes mid-stream (SIGSTOP:
+    a hung host, whose kernel still holds its connections open): each time the stream
+    ends UNAVAILABLE within LOSS_BOUND_S, health turns NOT_SERVING, host A's rank is
+    shut down, and restarted workers bring the pool back. The frozen rank is found by
+    the control plane's keepalive; without it, the step timeout (30 s) would. Returns
+    the seconds each took."""
+    stream = long_stream(stub, pb)
+    killed = time.monotonic()
+    workers[1].kill()
+    died = ends_unavailable(stream, killed, "host B's rank")
+    assert health_status(server.address) == "NOT_SERVING"
+    restart(server, stub, pb, workers, control, token)
+    stream = long_stream(stub, pb)
+    frozen = time.monotonic()
+    workers[1].send_signal(signal.SIGSTOP)
+    hung = ends_unavailable(stream, frozen, "host B's frozen rank")
+    assert health_status(server.address) == "NOT_SERVING"
+    workers[1].kill()  # the cluster replaces the hung pod
+    restart(server, stub, pb, workers, control, token)
+    return died, hung
+
+
+def cut_link(server, stub, pb, workers, control, token):
+    """Host B's end of the link goes down mid-stream (this kernel has no netem for a loss
+    rule): the stream ends UNAVAILABLE within LOSS_BOUND_S, health turns NOT_SERVING, both
+    workers end; healed, restarted workers bring the pool back. Returns the seconds from
+    the cut to the stream's end."""
+    stream = long_stream(stub, pb)
+    cut = time.monotonic()
+    sh("ip", "netns", "exec", NAMESPACE, "ip", "link", "set", VETH_B, "down")
+    try:
+        took = ends_unavailable(stream, cut, "the link")
+        assert health_status(server.address) == "NOT_SERVING"
+        for w in workers:
+            w.wait(30)
+    finally:
+        sh("ip", "netns", "exec", NAMESPACE, "ip", "link", "set", VETH_B, "up")
+    restart(server, stub, pb, workers, control, token)
     return took
 
 
@@ -129,9 +174,14 @@ def check_pool(pb, pb_grpc, tp, token):
                 capture_output=True, text=True, timeout=60)
             assert rogue.returncode == 1 and "UNAUTHENTICATED" in rogue.stderr, rogue
             assert health_status(server.address) == "SERVING"
-            took = lose_remote_rank(server, stub, pb, workers, control, token)
-            print("PASS host B's rank killed mid-stream: UNAVAILABLE %.2f s after, "
-                  "NOT_SERVING, a restarted pair serves golden ids again" % took, flush=True)
+            died, hung = lose_remote_rank(server, stub, pb, workers, control, token)
+            print("PASS host B's rank killed / frozen mid-stream: UNAVAILABLE %.2f / %.2f s "
+                  "after, NOT_SERVING, a restarted pair serves golden ids again" % (died, hung),
+                  flush=True)
+            took = cut_link(server, stub, pb, workers, control, token)
+            print("PASS the link cut mid-stream: UNAVAILABLE %.2f s after, NOT_SERVING, both "
+                  "workers end; healed, a restarted pair serves golden ids again" % took,
+                  flush=True)
     finally:
         assert server.stop() == 0
         for w in workers:

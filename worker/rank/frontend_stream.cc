@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "tpserve/v1/protocol_version.h"
 
 namespace tpserve {
 
@@ -15,6 +16,11 @@ absl::StatusOr<std::unique_ptr<FrontendStream>> FrontendStream::Connect(
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);  // plans of long prompts may exceed the 4 MiB default
   args.SetMaxSendMessageSize(-1);
+  // A frontend that vanishes without a trace ends the stream within seconds.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kControlKeepaliveMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kControlKeepaliveTimeoutMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   s->channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   if (!s->channel_->WaitForConnected(absl::ToChronoTime(absl::Now() + connect_timeout))) {
     return absl::UnavailableError(absl::StrCat("cannot reach the frontend at ", address,

@@ -10,6 +10,13 @@ namespace tpserve {
 // 3: SequenceOutput.error; 2: Assignment.limits.
 inline constexpr int kWorkerProtocolVersion = 4;
 
+// Liveness of the control streams, both ways, by HTTP/2 keepalive pings: a peer that
+// leaves no trace (a host gone, a link down) is noticed within about
+// kControlKeepaliveMs + kControlKeepaliveTimeoutMs, not at the next step timeout. The
+// frontend pings its workers and lets them ping it this often (no ping strikes).
+inline constexpr int kControlKeepaliveMs = 1000;
+inline constexpr int kControlKeepaliveTimeoutMs = 2000;
+
 }  // namespace tpserve
 
 #endif  // TPSERVE_PROTO_TPSERVE_V1_PROTOCOL_VERSION_H_
