@@ -100,10 +100,19 @@ std::vector<std::vector<int32_t>> RandomPrompts(int count, int length, int vocab
   return prompts;
 }
 
+namespace {
+
+// The prefix every prompt of a run shares: random ids from a stream of its own, so the
+// prompts' own ids do not depend on prefix_len.
+std::vector<int32_t> SharedPrefix(int prefix_len, int vocab_size, uint64_t seed) {
+  return RandomPrompts(1, prefix_len, vocab_size, seed ^ 0x5851f42d4c957f2dULL)[0];
+}
+
+}  // namespace
+
 std::vector<std::vector<int32_t>> SharedPrefixPrompts(int count, int prefix_len, int length,
                                                       int vocab_size, uint64_t seed) {
-  const std::vector<int32_t> prefix =
-      RandomPrompts(1, prefix_len, vocab_size, seed ^ 0x5851f42d4c957f2dULL)[0];
+  const std::vector<int32_t> prefix = SharedPrefix(prefix_len, vocab_size, seed);
   std::vector<std::vector<int32_t>> prompts = RandomPrompts(count, length, vocab_size, seed);
   for (auto& prompt : prompts) prompt.insert(prompt.begin(), prefix.begin(), prefix.end());
   return prompts;
@@ -118,18 +127,14 @@ LengthRange RangeAround(int length, double ratio) {
 
 std::vector<BenchPrompt> RandomDataset(const BenchOptions& o, int count, int vocab_size,
                                        uint64_t seed) {
+  // Lengths come from a stream of their own, ids from `seed` prompt after prompt, as
+  // RandomPrompts draws them: with ratio 0 these are SharedPrefixPrompts' ids.
   std::vector<BenchPrompt> out(count);
-  if (o.random_range_ratio == 0) {
-    auto ids = SharedPrefixPrompts(count, o.prefix_len, o.input_len, vocab_size, seed);
-    for (int i = 0; i < count; ++i) out[i] = {std::move(ids[i]), o.output_len};
-    return out;
-  }
   const LengthRange in = RangeAround(o.input_len, o.random_range_ratio);
   const LengthRange gen = RangeAround(o.output_len, o.random_range_ratio);
   std::mt19937_64 lengths(seed ^ 0x2545f4914f6cdd1dULL);
   std::uniform_int_distribution<int> in_len(in.low, in.high), out_len(gen.low, gen.high);
-  const std::vector<int32_t> prefix =
-      RandomPrompts(1, o.prefix_len, vocab_size, seed ^ 0x5851f42d4c957f2dULL)[0];
+  const std::vector<int32_t> prefix = SharedPrefix(o.prefix_len, vocab_size, seed);
   std::mt19937_64 random(seed);
   std::uniform_int_distribution<int32_t> id(0, vocab_size - 1);
   for (BenchPrompt& p : out) {

@@ -207,16 +207,8 @@ absl::StatusOr<std::string> RecvFrame(int fd, size_t max_body, absl::Time deadli
 }
 
 absl::StatusOr<std::string> LocalAddressToward(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* result = nullptr;
-  const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &result);
-  if (rc != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot resolve '", host, "': ", gai_strerror(rc)));
-  }
-  const AddrInfoPtr addresses(result, &freeaddrinfo);
+  // Resolved as for a TCP connect; the route is the same for the UDP socket asked here.
+  TPSERVE_ASSIGN_OR_RETURN(const AddrInfoPtr addresses, Resolve(host, port, /*passive=*/false));
   absl::Status last = absl::UnavailableError(absl::StrCat("no address of '", host, "'"));
   for (const addrinfo* ai = addresses.get(); ai != nullptr; ai = ai->ai_next) {
     UniqueFd fd(socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));

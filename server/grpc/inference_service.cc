@@ -175,8 +175,7 @@ grpc::Status InferenceService::ResetPrefixCache(grpc::ServerContext* context,
                                                 const v1::ResetPrefixCacheRequest*,
                                                 v1::ResetPrefixCacheResponse* response) {
   // A step boundary comes within a step's time; the call's deadline, at most a minute.
-  const absl::Time deadline =
-      std::min(absl::FromChrono(context->deadline()), absl::Now() + absl::Minutes(1));
+  const absl::Time deadline = std::min(CallDeadline(*context), absl::Now() + absl::Minutes(1));
   absl::StatusOr<int64_t> dropped = core_->ResetPrefixCache(deadline);
   if (dropped.ok()) response->set_blocks_dropped(*dropped);
   return ToGrpcStatus(dropped.status());

@@ -29,7 +29,10 @@ import sys
 import tempfile
 import time
 
-import yaml
+sys.path[:0] = [os.path.join(os.path.dirname(os.path.abspath(__file__)), d)
+                for d in (".", os.path.join("..", "e2e"))]
+import manifests  # noqa: E402
+from image_checks import CUDA_LIBRARIES  # noqa: E402
 
 IMAGE = "localhost/tpserve:image-test"
 CONTAINER = "tpserve-image-test"
@@ -39,7 +42,6 @@ MANIFEST = "deploy/kubernetes/tpserve.yaml"
 SAMPLES = "models/demo/samples.json"
 PORT = 50051  # the image's --port
 PACKAGES = ["podman", "buildah", "mmdebstrap", "runc", "uidmap", "ca-certificates"]
-CUDA_NAMES = ("libcuda*", "libcudart*", "libcublas*", "libnccl*", "libnvidia*")
 
 
 def log(message):
@@ -141,15 +143,9 @@ def build(flags):
 
 def memory_request():
     """Bytes: the CPU Deployment's memory request."""
-    units = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
-    for doc in yaml.safe_load_all(open(MANIFEST)):
-        if doc and doc.get("kind") == "Deployment":
-            text = doc["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["memory"]
-            for suffix, scale in units.items():
-                if text.endswith(suffix):
-                    return int(text[:-len(suffix)]) * scale
-            return int(text)
-    raise AssertionError("%s: no Deployment with a memory request" % MANIFEST)
+    deployment = manifests.of_kind(manifests.load(MANIFEST)[MANIFEST], "Deployment")[0]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    return int(manifests.quantity(container["resources"]["requests"]["memory"]))
 
 
 class Failures:
@@ -164,7 +160,7 @@ class Failures:
 
 
 def check_contents(flags, f):
-    script = ("find / -xdev \\( " + " -o ".join("-name '%s'" % n for n in CUDA_NAMES) +
+    script = ("find / -xdev \\( " + " -o ".join("-name '%s'" % n for n in CUDA_LIBRARIES) +
               " \\) -print; ldd /usr/local/bin/tpserve /usr/local/bin/tpserve_worker "
               "/usr/local/bin/tpserve-cli | grep 'not found' || true")
     found = out(["podman", "run", "--rm"] + flags + ["--user", "0", "--entrypoint", "/bin/sh",

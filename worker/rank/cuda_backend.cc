@@ -36,7 +36,6 @@ absl::StatusOr<DeviceDType> ParseDeviceDType(const std::string& name) {
 bool HasCudaBackend() { return true; }
 
 absl::Status ValidateCudaAssignment(const Assignment& a) {
-  TPSERVE_RETURN_IF_ERROR(CudaOrdinal(a.device()).status());
   if (!a.quantization().empty()) {
     return absl::UnimplementedError(absl::StrCat(
         "assignment: quantization \"", a.quantization(), "\": the CUDA backend has none"));

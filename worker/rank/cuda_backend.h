@@ -19,8 +19,9 @@ namespace tpserve {
 // Whether this binary can run CUDA ranks.
 bool HasCudaBackend();
 
-// Checks an assignment to a "cuda:<n>" device beyond what every assignment is checked
-// for: dtype, quantization, comm_backend and the KV cache's dtype. FAILED_PRECONDITION
+// Checks an assignment to a "cuda:<n>" device (its ordinal already checked, CudaOrdinal)
+// beyond what every assignment is checked for: dtype, quantization, comm_backend and the
+// KV cache's dtype. FAILED_PRECONDITION
 // without the CUDA backend.
 absl::Status ValidateCudaAssignment(const worker::v1::Assignment& a);
 
