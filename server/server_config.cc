@@ -94,6 +94,10 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, std::vector<std::st
                  "give workers the same file)");
   args.AddString("control-address", &c.control_address,
                  "where workers dial in: unix:PATH or HOST:PORT");
+  args.AddString("advertise-address", &c.advertise_address,
+                 "external workers: the host they reach the rendezvous store at, when not "
+                 "the --control-address host (a frontend behind NAT, or known by a DNS name; "
+                 "default: that host, or for 0.0.0.0 the one each worker dialled)");
   args.AddInt("kv-blocks", &i.kv_blocks, "KV cache blocks per rank");
   args.AddInt("kv-memory-mb", &i.kv_memory_mb, "KV cache memory per rank, MiB");
   args.AddInt("kv-block-size", &i.kv_block_size, "tokens per KV block");

@@ -52,6 +52,7 @@ struct ServerConfig {
   bool allow_reset_prefix_cache = false;  // serve ResetPrefixCache (benchmarks)
   std::string worker_binary;          // empty: DefaultWorkerBinary(device)
   std::string control_address;        // empty: a Unix socket in a fresh temporary folder
+  std::string advertise_address;      // the store's host in Assignments; empty: derived
   // --external-workers: the secret the attaching workers prove (they read the same file
   // with their --worker-token-file); spawned workers get a fresh one per pool.
   std::string worker_token_file;

@@ -160,6 +160,7 @@ absl::StatusOr<WorkerPoolOptions> PoolOptions(const ServerConfig& config,
   }
   pool.control_address = config.control_address;
   pool.worker_token_file = config.worker_token_file;
+  pool.advertise_host = config.advertise_address;
   if (pool.control_address.empty()) {
     TPSERVE_ASSIGN_OR_RETURN(pool.control_address, DefaultControlAddress(control_dir));
   }

@@ -3,11 +3,13 @@
 
 #include <sys/un.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -66,6 +68,23 @@ absl::Status WorkerPoolOptions::Validate() const {
     }
     if (port == 0 && !spawn_workers) {
       return bad("worker pool: external workers need a fixed control port, not 0");
+    }
+  }
+  if (!advertise_host.empty()) {
+    const bool name_chars = advertise_host.size() <= 253 &&
+        std::all_of(advertise_host.begin(), advertise_host.end(), [](char c) {
+          return absl::ascii_isalnum(c) || c == '.' || c == '-' || c == ':';
+        });
+    const bool has_port = std::count(advertise_host.begin(), advertise_host.end(), ':') == 1;
+    if (!name_chars || has_port || advertise_host == "0.0.0.0" || advertise_host == "::") {
+      return bad(absl::StrCat("worker pool: advertise_host (--advertise-address) \"",
+                              advertise_host.substr(0, 64),
+                              "\" must be one host name or address (letters, digits, '.', "
+                              "'-', ':'; at most 253; not a wildcard; no port)"));
+    }
+    if (UnixSocketPath(control_address)) {
+      return bad("worker pool: advertise_host (--advertise-address) is for ranks on other "
+                 "hosts: give a HOST:PORT --control-address");
     }
   }
   if (kv_block_size < 1) return bad("worker pool: kv_block_size must be ≥ 1");

@@ -59,6 +59,11 @@ struct WorkerPoolOptions {
   // (control_address.h) derives it, loopback unless ranks dial in over another
   // interface.
   std::string store_host;
+  // The host Assignments name for the store when it is not the one the ranks can reach
+  // it at by the rules above (a frontend behind NAT, or known to the ranks by a DNS
+  // name): tpserve --advertise-address. Empty: as store_host. Needs a HOST:PORT
+  // control_address.
+  std::string advertise_host;
   int generation = 0;                    // namespaces rendezvous keys per pool
   int kv_block_size = 16;
   int kv_num_blocks = 0;                 // 0: size from kv_memory_bytes

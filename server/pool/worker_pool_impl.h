@@ -70,9 +70,11 @@ struct WorkerPool::Impl : public WorkerListener {
   std::string stop_reason ABSL_GUARDED_BY(mu);
   int num_refused ABSL_GUARDED_BY(mu) = 0;  // streams that did not prove the token
   std::string last_refusal ABSL_GUARDED_BY(mu);
-  std::vector<std::shared_ptr<WorkerConnection>> conns ABSL_GUARDED_BY(mu);  // rank order
+  // Attach order until the pool serves, then rank order.
+  std::vector<std::shared_ptr<WorkerConnection>> conns ABSL_GUARDED_BY(mu);
+  std::vector<bool> rank_held ABSL_GUARDED_BY(mu);  // [tp] once a worker has attached
   int num_closed ABSL_GUARDED_BY(mu) = 0;
-  std::vector<int> ready_blocks ABSL_GUARDED_BY(mu);  // -1 until Ready
+  std::vector<int> ready_blocks ABSL_GUARDED_BY(mu);  // [tp], by rank: -1 until Ready
   int num_ready ABSL_GUARDED_BY(mu) = 0;
   int num_kv_blocks ABSL_GUARDED_BY(mu) = 0;
   uint64_t last_step ABSL_GUARDED_BY(mu) = 0;

@@ -56,7 +56,9 @@ absl::StatusOr<int> WorkerPool::Impl::StartServers() {
   StoreServerOptions store_options;
   const StoreAddress derived = StoreAddressFor(options.control_address);
   store_options.bind_host = options.store_host.empty() ? derived.bind_host : options.store_host;
-  store_advertised_host = options.store_host.empty() ? derived.advertised_host : options.store_host;
+  store_advertised_host = !options.advertise_host.empty() ? options.advertise_host
+                          : options.store_host.empty()    ? derived.advertised_host
+                                                          : options.store_host;
   store_options.token = worker_token;
   TPSERVE_ASSIGN_OR_RETURN(store, StoreServer::Start(store_options));
   service = std::make_unique<WorkerControlService>(this, worker_token);
@@ -121,6 +123,8 @@ absl::Status WorkerPool::Impl::AwaitReady() {
   }
   if (!failure.ok()) return failure;
   num_kv_blocks = *std::min_element(ready_blocks.begin(), ready_blocks.end());
+  std::sort(conns.begin(), conns.end(),
+            [](const auto& a, const auto& b) { return a->rank < b->rank; });
   phase = PoolPhase::kServing;
   return absl::OkStatus();
 }

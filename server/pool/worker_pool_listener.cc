@@ -77,11 +77,31 @@ absl::StatusOr<FrontendMessage> WorkerPool::Impl::OnHello(
     Fail(s);
     return s;
   }
-  conn->rank = static_cast<int>(conns.size());
+  if (rank_held.empty()) {
+    rank_held.assign(options.tp, false);
+    ready_blocks.assign(options.tp, -1);
+  }
+  int rank = 0;
+  if (hello.has_requested_rank()) {
+    rank = hello.requested_rank();
+    if (rank < 0 || rank >= options.tp) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Hello.requested_rank ", rank, " is out of range: this pool has ranks 0 to ",
+          options.tp - 1, " (tpserve --tp ", options.tp, ")"));
+    }
+    if (rank_held[rank]) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "Hello.requested_rank ", rank, ": another worker holds rank ", rank,
+          " of this pool (two workers started with the same --rank?)"));
+    }
+  } else {
+    while (rank_held[rank]) ++rank;  // conns.size() < tp: a rank is free
+  }
+  rank_held[rank] = true;
+  conn->rank = rank;
   conn->pid = hello.pid();
   conns.push_back(conn);
-  ready_blocks.push_back(-1);
-  return MakeAssignment(conn->rank);
+  return MakeAssignment(rank);
 }
 
 void WorkerPool::Impl::OnMessage(const WorkerConnection& conn, const WorkerMessage& m) {

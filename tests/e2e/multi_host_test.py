@@ -5,7 +5,9 @@ pair is host B (its own address, its own loopback, and, for its ranks, its own
 the token file, rendezvous through the frontend's store, and run their collectives over
 TCP across the link (Gloo binds where each host routes to the store from; before, it
 bound loopback and no rank of host B could join). Checked: tp 2 (a rank per host) and
-tp 4 (two per host) answer Hugging Face's greedy ids, as one host does; a worker of
+tp 4 (two per host, each worker naming its rank with --host-index, --ranks-per-host and
+--local-rank, host B's attaching first) answer Hugging Face's greedy ids, as one host
+does, each worker holding the rank it named; a worker of
 host B without the pool's token is refused; host B's rank killed, frozen (SIGSTOP) or
 cut off (its link down) mid-stream ends the stream UNAVAILABLE within 5 s, health turns
 NOT_SERVING, and restarted workers bring the pool back. Needs root (namespaces, veth): elsewhere
@@ -65,10 +67,50 @@ def on_host_b(argv):
             "sh", "-c", inner]
 
 
-def start_workers(control, token, tp):
-    """tp workers dialling `control`, alternately on host A and host B."""
+def start_workers(control, token, tp, placed=False, logs=None):
+    """tp workers dialling `control`, alternately on host A and host B; or, `placed`,
+    host B's half first, each asking for its rank (--host-index 0 on host A, 1 on host
+    B, --ranks-per-host tp/2, --local-rank), rank i's log lines going to `logs`[i]."""
     argv = [os.path.abspath(WORKER), "--frontend", control, "--worker-token-file", token]
-    return [subprocess.Popen(argv if r % 2 == 0 else on_host_b(argv)) for r in range(tp)]
+    if not placed:
+        return [subprocess.Popen(argv if r % 2 == 0 else on_host_b(argv)) for r in range(tp)]
+    half, workers = tp // 2, []
+    for host in (1, 0):
+        for local in range(half):
+            rank = host * half + local
+            where = argv + ["--host-index", str(host), "--ranks-per-host", str(half),
+                            "--local-rank", str(local)]
+            workers.append((rank, subprocess.Popen(
+                on_host_b(where) if host else where, stdout=logs[rank])))
+        if host:  # host B's have their ranks before host A's dial: attach order differs
+            for rank in range(half, tp):
+                wait_logged(logs[rank], "assigned:")
+    return [w for _, w in sorted(workers, key=lambda rw: rw[0])]
+
+
+def wait_logged(log, text):
+    for _ in range(300):
+        log.seek(0)
+        if text in log.read():
+            return
+        time.sleep(0.1)
+    raise AssertionError("never logged %r" % text)
+
+
+def check_rank_flags():
+    """tpserve_worker's placement flags: a contradictory or impossible one exits 2 naming
+    it, before dialling anything."""
+    base = [WORKER, "--frontend", "127.0.0.1:1", "--worker-token-file", "/nonexistent"]
+    for args, message in [(["--rank", "1", "--host-index", "0"], "not both"),
+                          (["--local-rank", "1"], "--host-index is required"),
+                          (["--host-index", "1", "--ranks-per-host", "2", "--local-rank", "2"],
+                           "--local-rank 2 must be below --ranks-per-host 2"),
+                          (["--host-index", "0", "--ranks-per-host", "0"], "--ranks-per-host"),
+                          (["--rank", "70000"], "--rank must be < 65536")]:
+        token = token_file("flags", os.urandom(32).hex())
+        argv = [a if a != "/nonexistent" else token for a in base] + args
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        assert out.returncode == 2 and message in out.stderr, (args, out.returncode, out.stderr)
 
 
 def wait_serving(server, workers):
@@ -162,11 +204,18 @@ def check_pool(pb, pb_grpc, tp, token):
                     extra_args=["--external-workers", "--control-address", control,
                                 "--worker-token-file", token])
     workers = []
+    logs = [open(os.path.join(os.environ["TEST_TMPDIR"], "rank%d.log" % r), "w+")
+            for r in range(tp)]
     try:
-        workers = start_workers(control, token, tp)
+        workers = start_workers(control, token, tp, placed=tp > 2, logs=logs)
         wait_serving(server, workers)
         stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
         check_golden_greedy(stub, pb, MODEL)
+        if tp > 2:  # each holds the rank it asked for, not the one its attach order gave
+            for rank, log in enumerate(logs):
+                log.seek(0)
+                text = log.read()
+                assert "tpserve_worker rank %d/%d" % (rank, tp) in text, (rank, text[-2000:])
         if tp == 2:
             rogue = subprocess.run(
                 on_host_b([os.path.abspath(WORKER), "--frontend", control,
@@ -186,9 +235,13 @@ def check_pool(pb, pb_grpc, tp, token):
         assert server.stop() == 0
         for w in workers:
             w.wait(30)  # the workers end with the server
+        for log in logs:
+            log.close()
 
 
 def main():
+    check_rank_flags()
+    print("PASS tpserve_worker's contradictory placement flags exit 2 naming them", flush=True)
     why = make_hosts()
     try:
         if why:
@@ -200,7 +253,8 @@ def main():
         print("PASS tp 2, a rank on each host: golden greedy ids; a worker of host B with "
               "another token is refused", flush=True)
         check_pool(pb, pb_grpc, 4, token)
-        print("PASS tp 4, two ranks on each host: golden greedy ids", flush=True)
+        print("PASS tp 4, two ranks on each host, host B's attaching first: each worker holds "
+              "the rank its --host-index/--local-rank name; golden greedy ids", flush=True)
     finally:
         remove_hosts()
 

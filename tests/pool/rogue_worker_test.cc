@@ -4,14 +4,20 @@
 // a status that says what broke — never crash the frontend, accept the message, or
 // hang. A worker that cannot prove the token is refused before any Assignment, and the
 // pool goes on waiting for real ones.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <functional>
+#include <future>
 #include <sstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -54,6 +60,7 @@ class RogueWorkerTest : public ::testing::Test {
     dir_ = dir;
     token_ = std::string(64, 'a') + "0123456789";
     std::ofstream(TokenFile()) << token_ << "\n";
+    control_address_ = absl::StrCat("unix:", dir_, "/control.sock");
   }
   void TearDown() override {
     if (worker_.joinable()) worker_.join();
@@ -69,7 +76,7 @@ class RogueWorkerTest : public ::testing::Test {
     o.model_dir = "/models/not-read-by-the-scripted-worker";
     o.tp = 1;
     o.spawn_workers = false;
-    o.control_address = absl::StrCat("unix:", dir_, "/control.sock");
+    o.control_address = control_address_;
     o.worker_token_file = TokenFile();
     o.kv_num_blocks = 16;
     o.start_timeout = absl::Seconds(10);
@@ -85,7 +92,9 @@ class RogueWorkerTest : public ::testing::Test {
     worker_ = StartWorker(Answer::kRightToken, version, std::move(script), &seen_);
   }
 
-  std::thread StartWorker(Answer answer, int version, Script script, Seen* seen) const {
+  // `rank`: the rank the worker asks for (Hello.requested_rank), if any.
+  std::thread StartWorker(Answer answer, int version, Script script, Seen* seen,
+                          std::optional<int> rank = std::nullopt) const {
     const std::string address = Options().control_address;
     const std::string token = answer == Answer::kWrongToken ? std::string(64, 'b') : token_;
     return std::thread([=] {
@@ -95,7 +104,7 @@ class RogueWorkerTest : public ::testing::Test {
       grpc::ClientContext context;
       context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
       std::unique_ptr<ClientStream> stream = stub->Attach(&context);
-      if (Join(stream.get(), answer, version, token, seen)) {
+      if (Join(stream.get(), answer, version, token, rank, seen)) {
         script(stream.get());
       }
       FrontendMessage rest;
@@ -106,10 +115,11 @@ class RogueWorkerTest : public ::testing::Test {
 
   // Hello → Challenge → the answer → Assignment; true once assigned.
   static bool Join(ClientStream* stream, Answer answer, int version, const std::string& token,
-                   Seen* seen) {
+                   std::optional<int> rank, Seen* seen) {
     WorkerMessage hello;
     hello.mutable_hello()->set_protocol_version(version);
     hello.mutable_hello()->set_pid(getpid());
+    if (rank.has_value()) hello.mutable_hello()->set_requested_rank(*rank);
     FrontendMessage m;
     if (!stream->Write(hello) || !stream->Read(&m)) return false;
     seen->challenged = m.has_challenge();
@@ -177,6 +187,7 @@ class RogueWorkerTest : public ::testing::Test {
 
   std::string dir_;
   std::string token_;
+  std::string control_address_;  // where Options() has the pool listen
   std::thread worker_;
   Seen seen_;
   std::thread rogue_;
@@ -236,6 +247,54 @@ TEST_F(RogueWorkerTest, StreamClosedMidStepFailsTheStep) {
     s->WritesDone();
   }));
   ExpectStepFails("closed its stream");
+}
+
+// Workers that name their rank (tpserve_worker --rank) get it whatever order they
+// attach in; one asking for a rank already held or out of range is refused with a
+// status that says so, takes no rank, and the pool starts with the others.
+TEST_F(RogueWorkerTest, RequestedRanksAreHeldAndClashesRefused) {
+  WorkerPoolOptions o = Options();
+  o.tp = 3;
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool;
+  std::thread start([&] { pool = WorkerPool::Start(o); });
+  // A worker asking for `rank` that sends Ready once assigned; returns when assigned.
+  std::vector<std::thread> ready;
+  auto attach = [&](std::optional<int> rank, Seen* seen) {
+    auto assigned = std::make_shared<std::promise<void>>();
+    ready.push_back(StartWorker(Answer::kRightToken, kWorkerProtocolVersion,
+                                [assigned](ClientStream* s) {
+                                  assigned->set_value();
+                                  Send(s, Ready(16));
+                                },
+                                seen, rank));
+    assigned->get_future().wait();
+  };
+  // A worker asking for `rank` that must be refused with `code`.
+  auto refused = [&](int rank, grpc::StatusCode code, const std::string& text) {
+    Seen seen;
+    StartWorker(Answer::kRightToken, kWorkerProtocolVersion, [](ClientStream*) {}, &seen, rank)
+        .join();
+    EXPECT_FALSE(seen.assigned) << rank;
+    EXPECT_EQ(seen.status.error_code(), code) << seen.status.error_message();
+    EXPECT_NE(seen.status.error_message().find(text), std::string::npos)
+        << seen.status.error_message();
+  };
+  Seen two, any, one;
+  attach(2, &two);
+  refused(2, grpc::StatusCode::ALREADY_EXISTS, "another worker holds rank 2");
+  refused(3, grpc::StatusCode::INVALID_ARGUMENT, "ranks 0 to 2");
+  refused(-1, grpc::StatusCode::INVALID_ARGUMENT, "out of range");
+  attach(std::nullopt, &any);
+  attach(1, &one);
+  start.join();
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  EXPECT_TRUE((*pool)->healthy());
+  EXPECT_EQ(two.assignment.rank(), 2);
+  EXPECT_EQ(any.assignment.rank(), 0);
+  EXPECT_EQ(one.assignment.rank(), 1);
+  for (const Seen* seen : {&two, &any, &one}) EXPECT_EQ(seen->assignment.world_size(), 3);
+  (*pool)->Shutdown("test done");
+  for (std::thread& t : ready) t.join();
 }
 
 // Whether /proc/net/tcp{,6} lists a socket listening on `port` only at a loopback
@@ -319,6 +378,39 @@ TEST_F(RogueWorkerTest, TheStoreIsOnLoopbackAndRefusesClientsWithoutTheToken) {
       TcpStoreClient::Connect(a.store_host(), a.store_port(), absl::Seconds(5), token_);
   ASSERT_TRUE(right.ok()) << right.status();
   EXPECT_TRUE((*right)->Set(a.store_key_prefix() + "/k", "v").ok());
+  (*pool)->Shutdown("test done");
+}
+
+// A port of 127.0.0.1 free when asked.
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// tpserve --advertise-address: the Assignment names that host for the store (the ranks
+// reach the frontend by another name than the one it binds), and the store still
+// listens where the control address says (here loopback).
+TEST_F(RogueWorkerTest, AssignmentsNameTheAdvertisedStoreHost) {
+  const int port = FreeLoopbackPort();
+  ASSERT_GT(port, 0);
+  control_address_ = absl::StrCat("127.0.0.1:", port);
+  WorkerPoolOptions o = Options();
+  o.advertise_host = "tpserve-0.tpserve.serving";
+  Attach([](ClientStream* s) { Send(s, Ready(16)); });
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(o);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  EXPECT_EQ(seen_.assignment.store_host(), "tpserve-0.tpserve.serving");
+  EXPECT_TRUE(ListensOnLoopbackOnly(seen_.assignment.store_port()));
   (*pool)->Shutdown("test done");
 }
 

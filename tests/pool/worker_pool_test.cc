@@ -337,6 +337,21 @@ TEST_F(WorkerPoolTest, BadOptionsAndMissingBinaryFailStart) {
   o.kv_memory_bytes = 0;
   o.kv_memory_fraction = 0;  // no way to size the cache
   EXPECT_EQ(WorkerPool::Start(o).status().code(), absl::StatusCode::kInvalidArgument);
+  // An advertised store host: one host, not a wildcard, and only for ranks on TCP.
+  for (const char* host : {"0.0.0.0", "::", "leader:7000", "a/b", "two words", "-"}) {
+    o = Options();
+    o.control_address = "10.0.0.1:7000";
+    o.advertise_host = host;
+    if (std::string(host) == "-") o.advertise_host = std::string(254, 'a');
+    auto bad = WorkerPool::Start(o);
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << host;
+    EXPECT_NE(bad.status().message().find("--advertise-address"), std::string::npos)
+        << bad.status();
+  }
+  o = Options();  // its control address is a Unix socket
+  o.advertise_host = "leader.example";
+  EXPECT_NE(WorkerPool::Start(o).status().message().find("give a HOST:PORT --control-address"),
+            std::string::npos);
   EXPECT_TRUE(NoChildrenLeft());
 }
 

@@ -25,7 +25,7 @@ namespace {
 // Waits this long after sending Error for the frontend to end the call.
 constexpr absl::Duration kErrorLinger = absl::Seconds(2);
 
-WorkerMessage Hello(const std::string& device) {
+WorkerMessage Hello(const std::string& device, std::optional<int> rank) {
   WorkerMessage m;
   m.mutable_hello()->set_protocol_version(kWorkerProtocolVersion);
   m.mutable_hello()->set_pid(getpid());
@@ -33,6 +33,7 @@ WorkerMessage Hello(const std::string& device) {
   gethostname(host, sizeof(host) - 1);
   m.mutable_hello()->set_hostname(host);
   m.mutable_hello()->set_device(device.empty() ? "cpu" : device);
+  if (rank.has_value()) m.mutable_hello()->set_requested_rank(*rank);
   return m;
 }
 
@@ -86,7 +87,7 @@ class Session {
   // no more workers). A stream the frontend ends instead: its status (UNAUTHENTICATED
   // for a refused proof).
   absl::Status Join(FrontendMessage* m) {
-    if (!stream_.Send(Hello(options_.device)) || !stream_.Next(m)) return Ended();
+    if (!stream_.Send(Hello(options_.device, options_.rank)) || !stream_.Next(m)) return Ended();
     if (m->has_shutdown()) return absl::OkStatus();
     if (!m->has_challenge()) {
       return Fail(absl::FailedPreconditionError(

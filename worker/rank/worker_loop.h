@@ -14,6 +14,7 @@
 #define TPSERVE_WORKER_RANK_WORKER_LOOP_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -36,6 +37,8 @@ struct WorkerLoopOptions {
   // the assignment names: a host of a multi-host pool numbers its own GPUs from 0). An
   // assignment for the other kind of device is refused.
   std::string device;
+  // The rank to ask for (Hello.requested_rank); unset: whichever the frontend gives.
+  std::optional<int> rank;
 };
 
 // OK after a Shutdown; otherwise the error (already reported to the frontend when the

@@ -5,7 +5,7 @@
 //
 //   tpserve_worker --frontend unix:/run/tpserve/control.sock --worker-token-fd 3
 //   tpserve_worker --frontend 10.0.0.5:7000 --worker-token-file /etc/tpserve/token
-//                  [--device cuda:3]
+//                  [--device cuda:3] [--rank 2 | --host-index 1 --ranks-per-host 4 --local-rank 2]
 //
 // The frontend hands the ranks it spawns their token through an inherited pipe
 // (--worker-token-fd, read and closed first thing); external workers read the file the
@@ -14,6 +14,7 @@
 // UNAUTHENTICATED), 2 on bad flags, 3 when the frontend's stream ends without a
 // Shutdown.
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -45,6 +46,47 @@ absl::StatusOr<std::string> ReadToken(const TokenFlags& flags) {
   if (!flags.file.empty()) return ReadWorkerTokenFile(flags.file);
   if (flags.fd > 1 << 20) return absl::InvalidArgumentError("--worker-token-fd is out of range");
   return ReadWorkerTokenFd(static_cast<int>(flags.fd));
+}
+
+// Where in the pool this worker asks to be: --rank R, or (a host or pod that runs
+// several ranks, each its own process) --host-index I --ranks-per-host G --local-rank K
+// for rank I·G + K. -1: not given.
+struct RankFlags {
+  int64_t rank = -1;
+  int64_t host_index = -1;
+  int64_t ranks_per_host = -1;
+  int64_t local_rank = -1;
+};
+
+// The rank the flags ask for, if any.
+absl::StatusOr<std::optional<int>> RequestedRank(const RankFlags& f) {
+  constexpr int64_t kMaxRank = 1 << 16;
+  const bool placed = f.host_index >= 0 || f.ranks_per_host >= 0 || f.local_rank >= 0;
+  if (f.rank >= 0 && placed) {
+    return absl::InvalidArgumentError(
+        "give --rank, or --host-index with --ranks-per-host and --local-rank, not both");
+  }
+  if (f.rank >= 0) {
+    if (f.rank >= kMaxRank) return absl::InvalidArgumentError("--rank must be < 65536");
+    return std::optional<int>(static_cast<int>(f.rank));
+  }
+  if (!placed) return std::optional<int>();
+  if (f.host_index < 0) {
+    return absl::InvalidArgumentError("--host-index is required with --local-rank or --ranks-per-host");
+  }
+  const int64_t per_host = f.ranks_per_host < 0 ? 1 : f.ranks_per_host;
+  const int64_t local = f.local_rank < 0 ? 0 : f.local_rank;
+  if (per_host < 1 || per_host > kMaxRank) {
+    return absl::InvalidArgumentError("--ranks-per-host must be in [1, 65536]");
+  }
+  if (local >= per_host) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--local-rank ", local, " must be below --ranks-per-host ", per_host));
+  }
+  if (f.host_index >= kMaxRank / per_host) {
+    return absl::InvalidArgumentError("--host-index × --ranks-per-host must be < 65536");
+  }
+  return std::optional<int>(static_cast<int>(f.host_index * per_host + local));
 }
 
 absl::Status CheckFlags(const WorkerLoopOptions& options, int64_t connect_timeout_s) {
@@ -86,16 +128,30 @@ int Main(int argc, char** argv) {
   p.AddString("worker-token-file", &token.file,
               "read the pool's worker token from this file (external workers: the file the "
               "frontend's --worker-token-file names)");
+  RankFlags rank;
+  p.AddInt("rank", &rank.rank,
+           "ask for this rank of the pool (default: the lowest one free); give every worker "
+           "of a pool its rank, or none");
+  p.AddInt("host-index", &rank.host_index,
+           "with --ranks-per-host G and --local-rank K: ask for rank host-index × G + K "
+           "(a Kubernetes pod's $(LWS_WORKER_INDEX), say)");
+  p.AddInt("ranks-per-host", &rank.ranks_per_host,
+           "ranks on each host, for --host-index (default 1)");
+  p.AddInt("local-rank", &rank.local_rank,
+           "this worker's place among its host's ranks (default 0)");
   absl::Status s = ParseFlagsOrExit(p, argc, argv);
   absl::StatusOr<std::string> secret = ReadToken(token);  // first: the fd is closed at once
   if (s.ok()) s = secret.status();
   if (s.ok()) s = CheckFlags(options, connect_timeout_s);
+  absl::StatusOr<std::optional<int>> requested = RequestedRank(rank);
+  if (s.ok()) s = requested.status();
   if (s.ok()) s = InitLogging("tpserve_worker", log_level);
   if (!s.ok()) {
     std::fprintf(stderr, "tpserve_worker: %s\n%s\n", std::string(s.message()).c_str(), p.HelpHint().c_str());
     return 2;
   }
   options.token = *std::move(secret);
+  options.rank = *requested;
   options.connect_timeout = absl::Seconds(connect_timeout_s);
   SetGemmThreads(1);  // one rank per process; ranks share the host's cores
   SetBf16GemmThreads(1);

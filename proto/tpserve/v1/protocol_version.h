@@ -6,9 +6,10 @@
 
 namespace tpserve {
 
-// 4: Challenge/Proof and the store's authentication, store_host may be empty;
+// 5: Hello.requested_rank (an older frontend would ignore it and number the ranks
+// otherwise); 4: Challenge/Proof and the store's authentication, store_host may be empty;
 // 3: SequenceOutput.error; 2: Assignment.limits.
-inline constexpr int kWorkerProtocolVersion = 4;
+inline constexpr int kWorkerProtocolVersion = 5;
 
 // Liveness of the control streams, both ways, by HTTP/2 keepalive pings: a peer that
 // leaves no trace (a host gone, a link down) is noticed within about
