@@ -27,35 +27,10 @@ import time
 import urllib.error
 import urllib.request
 
+from pypi_venv import reexec_in_venv
+
 OPENAI_VERSION = "3.57.0"
-VENV = os.path.join(os.environ.get("TPSERVE_VENV_CACHE", "/tmp"),
-                    "tpserve-openai-venv-" + OPENAI_VERSION)
-
-
-def run_in_venv():
-    """Re-executes this script with a Python that has the openai SDK."""
-    try:
-        import openai  # noqa: F401
-        return
-    except ImportError:
-        pass
-    python = os.path.join(VENV, "bin", "python")
-    if not os.path.exists(os.path.join(VENV, "ready")):
-        staging = "%s.%d" % (VENV, os.getpid())
-        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", staging],
-                       check=True)
-        subprocess.run([os.path.join(staging, "bin", "pip"), "install", "-q",
-                        "openai==" + OPENAI_VERSION], check=True, timeout=600)
-        open(os.path.join(staging, "ready"), "w").close()
-        try:
-            os.rename(staging, VENV)  # another run may have won: use either
-        except OSError:
-            subprocess.run(["rm", "-rf", staging])
-        # The venv's scripts name the staging path; its python runs from anywhere.
-    os.execv(python, [python] + sys.argv)
-
-
-run_in_venv()
+reexec_in_venv("openai", ["openai==" + OPENAI_VERSION], "openai")
 
 import grpc  # noqa: E402
 import openai  # noqa: E402

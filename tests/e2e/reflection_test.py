@@ -10,40 +10,12 @@ cached under /tmp between runs; Debian's grpcio and protobuf come in through
 requests are built from the descriptors the server sent, and Health/Check answers
 SERVING, GetModelInfo the model's shape, GenerateUnary the tokens asked for.
 """
-import os
-import subprocess
-import sys
+from pypi_venv import reexec_in_venv
 
 GRPCIO_REFLECTION_VERSION = "1.51.1"  # Debian bookworm's python3-grpcio
-VENV = os.path.join(os.environ.get("TPSERVE_VENV_CACHE", "/tmp"),
-                    "tpserve-reflection-venv-" + GRPCIO_REFLECTION_VERSION)
-
-
-def run_in_venv():
-    """Re-executes this script with a Python that has grpc_reflection."""
-    try:
-        import grpc_reflection  # noqa: F401
-        return
-    except ImportError:
-        pass
-    python = os.path.join(VENV, "bin", "python")
-    if not os.path.exists(os.path.join(VENV, "ready")):
-        staging = "%s.%d" % (VENV, os.getpid())
-        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", staging],
-                       check=True)
-        # Its dependencies are Debian's grpcio and protobuf, already there.
-        subprocess.run([os.path.join(staging, "bin", "pip"), "install", "-q", "--no-deps",
-                        "grpcio-reflection==" + GRPCIO_REFLECTION_VERSION],
-                       check=True, timeout=600)
-        open(os.path.join(staging, "ready"), "w").close()
-        try:
-            os.rename(staging, VENV)  # another run may have won: use either
-        except OSError:
-            subprocess.run(["rm", "-rf", staging])
-    os.execv(python, [python] + sys.argv)
-
-
-run_in_venv()
+# Its dependencies are Debian's grpcio and protobuf, already there.
+reexec_in_venv("reflection", ["grpcio-reflection==" + GRPCIO_REFLECTION_VERSION],
+               "grpc_reflection", no_deps=True)
 
 import grpc  # noqa: E402
 from google.protobuf import descriptor_pool, message_factory  # noqa: E402
