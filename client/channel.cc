@@ -74,12 +74,21 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(const Chan
 absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const ChannelFlags& flags) {
   TPSERVE_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
                            Credentials(flags));
-  if (flags.api_key_file.empty()) return grpc::CreateChannel(flags.target, credentials);
-  TPSERVE_ASSIGN_OR_RETURN(ApiKeys keys, ApiKeys::Load("api-key-file", flags.api_key_file));
+  grpc::ChannelArguments arguments;
+  if (!flags.load_balancing.empty()) {
+    if (flags.load_balancing != "pick_first" && flags.load_balancing != "round_robin") {
+      return absl::InvalidArgumentError(
+          "--load-balancing \"" + flags.load_balancing + "\": expected pick_first or round_robin");
+    }
+    arguments.SetLoadBalancingPolicyName(flags.load_balancing);
+  }
   std::vector<std::unique_ptr<ClientInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(std::make_unique<BearerInterceptorFactory>(keys.first()));
+  if (!flags.api_key_file.empty()) {
+    TPSERVE_ASSIGN_OR_RETURN(ApiKeys keys, ApiKeys::Load("api-key-file", flags.api_key_file));
+    interceptors.push_back(std::make_unique<BearerInterceptorFactory>(keys.first()));
+  }
   return grpc::experimental::CreateCustomChannelWithInterceptors(
-      flags.target, credentials, grpc::ChannelArguments(), std::move(interceptors));
+      flags.target, credentials, arguments, std::move(interceptors));
 }
 
 }  // namespace tpserve

@@ -24,6 +24,11 @@ struct ChannelFlags {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string api_key_file;
+  // gRPC's load-balancing policy over the addresses `target` resolves to: "pick_first"
+  // (gRPC's default: one connection, every call on it) or "round_robin" (a connection
+  // to each address, calls spread over them: replicas behind a headless Service,
+  // dns:///NAME:PORT). Empty: gRPC's default.
+  std::string load_balancing;
 };
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const ChannelFlags& flags);

@@ -1,10 +1,13 @@
 #include "client/channel.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tpserve/v1/inference.grpc.pb.h"
 
@@ -75,6 +78,7 @@ TEST_F(ChannelTest, BadFlagsNameTheFlag) {
       {{"t", "/no/such/ca.pem", "", "", ""}, "--tls-ca-file /no/such/ca.pem: cannot open"},
       {{"t", "", "", "", "/no/such/keys"}, "--api-key-file /no/such/keys: cannot open"},
       {{"t", "", "", "", Write("empty_keys", "# none\n")}, "holds no key"},
+      {{"t", "", "", "", "", "least_request"}, "--load-balancing \"least_request\": expected"},
   };
   for (const auto& c : cases) {
     const absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = OpenChannel(c.flags);
@@ -82,6 +86,58 @@ TEST_F(ChannelTest, BadFlagsNameTheFlag) {
     EXPECT_EQ(channel.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(channel.status().message().find(c.message), std::string::npos) << channel.status();
   }
+}
+
+// Counts the GetModelInfo calls it answers.
+class Counting final : public v1::Inference::Service {
+ public:
+  grpc::Status GetModelInfo(grpc::ServerContext*, const v1::GetModelInfoRequest*,
+                            v1::ModelInfo*) override {
+    ++calls;
+    return grpc::Status::OK;
+  }
+  std::atomic<int> calls{0};
+};
+
+// --load-balancing round_robin spreads calls over every address the target names (as
+// over a headless Service's replicas); gRPC's default sends them all down one.
+TEST(ChannelBalancingTest, RoundRobinReachesEveryAddress) {
+  Counting services[2];
+  std::unique_ptr<grpc::Server> servers[2];
+  std::string target = "ipv4:";
+  for (int i = 0; i < 2; ++i) {
+    int port = 0;
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&services[i]);
+    servers[i] = builder.BuildAndStart();
+    absl::StrAppend(&target, i ? "," : "", "127.0.0.1:", port);
+  }
+  for (const char* policy : {"", "round_robin"}) {
+    for (Counting& service : services) service.calls = 0;
+    ChannelFlags flags;
+    flags.target = target;
+    flags.load_balancing = policy;
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = OpenChannel(flags);
+    ASSERT_TRUE(channel.ok()) << channel.status();
+    auto stub = v1::Inference::NewStub(*channel);
+    for (int call = 0; call < 40; ++call) {
+      grpc::ClientContext context;
+      context.set_wait_for_ready(true);
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      v1::ModelInfo info;
+      ASSERT_TRUE(stub->GetModelInfo(&context, {}, &info).ok()) << policy;
+    }
+    // Round robin picks among the connections ready: the second may take a few calls.
+    if (std::string(policy) == "round_robin") {
+      EXPECT_GE(services[0].calls, 10) << services[1].calls;
+      EXPECT_GE(services[1].calls, 10) << services[0].calls;
+    } else {
+      EXPECT_TRUE(services[0].calls == 40 || services[1].calls == 40)
+          << services[0].calls << " " << services[1].calls;
+    }
+  }
+  for (auto& server : servers) server->Shutdown();
 }
 
 }  // namespace

@@ -76,6 +76,9 @@ void RegisterConnection(ArgParser& args, Flags& f) {
   args.AddString("tls-key-file", &f.channel.tls_key_file, "the PEM private key of --tls-cert-file");
   args.AddString("api-key-file", &f.channel.api_key_file,
                  "send \"authorization: Bearer KEY\" on every call, KEY this file's first key");
+  args.AddString("load-balancing", &f.channel.load_balancing,
+                 "pick_first (gRPC's default) or round_robin: spread calls over every address "
+                 "--target resolves to (dns:///NAME:PORT of a headless Service's replicas)");
   args.AddBool("json", &f.json, "print one JSON object");
   args.AddDouble("timeout-s", &f.timeout_s,
                  "deadline of each call, seconds (0: none; bench streams: 600)");
