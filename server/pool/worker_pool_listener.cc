@@ -68,7 +68,9 @@ absl::StatusOr<FrontendMessage> WorkerPool::Impl::OnHello(
     const std::shared_ptr<WorkerConnection>& conn, const worker::v1::Hello& hello) {
   absl::MutexLock lock(&mu);
   if (phase != PoolPhase::kStarting || static_cast<int>(conns.size()) == options.tp) {
-    return absl::FailedPreconditionError("this worker pool is not accepting workers");
+    // UNAVAILABLE: a worker tries again, and joins the next generation.
+    return absl::UnavailableError(
+        "this worker pool is not accepting workers (it has all its ranks, or is stopping)");
   }
   if (hello.protocol_version() != kWorkerProtocolVersion) {
     absl::Status s = absl::FailedPreconditionError(

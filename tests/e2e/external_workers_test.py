@@ -2,7 +2,8 @@
 address, two tpserve_worker processes started separately attach to it with the token
 file the server reads too (--worker-token-file), take ranks and serve; greedy ids equal
 Hugging Face's. A worker with another token is refused (exit 1, UNAUTHENTICATED) and
-takes no rank. When the server stops, the workers exit.
+takes no rank. A worker that finds the pool full keeps trying and joins the next
+generation once a rank is lost. When the server stops, the workers exit.
 """
 import os
 import subprocess
@@ -14,6 +15,34 @@ from harness import (WORKER, Server, check_golden_greedy, free_port, health_stat
                      token_file)
 
 MODEL = "tests/data/models/llama_gqa"
+
+
+def wait_serving(server):
+    for _ in range(600):
+        if health_status(server.address) == "SERVING":
+            return
+        time.sleep(0.1)
+    raise AssertionError("not serving again: %r" % server.lines[-10:])
+
+
+def check_standby(server, stub, pb, control, token, workers):
+    """A third worker dials the full pool: refused UNAVAILABLE, it keeps trying (within
+    --connect-timeout-s) instead of exiting. Killing a rank ends that generation; the
+    survivor, sent Shutdown, is started again (as a cluster would) and, with the standby,
+    makes the next one, which serves the golden ids; the standby was never restarted."""
+    standby = subprocess.Popen([WORKER, "--frontend", control, "--worker-token-file", token,
+                                "--connect-timeout-s", "120"])
+    workers.append(standby)
+    time.sleep(2)  # several refusals
+    assert standby.poll() is None, "the standby worker gave up on a full pool"
+    assert health_status(server.address) == "SERVING"
+    workers[0].kill()
+    workers[0].wait(30)
+    assert workers[1].wait(30) == 0  # Shutdown by the lost pool
+    workers[1] = subprocess.Popen([WORKER, "--frontend", control, "--worker-token-file", token])
+    wait_serving(server)
+    check_golden_greedy(stub, pb, MODEL)
+    assert standby.poll() is None
 
 
 def main():
@@ -44,6 +73,9 @@ def main():
         stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
         check_golden_greedy(stub, pb, MODEL)
         print("PASS two external workers attach over TCP and serve golden greedy ids", flush=True)
+        check_standby(server, stub, pb, control, token, workers)
+        print("PASS a worker that finds the pool full waits, and joins the next generation "
+              "when a rank is lost", flush=True)
     finally:
         assert server.stop() == 0
         for w in workers:

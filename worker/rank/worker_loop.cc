@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -24,6 +25,8 @@ namespace {
 
 // Waits this long after sending Error for the frontend to end the call.
 constexpr absl::Duration kErrorLinger = absl::Seconds(2);
+// Between tries to join a pool that did not let this worker in.
+constexpr absl::Duration kRejoinWait = absl::Milliseconds(500);
 
 WorkerMessage Hello(const std::string& device, std::optional<int> rank) {
   WorkerMessage m;
@@ -52,6 +55,10 @@ class Session {
  public:
   Session(FrontendStream& stream, const WorkerLoopOptions& options)
       : stream_(stream), options_(options) {}
+
+  // Whether the frontend ended the stream before an Assignment with UNAVAILABLE (its
+  // pool full or stopping, or the frontend going away): worth another try.
+  bool let_in_later() const { return let_in_later_; }
 
   absl::Status Run() {
     FrontendMessage m;
@@ -106,6 +113,7 @@ class Session {
   absl::Status Ended() {
     absl::Status s = stream_.Close(absl::ZeroDuration());
     if (s.ok() || absl::IsCancelled(s)) return absl::UnavailableError("the frontend closed the stream");
+    let_in_later_ = absl::IsUnavailable(s);
     return absl::Status(s.code(), absl::StrCat("the frontend ended the stream: ", s.message()));
   }
 
@@ -141,6 +149,7 @@ class Session {
 
   FrontendStream& stream_;
   const WorkerLoopOptions& options_;
+  bool let_in_later_ = false;
 };
 
 }  // namespace
@@ -148,11 +157,21 @@ class Session {
 absl::Status RunWorkerLoop(const WorkerLoopOptions& options) {
   // The comm groups' store connections prove the same token.
   SetProcessWorkerToken(options.token);
-  TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<FrontendStream> stream,
-                           FrontendStream::Connect(options.frontend, options.connect_timeout));
-  absl::Status s = Session(*stream, options).Run();
-  stream->Close(s.ok() ? absl::ZeroDuration() : kErrorLinger).IgnoreError();
-  return s;
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
+  while (true) {
+    TPSERVE_ASSIGN_OR_RETURN(
+        std::unique_ptr<FrontendStream> stream,
+        FrontendStream::Connect(options.frontend,
+                                std::max(deadline - absl::Now(), absl::Seconds(1))));
+    Session session(*stream, options);
+    absl::Status s = session.Run();
+    stream->Close(s.ok() ? absl::ZeroDuration() : kErrorLinger).IgnoreError();
+    // Not let in yet (the pool that answered is full or being replaced, or the frontend
+    // is restarting): the next generation will be, within the connect timeout.
+    if (!session.let_in_later() || absl::Now() + kRejoinWait > deadline) return s;
+    spdlog::info("not let into the pool ({}); trying again", std::string(s.message()));
+    absl::SleepFor(kRejoinWait);
+  }
 }
 
 }  // namespace tpserve
