@@ -8,18 +8,24 @@ a cluster (the image half is image_checks.py):
   - every Deployment runs the image's ENTRYPOINT flags, and the CPU one exactly the
     image's ENTRYPOINT and CMD; its ports (gRPC and Prometheus metrics, with the pod's
     prometheus.io annotations), probes, Service, grace period, user and resources agree
-    with those flags;
+    with those flags; it is scaled by a HorizontalPodAutoscaler (and sets no replicas)
+    on a per-pod metric, guarded by a PodDisruptionBudget of one replica at a time,
+    rolled without taking a replica down first (CPU) or recreated (GPU: no spare GPU
+    for a surge pod);
+  - every autoscaler's metric (LeaderWorkerSets' too) is one that the Prometheus
+    adapter's rule (prometheus-adapter.yaml) serves, without a rate, from a series that
+    tpserve exports as a gauge;
   - tpserve started with exactly each Deployment's command line (only the binaries, the
     model and the ports swapped for the built ones, the repo's and free ones; the CUDA
     one's ranks are tpserve_worker_emu, on the CPU emulator of CUDA with 512 MiB
     devices) turns SERVING on grpc.health.v1, passes the image's HEALTHCHECK,
     generates, counts it on GET /metrics, stays within the memory request, and on
-    SIGTERM exits 0 within
-    terminationGracePeriodSeconds.
+    SIGTERM exits 0 within terminationGracePeriodSeconds.
 Every broken rule is reported with its file. Runs from the Bazel runfiles root with
 Debian's python3 (PyYAML, grpcio)."""
 import collections
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,12 +33,14 @@ import time
 
 sys.path[:0] = ["tests/deploy", "tests/e2e"]
 import manifests  # noqa: E402
+import yaml  # noqa: E402
 from harness import (CLI, SERVER, WORKER, Server, cli, free_port,  # noqa: E402
                      health_status, metric_value, scrape_metrics, stubs)
 from image_checks import (DEMO, DOCKERFILE, Failures, Image, check_image,  # noqa: E402
                           check_libraries, check_no_cuda, parse_flags)
 
 MANIFESTS = "deploy/kubernetes/*.yaml"
+ADAPTER = "deploy/kubernetes/prometheus-adapter.yaml"
 PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
 # What the grace period leaves, beyond --drain-grace-ms, to deliver the last (CANCELLED)
 # chunks (2 s) and stop the ranks.
@@ -109,7 +117,6 @@ def check_deployment(path, deployment, images, image_flags, known, f):
     """Returns the Deployment's Reference, or None when it cannot run."""
     where = "%s: Deployment %s" % (path, deployment["metadata"]["name"])
     spec, pod = deployment["spec"], deployment["spec"]["template"]["spec"]
-    f.check(spec.get("replicas") == 1, where, "replicas is not 1")
     f.check(manifests.selects(spec["selector"].get("matchLabels"),
                               manifests.pod_labels(deployment)),
             where, "selector does not match the pod template's labels")
@@ -128,6 +135,14 @@ def check_deployment(path, deployment, images, image_flags, known, f):
     if flags.get("device") == "cpu":
         changed = differences(flags, image_flags)
         f.check(not changed, where, "differs from the image's ENTRYPOINT and CMD: " + changed)
+    strategy = spec.get("strategy", {})
+    if flags.get("device") == "cuda":
+        f.check(strategy.get("type") == "Recreate", where, "a GPU Deployment without the "
+                "Recreate strategy: a rolling update's surge pod waits for GPUs no node has")
+    else:
+        f.check(strategy.get("type", "RollingUpdate") == "RollingUpdate" and
+                str(strategy.get("rollingUpdate", {}).get("maxUnavailable")) == "0", where,
+                "a rolling update may take a replica down before its successor serves")
     f.check((flags.get("device") == "cuda") == (image.target == "cuda"), where,
             "runs --device %s on image %s: CUDA serving needs the image built with "
             "--target cuda (tag :cuda), and only it holds CUDA libraries"
@@ -177,20 +192,54 @@ def check_services(path, documents, f):
                 where, "has no port named metrics whose targetPort is the container's")
 
 
+def check_scaling(path, documents, f):
+    """Every Deployment is scaled by a HorizontalPodAutoscaler of its file (and sets no
+    replicas of its own, which each apply would reset) on a per-pod metric, and guarded
+    by a PodDisruptionBudget selecting its pods. Returns the HPAs' metric names."""
+    metrics = set()
+    hpas = manifests.of_kind(documents, "HorizontalPodAutoscaler")
+    budgets = manifests.of_kind(documents, "PodDisruptionBudget")
+    for deployment in manifests.of_kind(documents, "Deployment"):
+        name = deployment["metadata"]["name"]
+        where = "%s: Deployment %s" % (path, name)
+        mine = [h for h in hpas if h["spec"]["scaleTargetRef"] ==
+                {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}]
+        if f.check(len(mine) == 1, where, "%d HorizontalPodAutoscalers, not 1" % len(mine)):
+            spec = mine[0]["spec"]
+            f.check("replicas" not in deployment["spec"], where,
+                    "sets replicas, which its HorizontalPodAutoscaler owns")
+            f.check(1 <= spec.get("minReplicas", 1) <= spec["maxReplicas"], where,
+                    "the autoscaler's replica range is empty")
+            for metric in spec.get("metrics", []):
+                f.check(metric["type"] == "Pods", where, "scales on a %s metric, not a per-pod "
+                        "one tpserve exports" % metric["type"])
+                if metric["type"] == "Pods":
+                    metrics.add(metric["pods"]["metric"]["name"])
+        guarded = [b for b in budgets if manifests.selects(
+            b["spec"].get("selector", {}).get("matchLabels"), manifests.pod_labels(deployment))]
+        f.check(len(guarded) == 1 and guarded[0]["spec"].get("maxUnavailable") == 1, where,
+                "no PodDisruptionBudget allowing one replica down at a time")
+    return metrics
+
+
 def check_manifests(images, image_flags, known, f):
-    """Returns the Reference of every Deployment (one with --device cpu among them)."""
+    """Returns the Reference of every Deployment (one with --device cpu among them) and
+    the metrics their autoscalers use. Files without a Deployment (LeaderWorkerSets, the
+    Prometheus adapter's rule) are lws_manifest_test's and k8s_schema_test's."""
     found = manifests.load(MANIFESTS)
     f.check(found, MANIFESTS, "no manifests")
-    references = []
+    references, metrics = [], set()
     for path, documents in found.items():
-        f.check(manifests.of_kind(documents, "Deployment"), path, "no Deployment")
+        if not manifests.of_kind(documents, "Deployment"):
+            continue
         for deployment in manifests.of_kind(documents, "Deployment"):
             result = check_deployment(path, deployment, images, image_flags, known, f)
             references += [result] if result else []
         check_services(path, documents, f)
+        metrics |= check_scaling(path, documents, f)
     cpu = [r for r in references if r.device == "cpu"]
     f.check(len(cpu) == 1, MANIFESTS, "%d Deployments with --device cpu, not 1" % len(cpu))
-    return references
+    return references, metrics
 
 
 def replace_flags(argv, values):
@@ -215,7 +264,32 @@ def peak_memory(server):
     return total
 
 
-def check_serving(server, address, healthcheck, memory, where, f, metrics_port=None):
+def adapter_series(f):
+    """{custom metric name: Prometheus series} that the Prometheus adapter's rules
+    (deploy/kubernetes/prometheus-adapter.yaml) serve; every HorizontalPodAutoscaler's
+    metric, in any manifest, must be one of them."""
+    served = {}
+    for path, documents in manifests.load(ADAPTER).items():
+        for config_map in manifests.of_kind(documents, "ConfigMap"):
+            for rule in yaml.safe_load(config_map["data"]["config.yaml"])["rules"]:
+                series = re.match(r"^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\{", rule["seriesQuery"])
+                if f.check(series, path, "a rule's seriesQuery names no series: %r"
+                           % rule["seriesQuery"]):
+                    served[rule["name"]["as"]] = series.group(1)
+                f.check("rate(" not in rule["metricsQuery"], path, "the rule for %s takes a "
+                        "rate: tpserve's queue length is a gauge" % rule["name"]["as"])
+    for path, documents in manifests.load(MANIFESTS).items():
+        for hpa in manifests.of_kind(documents, "HorizontalPodAutoscaler"):
+            for metric in hpa["spec"].get("metrics", []):
+                name = metric.get("pods", {}).get("metric", {}).get("name")
+                f.check(name in served, "%s: HorizontalPodAutoscaler %s" % (
+                    path, hpa["metadata"]["name"]), "scales on %s, which no Prometheus adapter "
+                    "rule of %s serves" % (name, ADAPTER))
+    return served
+
+
+def check_serving(server, address, healthcheck, memory, where, f, metrics_port=None,
+                  gauges=()):
     f.check(health_status(address) == "SERVING", where, "health is not SERVING")
     health = [CLI] + replace_flags(healthcheck[1:], {"target": address})
     out = subprocess.run(health, capture_output=True, text=True, timeout=30)
@@ -228,10 +302,13 @@ def check_serving(server, address, healthcheck, memory, where, f, metrics_port=N
     f.check(rc == 0, where, "bench failed: %s" % err)
     if metrics_port is not None:
         try:
-            samples, _ = scrape_metrics(metrics_port)
+            samples, types = scrape_metrics(metrics_port)
         except (OSError, AssertionError) as e:
-            samples = {}
+            samples, types = {}, {}
             f.check(False, where, "GET /metrics on --metrics-port: %s" % e)
+        for gauge in gauges:
+            f.check(types.get(gauge) == "gauge", where, "the autoscalers' series %s is not a "
+                    "gauge on /metrics (%s)" % (gauge, types.get(gauge)))
         f.check(metric_value(samples, "tpserve_serving") == 1, where,
                 "GET /metrics on --metrics-port does not say tpserve_serving 1")
         f.check((metric_value(samples, "tpserve_requests_total", code="OK") or 0) >= 33, where,
@@ -260,7 +337,7 @@ def check_sigterm(server, address, grace, where, f):
     f.check(stream.wait(30) == 0, where, "the stream in flight at SIGTERM did not finish")
 
 
-def run_reference(reference, healthcheck, f):
+def run_reference(reference, healthcheck, gauges, f):
     where = "%s, run as %s" % (reference.where, " ".join(reference.argv))
     local, metrics = free_port(), free_port()
     cuda = reference.device == "cuda"
@@ -281,7 +358,8 @@ def run_reference(reference, healthcheck, f):
     address = "127.0.0.1:%d" % local
     try:
         f.check(server.address.endswith(":%d" % local), where, "serves on %s" % server.address)
-        check_serving(server, address, healthcheck, reference.memory, where, f, metrics)
+        check_serving(server, address, healthcheck, reference.memory, where, f, metrics,
+                      gauges)
         check_sigterm(server, address, reference.grace, where, f)
     finally:
         if server.proc.poll() is None:
@@ -304,14 +382,14 @@ def main():
             differences(cuda_flags, image_flags))
     if image.entrypoint and image.cmd:
         images = {None: image, "cuda": cuda_image}
-        for reference in check_manifests(images, image_flags, known, f):
+        references, metrics = check_manifests(images, image_flags, known, f)
+        served = adapter_series(f)
+        f.check(metrics, MANIFESTS, "no autoscaler metric")
+        for reference in references:
             if image.healthcheck:
-                run_reference(reference, image.healthcheck, f)
-    for rule in f.rules:
-        print("FAIL " + rule, flush=True)
-    if f.rules:
-        sys.exit(1)
-    print("PASS the image, the manifests and tpserve with their flags agree", flush=True)
+                run_reference(reference, image.healthcheck,
+                              sorted(served[m] for m in metrics if m in served), f)
+    f.finish("the image, the manifests and tpserve with their flags agree")
 
 
 if __name__ == "__main__":

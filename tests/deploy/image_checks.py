@@ -5,6 +5,7 @@ holds no CUDA library."""
 import fnmatch
 import os
 import subprocess
+import sys
 
 import dockerfile
 import manifests
@@ -28,6 +29,14 @@ class Failures:
         if not ok:
             self.rules.append("%s: %s" % (where, rule))
         return ok
+
+    def finish(self, passed):
+        """Prints every broken rule and exits 1, or prints PASS `passed`."""
+        for rule in self.rules:
+            print("FAIL " + rule, flush=True)
+        if self.rules:
+            sys.exit(1)
+        print("PASS " + passed, flush=True)
 
 
 class Image:
