@@ -7,7 +7,8 @@ TCP across the link (Gloo binds where each host routes to the store from; before
 bound loopback and no rank of host B could join). Checked: tp 2 (a rank per host) and
 tp 4 (two per host, each worker naming its rank with --host-index, --ranks-per-host and
 --local-rank, host B's attaching first) answer Hugging Face's greedy ids, as one host
-does, each worker holding the rank it named; a worker of
+does, each worker holding the rank it named, with shared memory within each host and TCP
+between them; a worker of
 host B without the pool's token is refused; host B's rank killed, frozen (SIGSTOP) or
 cut off (its link down) mid-stream ends the stream UNAVAILABLE within 5 s, health turns
 NOT_SERVING, and restarted workers bring the pool back. Needs root (namespaces, veth): elsewhere
@@ -30,6 +31,7 @@ VETH_A, VETH_B = "tpsa" + TAG, "tpsb" + TAG
 SUBNET = "10.213.%d" % (os.getpid() % 250 + 1)
 HOST_A, HOST_B = SUBNET + ".1", SUBNET + ".2"
 LOSS_BOUND_S = 5  # a lost remote rank fails in-flight requests within this
+HOST_B_SHM = "/tmp/tpserve-host-b-shm-" + TAG  # a tmpfs: host B's /dev/shm
 
 
 def sh(*argv, check=True):
@@ -47,7 +49,9 @@ def make_hosts():
              ["ip", "link", "set", VETH_A, "up"],
              ["ip", "netns", "exec", NAMESPACE, "ip", "addr", "add", HOST_B + "/24", "dev", VETH_B],
              ["ip", "netns", "exec", NAMESPACE, "ip", "link", "set", VETH_B, "up"],
-             ["ip", "netns", "exec", NAMESPACE, "ip", "link", "set", "lo", "up"]]
+             ["ip", "netns", "exec", NAMESPACE, "ip", "link", "set", "lo", "up"],
+             ["mkdir", "-p", HOST_B_SHM],
+             ["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", HOST_B_SHM]]
     for step in steps:
         done = sh(*step, check=False)
         if done.returncode != 0:
@@ -58,11 +62,14 @@ def make_hosts():
 def remove_hosts():
     sh("ip", "netns", "del", NAMESPACE, check=False)  # takes the veth pair with it
     sh("ip", "link", "del", VETH_A, check=False)
+    sh("umount", HOST_B_SHM, check=False)
+    sh("rmdir", HOST_B_SHM, check=False)
 
 
 def on_host_b(argv):
-    """argv run in host B's network namespace with a /dev/shm of its own."""
-    inner = "mount -t tmpfs tmpfs /dev/shm && exec " + " ".join(argv)
+    """argv run in host B's network namespace with host B's /dev/shm (one tmpfs for all
+    its processes, not host A's)."""
+    inner = "mount --bind %s /dev/shm && exec %s" % (HOST_B_SHM, " ".join(argv))
     return ["ip", "netns", "exec", NAMESPACE, "unshare", "--mount", "--propagation", "private",
             "sh", "-c", inner]
 
@@ -216,6 +223,10 @@ def check_pool(pb, pb_grpc, tp, token):
                 log.seek(0)
                 text = log.read()
                 assert "tpserve_worker rank %d/%d" % (rank, tp) in text, (rank, text[-2000:])
+                # Shared memory within each host (host B's /dev/shm is its own), TCP
+                # between them.
+                assert ("collectives: shared memory within hosts {0,1} {2,3}, TCP between "
+                        "them" in text), text[-2000:]
         if tp == 2:
             rogue = subprocess.run(
                 on_host_b([os.path.abspath(WORKER), "--frontend", control,
@@ -254,7 +265,8 @@ def main():
               "another token is refused", flush=True)
         check_pool(pb, pb_grpc, 4, token)
         print("PASS tp 4, two ranks on each host, host B's attaching first: each worker holds "
-              "the rank its --host-index/--local-rank name; golden greedy ids", flush=True)
+              "the rank its --host-index/--local-rank name; shared memory within each host, "
+              "TCP between; golden greedy ids", flush=True)
     finally:
         remove_hosts()
 

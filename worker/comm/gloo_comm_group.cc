@@ -1,13 +1,18 @@
 #include "worker/comm/gloo_comm_group.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <functional>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
@@ -18,6 +23,8 @@
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/prefix_store.h"
 #include "gloo/transport/tcp/device.h"
+#include "gloo/transport/unbound_buffer.h"
+#include "gloo/types.h"
 #include "rendezvous/net_socket.h"
 #include "rendezvous/tcp_store.h"
 
@@ -115,41 +122,122 @@ absl::StatusOr<std::unique_ptr<GlooCommGroup>> GlooCommGroup::Create(const GlooO
                                                          std::move(context), options.timeout,
                                                          options.gather_reduce_max_floats));
   if (options.shared_memory) {
-    TPSERVE_RETURN_IF_ERROR(group->SetUpSharedMemory(options.shm_slot_bytes));
+    TPSERVE_RETURN_IF_ERROR(group->SetUpSharedMemory(options.shm_slot_bytes, options.host_id));
   }
   return group;
 }
 
-absl::Status GlooCommGroup::SetUpSharedMemory(size_t slot_bytes) {
-  // Rank 0 creates a segment and sends its name; each rank says whether it could open
-  // it. Only if all could do the small all-gathers go through it: a rank elsewhere (or
-  // in its own IPC namespace) cannot, and then the whole group stays on TCP.
-  constexpr size_t kNameBytes = 96;
+namespace {
+
+// Strings of up to kTextFloats - 1 bytes through a float all-gather: a byte per float.
+constexpr size_t kTextFloats = 128;
+
+std::vector<float> TextAsFloats(const std::string& text) {
+  std::vector<float> out(kTextFloats, 0.0f);
+  for (size_t i = 0; i < std::min(text.size(), kTextFloats - 1); ++i) {
+    out[i] = static_cast<float>(static_cast<unsigned char>(text[i]));
+  }
+  return out;
+}
+
+std::string FloatsAsText(absl::Span<const float> floats) {
+  std::string out;
+  for (float f : floats) {
+    if (f == 0.0f) break;
+    out.push_back(static_cast<char>(static_cast<unsigned char>(f)));
+  }
+  return out;
+}
+
+// Which ranks can share memory with this one: the same kernel boot, the same /dev/shm
+// and the same IPC namespace.
+std::string HostIdentity() {
+  std::string boot;
+  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char buffer[64] = {};
+    if (std::fgets(buffer, sizeof(buffer), f) != nullptr) boot = buffer;
+    std::fclose(f);
+  }
+  boot.erase(absl::StripTrailingAsciiWhitespace(boot).size());
+  struct stat shm {}, ipc {};
+  stat("/dev/shm", &shm);
+  stat("/proc/self/ns/ipc", &ipc);
+  return absl::StrCat(boot, "/", shm.st_dev, "/", ipc.st_ino);
+}
+
+// The prefix of the slots of ExchangeBetweenHosts' sends (gloo's collectives use small
+// ones).
+constexpr uint8_t kHostsSlotPrefix = 0x7e;
+
+}  // namespace
+
+absl::Status GlooCommGroup::SetUpSharedMemory(size_t slot_bytes, const std::string& host_id) {
+  // 1. Every rank's host identity; the hosts, in order of their lowest rank.
+  std::vector<float> ids(kTextFloats * size_);
+  TPSERVE_RETURN_IF_ERROR(
+      AllGather(TextAsFloats(host_id.empty() ? HostIdentity() : host_id), absl::MakeSpan(ids)));
+  std::vector<std::string> id_of(size_);
+  for (int r = 0; r < size_; ++r) {
+    id_of[r] = FloatsAsText(absl::MakeConstSpan(ids).subspan(r * kTextFloats, kTextFloats));
+    int h = 0;
+    while (h < static_cast<int>(hosts_.size()) && id_of[hosts_[h][0]] != id_of[r]) ++h;
+    if (h == static_cast<int>(hosts_.size())) hosts_.emplace_back();
+    if (r == rank_) {
+      host_ = h;
+      local_rank_ = static_cast<int>(hosts_[h].size());
+    }
+    hosts_[h].push_back(r);
+  }
+  const std::vector<int>& mine = hosts_[host_];
+  const int local_size = static_cast<int>(mine.size());
+  // 2. Each host of several ranks: its leader creates a segment and every rank learns
+  // the leader's name; each rank says whether it could open its host's. Only if all
+  // could does any use it: a rank in another IPC namespace or /dev/shm than its id
+  // claims cannot, and then the whole group stays on TCP.
   std::unique_ptr<ShmAllGather> shm;
   std::string name;
-  if (rank_ == 0) {
+  if (local_size > 1 && local_rank_ == 0) {
     name = ShmAllGather::NewName();
     absl::StatusOr<std::unique_ptr<ShmAllGather>> made =
-        ShmAllGather::Open(name, 0, size_, slot_bytes, /*create=*/true);
+        ShmAllGather::Open(name, 0, local_size, slot_bytes, /*create=*/true);
     if (made.ok()) shm = *std::move(made);
+    if (shm == nullptr) name.clear();
   }
-  std::vector<uint8_t> sent(kNameBytes, 0);
-  if (shm != nullptr) std::memcpy(sent.data(), name.data(), std::min(name.size(), kNameBytes - 1));
-  TPSERVE_RETURN_IF_ERROR(Broadcast(absl::MakeSpan(sent), 0));
-  if (rank_ != 0 && sent[0] != 0) {
-    name.assign(reinterpret_cast<const char*>(sent.data()));
-    absl::StatusOr<std::unique_ptr<ShmAllGather>> opened =
-        ShmAllGather::Open(name, rank_, size_, slot_bytes, /*create=*/false);
-    if (opened.ok()) shm = *std::move(opened);
+  std::vector<float> names(kTextFloats * size_);
+  TPSERVE_RETURN_IF_ERROR(AllGather(TextAsFloats(name), absl::MakeSpan(names)));
+  if (local_size > 1 && local_rank_ > 0) {
+    name = FloatsAsText(absl::MakeConstSpan(names).subspan(mine[0] * kTextFloats, kTextFloats));
+    if (!name.empty()) {
+      absl::StatusOr<std::unique_ptr<ShmAllGather>> opened =
+          ShmAllGather::Open(name, local_rank_, local_size, slot_bytes, /*create=*/false);
+      if (opened.ok()) shm = *std::move(opened);
+    }
   }
-  const std::vector<float> mine = {shm != nullptr ? 1.0f : 0.0f};
+  const std::vector<float> opened = {local_size == 1 || shm != nullptr ? 1.0f : 0.0f};
   std::vector<float> all(size_);
-  TPSERVE_RETURN_IF_ERROR(AllGather(mine, absl::MakeSpan(all)));
-  if (shm != nullptr && rank_ == 0) shm->Unlink();  // every rank has it open, or never will
-  if (std::all_of(all.begin(), all.end(), [](float opened) { return opened == 1.0f; })) {
-    shm_ = std::move(shm);
-  }
+  TPSERVE_RETURN_IF_ERROR(AllGather(opened, absl::MakeSpan(all)));
+  if (shm != nullptr && local_rank_ == 0) shm->Unlink();  // every rank has it open, or never will
+  const bool every_host = std::all_of(all.begin(), all.end(), [](float ok) { return ok == 1.0f; });
+  if (!every_host || static_cast<int>(hosts_.size()) == size_) return absl::OkStatus();
+  shm_ = std::move(shm);
+  transport_ = hosts_.size() == 1 ? Transport::kSharedMemory : Transport::kHosts;
   return absl::OkStatus();
+}
+
+std::string GlooCommGroup::TransportText() const {
+  switch (transport_) {
+    case Transport::kSharedMemory:
+      return "shared memory (one host)";
+    case Transport::kTcp:
+      return hosts_.size() > 1 ? absl::StrCat("TCP (", hosts_.size(), " hosts)") : "TCP";
+    case Transport::kHosts:
+      break;
+  }
+  std::string text = "shared memory within hosts";
+  for (const std::vector<int>& host : hosts_) {
+    absl::StrAppend(&text, " {", absl::StrJoin(host, ","), "}");
+  }
+  return text + ", TCP between them";
 }
 
 absl::Status GlooCommGroup::BreakWith(const absl::Status& status) {
@@ -179,7 +267,12 @@ absl::Status GlooCommGroup::Usable(const char* what) const {
 absl::Status GlooCommGroup::Run(const char* what,
                                 const std::function<void(uint32_t tag)>& collective) {
   TPSERVE_RETURN_IF_ERROR(Usable(what));
-  const uint32_t tag = next_tag_++;
+  return RunTagged(what, next_tag_++, collective);
+}
+
+absl::Status GlooCommGroup::RunTagged(const char* what, uint32_t tag,
+                                      const std::function<void(uint32_t tag)>& collective) {
+  TPSERVE_RETURN_IF_ERROR(Usable(what));
   absl::Status status = CatchAll(what, [&] { collective(tag); });
   if (status.ok()) return status;
   return BreakWith(status);
@@ -201,28 +294,93 @@ absl::Status GlooCommGroup::ShmGather(absl::Span<const float> in, absl::Span<flo
 absl::Status GlooCommGroup::ShmAllGatherInPieces(absl::Span<const float> in,
                                                  absl::Span<float> out) {
   const size_t piece = shm_->slot_bytes() / sizeof(float), n = in.size();
-  std::vector<float> gathered(std::min(piece, n) * size_);
+  const int ranks = shm_->size();
+  std::vector<float> gathered(std::min(piece, n) * ranks);
   for (size_t first = 0; first < n; first += piece) {
     const size_t count = std::min(piece, n - first);
-    const absl::Span<float> part = absl::MakeSpan(gathered.data(), count * size_);
+    const absl::Span<float> part = absl::MakeSpan(gathered.data(), count * ranks);
     TPSERVE_RETURN_IF_ERROR(ShmGather(in.subspan(first, count), part, "all-gather"));
-    for (int r = 0; r < size_; ++r) {
+    for (int r = 0; r < ranks; ++r) {
       std::memcpy(out.data() + r * n + first, part.data() + r * count, count * sizeof(float));
     }
   }
   return absl::OkStatus();
 }
 
+absl::Status GlooCommGroup::HostsAllGather(absl::Span<const float> in, absl::Span<float> out) {
+  TPSERVE_RETURN_IF_ERROR(Usable("all-gather"));
+  const uint32_t tag = next_tag_++;  // every rank takes the tag, leader or not
+  const size_t n = in.size();
+  const std::vector<int>& mine = hosts_[host_];
+  // This host's ranks' rows, in their order.
+  std::vector<float> local(mine.size() * n);
+  if (shm_ != nullptr) {
+    if (n * sizeof(float) <= shm_->slot_bytes()) {
+      TPSERVE_RETURN_IF_ERROR(ShmGather(in, absl::MakeSpan(local), "all-gather within a host"));
+    } else {
+      TPSERVE_RETURN_IF_ERROR(ShmAllGatherInPieces(in, absl::MakeSpan(local)));
+    }
+  } else {
+    std::memcpy(local.data(), in.data(), n * sizeof(float));
+  }
+  if (local_rank_ == 0) {
+    for (size_t j = 0; j < mine.size(); ++j) {
+      std::memcpy(out.data() + mine[j] * n, local.data() + j * n, n * sizeof(float));
+    }
+    TPSERVE_RETURN_IF_ERROR(ExchangeBetweenHosts(local, out, tag));
+  }
+  if (shm_ == nullptr) return absl::OkStatus();
+  return ShmRun("all-gather from the host's leader", [&](absl::Duration timeout) {
+    return shm_->Broadcast(out, /*root=*/0, timeout);
+  });
+}
+
+absl::Status GlooCommGroup::ExchangeBetweenHosts(absl::Span<const float> local,
+                                                 absl::Span<float> out, uint32_t tag) {
+  const size_t n = local.size() / hosts_[host_].size();
+  return RunTagged("all-gather between hosts", tag, [&](uint32_t) {
+    const uint64_t slot = gloo::Slot::build(kHostsSlotPrefix, tag);
+    // gloo only reads a send buffer; its API just lacks const.
+    std::unique_ptr<gloo::transport::UnboundBuffer> send = context_->createUnboundBuffer(
+        const_cast<float*>(local.data()), local.size() * sizeof(float));
+    std::vector<std::vector<float>> blocks(hosts_.size());
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> receives;
+    for (size_t h = 0; h < hosts_.size(); ++h) {
+      if (static_cast<int>(h) == host_) continue;
+      const int leader = hosts_[h][0];
+      send->send(leader, slot);
+      blocks[h].resize(hosts_[h].size() * n);
+      receives.push_back(
+          context_->createUnboundBuffer(blocks[h].data(), blocks[h].size() * sizeof(float)));
+      receives.back()->recv(leader, slot);
+    }
+    for (auto& receive : receives) {
+      if (!receive->waitRecv(timeout_)) throw gloo::IoException("a host's block never came");
+    }
+    for (size_t i = 0; i < receives.size(); ++i) {
+      if (!send->waitSend(timeout_)) throw gloo::IoException("a host's leader never took ours");
+    }
+    for (size_t h = 0; h < hosts_.size(); ++h) {
+      for (size_t j = 0; j < blocks[h].size() / std::max<size_t>(n, 1); ++j) {
+        std::memcpy(out.data() + hosts_[h][j] * n, blocks[h].data() + j * n, n * sizeof(float));
+      }
+    }
+  });
+}
+
 absl::Status GlooCommGroup::AllReduceSum(absl::Span<float> data) {
   if (size_ == 1 || data.empty()) return Usable("all-reduce");
-  if (shm_ != nullptr) {
+  // Ranks on several hosts: the whole payload gathered, then summed in rank order (the
+  // bits one host's shared memory gives).
+  const bool gather_all = transport_ == Transport::kHosts;
+  if (transport_ == Transport::kSharedMemory) {
     // Ranks on one host sum straight out of the shared segment: one copy in and a read
     // of every rank's slot, where the TCP ring copies through the kernel 2·(T − 1) times
     // (a prefill step's all-reduces are megabytes; comm_benchmark, docs/perf.md).
     return ShmRun("all-reduce",
                   [&](absl::Duration timeout) { return shm_->AllReduceSum(data, timeout); });
   }
-  if (static_cast<int64_t>(data.size()) * size_ <= gather_reduce_max_floats_) {
+  if (gather_all || static_cast<int64_t>(data.size()) * size_ <= gather_reduce_max_floats_) {
     // Small payloads (a decode step's rows) are latency-bound: one all-gather and a
     // local sum take one exchange where the ring takes 2·(T − 1) (measured by
     // //worker/comm:comm_benchmark, docs/perf.md). Every rank sums in rank order, so
@@ -255,7 +413,8 @@ absl::Status GlooCommGroup::AllGather(absl::Span<const float> in, absl::Span<flo
     if (!in.empty()) std::memcpy(out.data(), in.data(), in.size() * sizeof(float));
     return Usable("all-gather");
   }
-  if (shm_ != nullptr) {
+  if (transport_ == Transport::kHosts) return HostsAllGather(in, out);
+  if (transport_ == Transport::kSharedMemory) {
     if (in.size() * sizeof(float) <= shm_->slot_bytes()) return ShmGather(in, out, "all-gather");
     return ShmAllGatherInPieces(in, out);
   }

@@ -20,6 +20,16 @@
 // the same bits as the shared-memory sum — and larger ones Gloo's ring, as are
 // broadcasts and barriers. Shared-memory failures break the group like Gloo's.
 //
+// Ranks on several hosts, some of them with more than one rank (Create() groups the
+// ranks by host identity — boot id, /dev/shm's device, IPC namespace — and checks that
+// each host's ranks can open one segment), keep shared memory within each host and use
+// TCP between hosts only: an all-gather is a gather within each host, an exchange of the
+// hosts' blocks between each host's lowest rank (its leader) over Gloo, and the
+// leader's broadcast of the whole result within its host; an all-reduce is that
+// all-gather and a local sum in rank order, so every rank gets the bits a single host
+// would. Broadcasts and barriers stay on Gloo. If any host's ranks cannot share a
+// segment, every collective uses TCP.
+//
 // Create() sets SIGPIPE to ignored if it is at its default: Gloo writes to sockets
 // with writev(), and a peer that has gone must show up as an error, not kill us.
 #ifndef TPSERVE_WORKER_COMM_GLOO_COMM_GROUP_H_
@@ -30,6 +40,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -69,6 +80,10 @@ struct GlooOptions {
   // bytes (a multiple of 64); false: always Gloo's TCP transport.
   bool shared_memory = true;
   size_t shm_slot_bytes = size_t{1} << 20;
+  // Which ranks may share memory: those with the same host_id. Empty: this host's
+  // identity (boot id, /dev/shm's device, IPC namespace). Tests set it to stand several
+  // hosts on one.
+  std::string host_id;
 
   absl::Status Validate() const;
 };
@@ -86,8 +101,13 @@ class GlooCommGroup : public CommGroup {
   absl::Status Broadcast(absl::Span<uint8_t> data, int root) override;
   absl::Status Barrier() override;
 
-  // Whether small all-gathers go through shared memory (every rank on one host).
-  bool uses_shared_memory() const { return shm_ != nullptr; }
+  // Whether collectives go through shared memory among the ranks of each host.
+  bool uses_shared_memory() const { return transport_ != Transport::kTcp; }
+  // The ranks of each host, by host (in order of their lowest rank), each in rank order.
+  const std::vector<std::vector<int>>& hosts() const { return hosts_; }
+  // "shared memory (one host)", "TCP", or "shared memory within hosts {0,1} {2,3}, TCP
+  // between them": for logs.
+  std::string TransportText() const;
 
  private:
   GlooCommGroup(int rank, int size, std::shared_ptr<gloo::Context> context,
@@ -100,8 +120,21 @@ class GlooCommGroup : public CommGroup {
   absl::Status Run(const char* what, const std::function<void(uint32_t tag)>& collective);
   // Breaks the group with `status` (its first failure) and closes the connections.
   absl::Status BreakWith(const absl::Status& status);
-  // Create()'s last step: whether every rank can open a segment rank 0 creates.
-  absl::Status SetUpSharedMemory(size_t slot_bytes);
+  enum class Transport { kTcp, kSharedMemory, kHosts };
+
+  // Create()'s last step: groups the ranks by host (host_id), and sets the transport:
+  // shared memory within each host if every host's ranks can open one segment its
+  // lowest rank creates.
+  absl::Status SetUpSharedMemory(size_t slot_bytes, const std::string& host_id);
+  // Runs one gloo collective under `tag` (which every rank took for this collective).
+  absl::Status RunTagged(const char* what, uint32_t tag,
+                         const std::function<void(uint32_t tag)>& collective);
+  // kHosts: the all-gather within hosts and over TCP between them.
+  absl::Status HostsAllGather(absl::Span<const float> in, absl::Span<float> out);
+  // kHosts, this host's leader: sends `local` (this host's ranks' rows) to every other
+  // host's leader and puts theirs into `out`, by rank.
+  absl::Status ExchangeBetweenHosts(absl::Span<const float> local, absl::Span<float> out,
+                                    uint32_t tag);
   // Runs `op` on shm_ (non-null) with the collective timeout, breaking the group with
   // its failure (named `what`).
   absl::Status ShmRun(const char* what, const std::function<absl::Status(absl::Duration)>& op);
@@ -117,7 +150,12 @@ class GlooCommGroup : public CommGroup {
   const int64_t gather_reduce_max_floats_;
   uint32_t next_tag_ = 1;  // 0 is Create()'s barrier.
   absl::Status broken_;  // The failure that broke the group, if any.
-  std::unique_ptr<ShmAllGather> shm_;  // Null unless every rank shares this host.
+  Transport transport_ = Transport::kTcp;
+  // kSharedMemory: all ranks'; kHosts: this host's ranks' (null on a host of one rank).
+  std::unique_ptr<ShmAllGather> shm_;
+  std::vector<std::vector<int>> hosts_;  // set in Create() for size > 1
+  int host_ = 0;                         // this rank's host: an index into hosts_
+  int local_rank_ = 0;                   // this rank's place in hosts_[host_]
 };
 
 }  // namespace tpserve

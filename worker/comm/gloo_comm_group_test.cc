@@ -103,7 +103,29 @@ void CheckManyInARow(CommGroup& comm, int iterations) {
   }
 }
 
-void RunCollectives(CommGroup& comm) {
+// Fractions, so that the order of the sum shows in the bits: every transport sums in
+// rank order (the TCP ring aside, which only tcp-only groups use past
+// gather_reduce_max_floats).
+void CheckAllReduceBits(CommGroup& comm, size_t n) {
+  const int r = comm.rank(), t = comm.size();
+  auto value = [](int rank, size_t i) {
+    return static_cast<float>(rank * 7919 + i) / 13.0f + 1e-3f * static_cast<float>(rank);
+  };
+  std::vector<float> data(n);
+  for (size_t i = 0; i < n; ++i) data[i] = value(r, i);
+  ASSERT_TRUE(comm.AllReduceSum(absl::MakeSpan(data)).ok());
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; ++i) {
+    float want = value(0, i);
+    for (int src = 1; src < t; ++src) want += value(src, i);
+    wrong += data[i] != want;
+  }
+  EXPECT_EQ(wrong, 0u) << "n=" << n;
+}
+
+void RunCollectives(CommGroup& comm, bool ring) {
+  CheckAllReduceBits(comm, 1000);
+  if (!ring) CheckAllReduceBits(comm, 700001);  // past a slot: in pieces
   CheckAllReduce(comm);
   CheckAllGather(comm, 5);
   CheckAllGather(comm, 1 << 18);
@@ -152,14 +174,21 @@ TEST(GlooRank, Main) {
   if (scenario_env == nullptr) GTEST_SKIP() << "runs only as a rank started by the tests";
   std::string scenario = scenario_env;
   GlooOptions options;
-  // "..._tcp": the same scenario with every collective on Gloo's TCP transport.
+  // "..._tcp": the same scenario with every collective on Gloo's TCP transport;
+  // "..._hosts": with the ranks standing on two hosts, alternately (0, 2, ... on one;
+  // 1, 3, ... on the other).
   const bool tcp_only = absl::EndsWith(scenario, "_tcp");
+  const bool two_hosts = absl::EndsWith(scenario, "_hosts");
+  options.rank = EnvInt(kRankEnv);
+  options.size = EnvInt(kSizeEnv);
   if (tcp_only) {
     options.shared_memory = false;
     scenario.resize(scenario.size() - 4);
   }
-  options.rank = EnvInt(kRankEnv);
-  options.size = EnvInt(kSizeEnv);
+  if (two_hosts) {
+    options.host_id = absl::StrCat("host ", options.rank % 2);
+    scenario.resize(scenario.size() - 6);
+  }
   options.store_port = EnvInt(kPortEnv);
   // Tells the parent this process really ran as a rank (a skip would also exit 0).
   absl::StatusOr<std::unique_ptr<TcpStoreClient>> store =
@@ -173,10 +202,17 @@ TEST(GlooRank, Main) {
   ASSERT_TRUE(comm.ok()) << comm.status();
   ASSERT_EQ((*comm)->rank(), options.rank);
   ASSERT_EQ((*comm)->size(), options.size);
-  // One host: shared memory unless turned off.
-  ASSERT_EQ((*comm)->uses_shared_memory(), options.size > 1 && !tcp_only);
+  // One host: shared memory unless turned off. Two: within each host of two or more
+  // ranks (size 2: two hosts of one rank, so TCP only).
+  ASSERT_EQ((*comm)->uses_shared_memory(), options.size > (two_hosts ? 2 : 1) && !tcp_only)
+      << (*comm)->TransportText();
+  if (two_hosts && options.size > 2) {
+    EXPECT_EQ((*comm)->hosts().size(), 2u);
+    EXPECT_NE((*comm)->TransportText().find("shared memory within hosts {0,2"),
+              std::string::npos) << (*comm)->TransportText();
+  }
   if (scenario == "collectives") {
-    RunCollectives(**comm);
+    RunCollectives(**comm, /*ring=*/tcp_only || (two_hosts && options.size == 2));
   } else {
     RunPeerFailure(**comm, options.size - 1, /*hang=*/scenario == "peer_hangs");
   }
@@ -263,6 +299,13 @@ TEST_P(GlooCommGroupTest, CollectivesMatchExactlyOverTcpOnly) {
   for (int rank = 0; rank < size; ++rank) EXPECT_EQ(codes[rank], 0) << "rank " << rank;
 }
 
+TEST_P(GlooCommGroupTest, CollectivesMatchExactlyAcrossTwoHosts) {
+  const int size = GetParam();
+  const std::vector<int> codes =
+      RunRanks("collectives_hosts", size, server_->port(), absl::Seconds(20));
+  for (int rank = 0; rank < size; ++rank) EXPECT_EQ(codes[rank], 0) << "rank " << rank;
+}
+
 INSTANTIATE_TEST_SUITE_P(Sizes, GlooCommGroupTest, ::testing::Values(1, 2, 3, 4));
 
 TEST(GlooCommGroupFailureTest, ExitedPeerFailsTheCollectiveFast) {
@@ -279,6 +322,25 @@ TEST(GlooCommGroupFailureTest, ExitedPeerFailsTheTcpCollectiveFast) {
   const std::vector<int> codes =
       RunRanks("peer_exits_tcp", 3, (*server)->port(), absl::Seconds(15));
   EXPECT_EQ(codes, std::vector<int>({0, 0, 0}));
+}
+
+// Two hosts of two ranks: the lost rank's host leader notices in shared memory, the other
+// host's leader when its TCP exchange breaks, and its member when the leader breaks the
+// segment; all within the bound.
+TEST(GlooCommGroupFailureTest, ExitedPeerFailsTheCollectiveAcrossHostsFast) {
+  absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start();
+  ASSERT_TRUE(server.ok());
+  const std::vector<int> codes =
+      RunRanks("peer_exits_hosts", 4, (*server)->port(), absl::Seconds(15));
+  EXPECT_EQ(codes, std::vector<int>({0, 0, 0, 0}));
+}
+
+TEST(GlooCommGroupFailureTest, HungPeerFailsTheCollectiveAcrossHostsAtTheTimeout) {
+  absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start();
+  ASSERT_TRUE(server.ok());
+  const std::vector<int> codes =
+      RunRanks("peer_hangs_hosts", 4, (*server)->port(), absl::Seconds(15));
+  EXPECT_EQ(codes, std::vector<int>({0, 0, 0, 0}));
 }
 
 TEST(GlooCommGroupFailureTest, HungPeerFailsTheCollectiveAtTheTimeout) {
@@ -307,7 +369,7 @@ TEST(GlooCommGroupFailureTest, CreateFailsWhenPeersNeverJoin) {
 TEST(GlooCommGroupSizeOneTest, NeedsNoStore) {
   absl::StatusOr<std::unique_ptr<GlooCommGroup>> comm = GlooCommGroup::Create(GlooOptions{});
   ASSERT_TRUE(comm.ok()) << comm.status();
-  RunCollectives(**comm);
+  RunCollectives(**comm, /*ring=*/false);
 }
 
 TEST(GlooOptionsTest, RejectsBadRanksAndPorts) {

@@ -203,7 +203,10 @@ void AddInto(float* __restrict dst, const float* __restrict src, size_t n) {
 
 }  // namespace
 
-absl::Status ShmAllGather::AllReduceSum(absl::Span<float> data, absl::Duration timeout) {
+absl::Status ShmAllGather::InPieces(absl::Span<float> data, absl::Duration timeout,
+                                    const std::function<bool(int rank)>& writes,
+                                    const std::function<void(float* part, size_t count,
+                                                             int bank)>& then) {
   if (!broken_.ok()) return broken_;
   const size_t piece = slot_bytes_ / sizeof(float);
   for (size_t first = 0; first < data.size(); first += piece) {
@@ -211,16 +214,40 @@ absl::Status ShmAllGather::AllReduceSum(absl::Span<float> data, absl::Duration t
     float* part = data.data() + first;
     TPSERVE_ASSIGN_OR_RETURN(const int bank, Exchange(
                                                  [&](unsigned char* slot) {
-                                                   std::memcpy(slot, part, count * sizeof(float));
+                                                   if (writes(rank_)) {
+                                                     std::memcpy(slot, part, count * sizeof(float));
+                                                   }
                                                  },
                                                  timeout));
-    // In rank order, as a rank-order sum of the gathered rows would.
-    std::memcpy(part, Slot(bank, 0), count * sizeof(float));
-    for (int r = 1; r < size_; ++r) {
-      AddInto(part, reinterpret_cast<const float*>(Slot(bank, r)), count);
-    }
+    then(part, count, bank);
   }
   return absl::OkStatus();
+}
+
+absl::Status ShmAllGather::AllReduceSum(absl::Span<float> data, absl::Duration timeout) {
+  return InPieces(
+      data, timeout, [](int) { return true; },
+      [&](float* part, size_t count, int bank) {
+        // In rank order, as a rank-order sum of the gathered rows would.
+        std::memcpy(part, Slot(bank, 0), count * sizeof(float));
+        for (int r = 1; r < size_; ++r) {
+          AddInto(part, reinterpret_cast<const float*>(Slot(bank, r)), count);
+        }
+      });
+}
+
+absl::Status ShmAllGather::Broadcast(absl::Span<float> data, int root, absl::Duration timeout) {
+  if (root < 0 || root >= size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shared-memory broadcast root ", root, " outside [0, ", size_, ")"));
+  }
+  // Only root writes; the exchange is the epoch's barrier. Root writes this bank again
+  // two collectives on, after every rank has read it.
+  return InPieces(
+      data, timeout, [root](int rank) { return rank == root; },
+      [&](float* part, size_t count, int bank) {
+        if (rank_ != root) std::memcpy(part, Slot(bank, root), count * sizeof(float));
+      });
 }
 
 }  // namespace tpserve

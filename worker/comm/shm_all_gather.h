@@ -1,6 +1,6 @@
-// ShmAllGather: the all-gather and the all-reduce of ranks on one host through one POSIX
-// shared-memory segment (GlooCommGroup uses it for every payload when all its ranks share
-// a host, a slot's worth at a time, and Gloo's TCP transport otherwise).
+// ShmAllGather: the all-gather, all-reduce and broadcast of ranks on one host through one
+// POSIX shared-memory segment (GlooCommGroup uses it for every payload among the ranks
+// that share a host, a slot's worth at a time, and Gloo's TCP transport between hosts).
 //
 // The segment holds, for each rank, two slots of slot_bytes (alternate collectives use
 // alternate banks) and an epoch counter. Collective number e: each rank copies its input
@@ -65,10 +65,15 @@ class ShmAllGather {
   // so every rank gets the same bits (the bits AllGather and a rank-order sum give).
   absl::Status AllReduceSum(absl::Span<float> data, absl::Duration timeout);
 
+  // data = root's `data` on every rank (data.size() the same on every rank, any length),
+  // a slot's worth at a time through root's slot.
+  absl::Status Broadcast(absl::Span<float> data, int root, absl::Duration timeout);
+
   // Marks the segment broken so that peers waiting in a collective fail now.
   void Break();
 
   size_t slot_bytes() const { return slot_bytes_; }
+  int size() const { return size_; }
 
  private:
   ShmAllGather(std::string name, int rank, int size, size_t slot_bytes, void* base, size_t mapped);
@@ -77,6 +82,11 @@ class ShmAllGather {
   // waits for every rank's, and returns the bank (or the failure, breaking the segment).
   absl::StatusOr<int> Exchange(const std::function<void(unsigned char* slot)>& fill,
                                absl::Duration timeout);
+  // `data` a slot's worth at a time: ranks for which `writes` is true copy their piece
+  // into their slot, then, once every rank has published, `then` runs on the piece.
+  absl::Status InPieces(absl::Span<float> data, absl::Duration timeout,
+                        const std::function<bool(int rank)>& writes,
+                        const std::function<void(float* part, size_t count, int bank)>& then);
   // Waits until every rank has published `epoch`.
   absl::Status WaitForAll(uint64_t epoch, absl::Duration timeout);
   // Why the wait cannot end: a peer broke the segment or exited; OK otherwise.

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,26 +35,43 @@ std::unique_ptr<ShmAllGather> Join(const std::string& name, int rank, int size) 
   return group.ok() ? *std::move(group) : nullptr;
 }
 
+// Runs `body` as `size` rank processes sharing one fresh segment (rank 0's created before
+// the fork, the others opened by name); each rank's failure ("" if none). The name is
+// unlinked afterwards; `kept` says whether it still existed then.
+std::vector<std::string> OnSegment(int size,
+                                   const std::function<std::string(ShmAllGather&, int)>& body,
+                                   bool* kept = nullptr) {
+  const std::string name = ShmAllGather::NewName();
+  absl::StatusOr<std::unique_ptr<ShmAllGather>> root =
+      ShmAllGather::Open(name, 0, size, kSlotBytes, /*create=*/true);
+  if (!root.ok()) return std::vector<std::string>(size, root.status().ToString());
+  std::vector<std::string> failures = emu::RunRanks(size, [&](int rank) -> std::string {
+    std::unique_ptr<ShmAllGather> own = rank == 0 ? nullptr : Join(name, rank, size);
+    ShmAllGather* group = rank == 0 ? root->get() : own.get();
+    if (group == nullptr) return "open failed";
+    return body(*group, rank);
+  });
+  if (kept != nullptr) *kept = NameExists(name);
+  (*root)->Unlink();
+  if (kept != nullptr) *kept = *kept && !NameExists(name);
+  return failures;
+}
+
 float Value(int rank, int op, size_t i) {
   return static_cast<float>(rank * 1000003 + op * 101 + i);
 }
 
 TEST(ShmAllGatherTest, ManyGathersAtDifferentSpeedsAreExact) {
   for (int size : {2, 3, 4}) {
-    const std::string name = ShmAllGather::NewName();
-    absl::StatusOr<std::unique_ptr<ShmAllGather>> root =
-        ShmAllGather::Open(name, 0, size, kSlotBytes, /*create=*/true);
-    ASSERT_TRUE(root.ok()) << root.status();
-    const std::vector<std::string> failures = emu::RunRanks(size, [&](int rank) -> std::string {
-      std::unique_ptr<ShmAllGather> own = rank == 0 ? nullptr : Join(name, rank, size);
-      ShmAllGather* group = rank == 0 ? root->get() : own.get();
-      if (group == nullptr) return "open failed";
+    bool kept = false;  // the name, until Unlink()
+    const std::vector<std::string> failures = OnSegment(size, [&](ShmAllGather& group, int rank)
+                                                            -> std::string {
       for (int op = 0; op < 600; ++op) {
         const size_t n = 1 + (op * 37) % (kSlotBytes / sizeof(float));
         if ((op + rank) % 97 == 0) absl::SleepFor(absl::Milliseconds(3));  // fall behind
         std::vector<float> in(n), out(n * size, -1.0f);
         for (size_t i = 0; i < n; ++i) in[i] = Value(rank, op, i);
-        if (absl::Status s = group->AllGather(in, absl::MakeSpan(out), absl::Seconds(20));
+        if (absl::Status s = group.AllGather(in, absl::MakeSpan(out), absl::Seconds(20));
             !s.ok()) {
           return absl::StrCat("op ", op, ": ", s.ToString());
         }
@@ -66,11 +84,9 @@ TEST(ShmAllGatherTest, ManyGathersAtDifferentSpeedsAreExact) {
         }
       }
       return "";
-    });
+    }, &kept);
     for (int r = 0; r < size; ++r) EXPECT_EQ(failures[r], "") << "size " << size << " rank " << r;
-    EXPECT_TRUE(NameExists(name));
-    (*root)->Unlink();
-    EXPECT_FALSE(NameExists(name));
+    EXPECT_TRUE(kept);
   }
 }
 
@@ -79,23 +95,17 @@ TEST(ShmAllGatherTest, ManyGathersAtDifferentSpeedsAreExact) {
 // (fractions, so the order shows in the bits).
 TEST(ShmAllGatherTest, AllReduceSumsInRankOrderPieceByPiece) {
   for (int size : {2, 3}) {
-    const std::string name = ShmAllGather::NewName();
-    absl::StatusOr<std::unique_ptr<ShmAllGather>> root =
-        ShmAllGather::Open(name, 0, size, kSlotBytes, /*create=*/true);
-    ASSERT_TRUE(root.ok()) << root.status();
     auto value = [](int rank, int op, size_t i) {
       return static_cast<float>(Value(rank, op, i)) / 7.0f + 1e-3f * static_cast<float>(rank);
     };
-    const std::vector<std::string> failures = emu::RunRanks(size, [&](int rank) -> std::string {
-      std::unique_ptr<ShmAllGather> own = rank == 0 ? nullptr : Join(name, rank, size);
-      ShmAllGather* group = rank == 0 ? root->get() : own.get();
-      if (group == nullptr) return "open failed";
+    const std::vector<std::string> failures = OnSegment(size, [&](ShmAllGather& group, int rank)
+                                                            -> std::string {
       for (int op = 0; op < 120; ++op) {
         const size_t n = 1 + (op * 997) % (3 * kSlotBytes / sizeof(float));
         if ((op + rank) % 13 == 0) absl::SleepFor(absl::Milliseconds(2));  // fall behind
         std::vector<float> data(n);
         for (size_t i = 0; i < n; ++i) data[i] = value(rank, op, i);
-        if (absl::Status s = group->AllReduceSum(absl::MakeSpan(data), absl::Seconds(20));
+        if (absl::Status s = group.AllReduceSum(absl::MakeSpan(data), absl::Seconds(20));
             !s.ok()) {
           return absl::StrCat("op ", op, ": ", s.ToString());
         }
@@ -105,7 +115,7 @@ TEST(ShmAllGatherTest, AllReduceSumsInRankOrderPieceByPiece) {
           if (data[i] != want) return absl::StrCat("op ", op, ": element ", i, " is wrong");
         }
         std::vector<float> one = {static_cast<float>(rank)}, all(size);
-        if (absl::Status s = group->AllGather(one, absl::MakeSpan(all), absl::Seconds(20));
+        if (absl::Status s = group.AllGather(one, absl::MakeSpan(all), absl::Seconds(20));
             !s.ok()) {
           return absl::StrCat("gather after op ", op, ": ", s.ToString());
         }
@@ -116,7 +126,6 @@ TEST(ShmAllGatherTest, AllReduceSumsInRankOrderPieceByPiece) {
       return "";
     });
     for (int r = 0; r < size; ++r) EXPECT_EQ(failures[r], "") << "size " << size << " rank " << r;
-    (*root)->Unlink();
   }
 }
 
@@ -154,6 +163,41 @@ void ExpectWaitingRankFails(const std::function<void(ShmAllGather&)>& peer, absl
   EXPECT_EQ(failures, (std::vector<std::string>{"", ""}));
   root->reset();  // rank 0's destructor removes the name it never unlinked
   EXPECT_FALSE(NameExists(name));
+}
+
+// Broadcasts from every root in turn, up to three slots' worth (so in pieces), mixed
+// with all-gathers, ranks at different speeds: every rank gets root's data exactly, and
+// a root's next write never lands on a bank a slow rank is still reading.
+TEST(ShmAllGatherTest, BroadcastsFromEveryRootPieceByPiece) {
+  for (int size : {2, 3}) {
+    const std::vector<std::string> failures = OnSegment(size, [&](ShmAllGather& group, int rank)
+                                                            -> std::string {
+      for (int op = 0; op < 150; ++op) {
+        const int from = op % size;
+        const size_t n = 1 + (op * 1009) % (3 * kSlotBytes / sizeof(float));
+        if ((op + rank) % 11 == 0) absl::SleepFor(absl::Milliseconds(2));  // fall behind
+        std::vector<float> data(n, -1.0f);
+        if (rank == from) {
+          for (size_t i = 0; i < n; ++i) data[i] = Value(from, op, i);
+        }
+        if (absl::Status s = group.Broadcast(absl::MakeSpan(data), from, absl::Seconds(20));
+            !s.ok()) {
+          return absl::StrCat("op ", op, ": ", s.ToString());
+        }
+        for (size_t i = 0; i < n; ++i) {
+          if (data[i] != Value(from, op, i)) return absl::StrCat("op ", op, ": element ", i);
+        }
+        if (op % 3 == 0) {
+          std::vector<float> one = {static_cast<float>(rank)}, all(size);
+          if (!group.AllGather(one, absl::MakeSpan(all), absl::Seconds(20)).ok()) {
+            return absl::StrCat("gather after op ", op);
+          }
+        }
+      }
+      return "";
+    });
+    for (int r = 0; r < size; ++r) EXPECT_EQ(failures[r], "") << "size " << size << " rank " << r;
+  }
 }
 
 TEST(ShmAllGatherTest, PeerThatExitsFailsTheWaitingRankFast) {

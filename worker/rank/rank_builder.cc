@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "spdlog/spdlog.h"
 #include "tpserve/v1/batch_limits.h"
 #include "worker/comm/gloo_comm_group.h"
 #include "worker/kv_cache.h"
@@ -87,6 +88,7 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> BuildCpuRank(const Assignment& a,
                                                         : CpuWeights::kFloat32;
   TPSERVE_RETURN_IF_ERROR(CheckHostWeightsFit(files.config, a.world_size(), weights));
   TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<GlooCommGroup> comm, GlooCommGroup::Create(gloo));
+  if (a.world_size() > 1) spdlog::info("collectives: {}", comm->TransportText());
   TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
                            LoadModel(files, comm.get(), weights));
   // The cache follows the compute dtype unless the assignment says otherwise.
