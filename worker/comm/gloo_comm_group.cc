@@ -324,10 +324,14 @@ absl::Status GlooCommGroup::HostsAllGather(absl::Span<const float> in, absl::Spa
     std::memcpy(local.data(), in.data(), n * sizeof(float));
   }
   if (local_rank_ == 0) {
-    for (size_t j = 0; j < mine.size(); ++j) {
-      std::memcpy(out.data() + mine[j] * n, local.data() + j * n, n * sizeof(float));
+    std::vector<std::vector<float>> blocks;
+    TPSERVE_RETURN_IF_ERROR(ExchangeBetweenHosts(local, n, /*rows_per_rank=*/true, tag, &blocks));
+    blocks[host_] = std::move(local);
+    for (size_t h = 0; h < hosts_.size(); ++h) {
+      for (size_t j = 0; j < hosts_[h].size(); ++j) {
+        std::memcpy(out.data() + hosts_[h][j] * n, blocks[h].data() + j * n, n * sizeof(float));
+      }
     }
-    TPSERVE_RETURN_IF_ERROR(ExchangeBetweenHosts(local, out, tag));
   }
   if (shm_ == nullptr) return absl::OkStatus();
   return ShmRun("all-gather from the host's leader", [&](absl::Duration timeout) {
@@ -335,23 +339,23 @@ absl::Status GlooCommGroup::HostsAllGather(absl::Span<const float> in, absl::Spa
   });
 }
 
-absl::Status GlooCommGroup::ExchangeBetweenHosts(absl::Span<const float> local,
-                                                 absl::Span<float> out, uint32_t tag) {
-  const size_t n = local.size() / hosts_[host_].size();
-  return RunTagged("all-gather between hosts", tag, [&](uint32_t) {
+absl::Status GlooCommGroup::ExchangeBetweenHosts(absl::Span<const float> local, size_t n,
+                                                 bool rows_per_rank, uint32_t tag,
+                                                 std::vector<std::vector<float>>* blocks) {
+  blocks->assign(hosts_.size(), {});
+  return RunTagged("exchange between hosts", tag, [&](uint32_t) {
     const uint64_t slot = gloo::Slot::build(kHostsSlotPrefix, tag);
     // gloo only reads a send buffer; its API just lacks const.
     std::unique_ptr<gloo::transport::UnboundBuffer> send = context_->createUnboundBuffer(
         const_cast<float*>(local.data()), local.size() * sizeof(float));
-    std::vector<std::vector<float>> blocks(hosts_.size());
     std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> receives;
     for (size_t h = 0; h < hosts_.size(); ++h) {
       if (static_cast<int>(h) == host_) continue;
       const int leader = hosts_[h][0];
       send->send(leader, slot);
-      blocks[h].resize(hosts_[h].size() * n);
-      receives.push_back(
-          context_->createUnboundBuffer(blocks[h].data(), blocks[h].size() * sizeof(float)));
+      std::vector<float>& block = (*blocks)[h];
+      block.resize((rows_per_rank ? hosts_[h].size() : 1) * n);
+      receives.push_back(context_->createUnboundBuffer(block.data(), block.size() * sizeof(float)));
       receives.back()->recv(leader, slot);
     }
     for (auto& receive : receives) {
@@ -360,19 +364,40 @@ absl::Status GlooCommGroup::ExchangeBetweenHosts(absl::Span<const float> local,
     for (size_t i = 0; i < receives.size(); ++i) {
       if (!send->waitSend(timeout_)) throw gloo::IoException("a host's leader never took ours");
     }
-    for (size_t h = 0; h < hosts_.size(); ++h) {
-      for (size_t j = 0; j < blocks[h].size() / std::max<size_t>(n, 1); ++j) {
-        std::memcpy(out.data() + hosts_[h][j] * n, blocks[h].data() + j * n, n * sizeof(float));
-      }
+  });
+}
+
+absl::Status GlooCommGroup::HostsAllReduceSum(absl::Span<float> data) {
+  TPSERVE_RETURN_IF_ERROR(Usable("all-reduce"));
+  const uint32_t tag = next_tag_++;  // every rank takes the tag, leader or not
+  if (shm_ != nullptr) {
+    TPSERVE_RETURN_IF_ERROR(ShmRun("all-reduce within a host", [&](absl::Duration timeout) {
+      return shm_->AllReduceSum(data, timeout);
+    }));
+  }
+  if (local_rank_ == 0) {
+    std::vector<std::vector<float>> partial;
+    TPSERVE_RETURN_IF_ERROR(ExchangeBetweenHosts(data, data.size(), /*rows_per_rank=*/false,
+                                                 tag, &partial));
+    partial[host_].assign(data.begin(), data.end());
+    // In host order on every leader: every rank gets the same bits.
+    std::copy(partial[0].begin(), partial[0].end(), data.begin());
+    for (size_t h = 1; h < partial.size(); ++h) {
+      for (size_t i = 0; i < data.size(); ++i) data[i] += partial[h][i];
     }
+  }
+  if (shm_ == nullptr) return absl::OkStatus();
+  return ShmRun("all-reduce from the host's leader", [&](absl::Duration timeout) {
+    return shm_->Broadcast(data, /*root=*/0, timeout);
   });
 }
 
 absl::Status GlooCommGroup::AllReduceSum(absl::Span<float> data) {
   if (size_ == 1 || data.empty()) return Usable("all-reduce");
-  // Ranks on several hosts: the whole payload gathered, then summed in rank order (the
-  // bits one host's shared memory gives).
-  const bool gather_all = transport_ == Transport::kHosts;
+  if (transport_ == Transport::kHosts &&
+      static_cast<int64_t>(data.size()) * size_ > gather_reduce_max_floats_) {
+    return HostsAllReduceSum(data);
+  }
   if (transport_ == Transport::kSharedMemory) {
     // Ranks on one host sum straight out of the shared segment: one copy in and a read
     // of every rank's slot, where the TCP ring copies through the kernel 2·(T − 1) times
@@ -380,7 +405,7 @@ absl::Status GlooCommGroup::AllReduceSum(absl::Span<float> data) {
     return ShmRun("all-reduce",
                   [&](absl::Duration timeout) { return shm_->AllReduceSum(data, timeout); });
   }
-  if (gather_all || static_cast<int64_t>(data.size()) * size_ <= gather_reduce_max_floats_) {
+  if (static_cast<int64_t>(data.size()) * size_ <= gather_reduce_max_floats_) {
     // Small payloads (a decode step's rows) are latency-bound: one all-gather and a
     // local sum take one exchange where the ring takes 2·(T − 1) (measured by
     // //worker/comm:comm_benchmark, docs/perf.md). Every rank sums in rank order, so

@@ -25,10 +25,13 @@
 // each host's ranks can open one segment), keep shared memory within each host and use
 // TCP between hosts only: an all-gather is a gather within each host, an exchange of the
 // hosts' blocks between each host's lowest rank (its leader) over Gloo, and the
-// leader's broadcast of the whole result within its host; an all-reduce is that
-// all-gather and a local sum in rank order, so every rank gets the bits a single host
-// would. Broadcasts and barriers stay on Gloo. If any host's ranks cannot share a
-// segment, every collective uses TCP.
+// leader's broadcast of the whole result within its host; a small all-reduce (up to
+// gather_reduce_max_floats in all) is that all-gather and a local sum in rank order, the
+// bits a single host gives, and a larger one a sum within each host, the hosts' sums
+// exchanged by the leaders and added in host order, and the leader's broadcast (every
+// rank gets the same bits, moving n floats between hosts instead of n per rank).
+// Broadcasts and barriers stay on Gloo. If any host's ranks cannot share a segment,
+// every collective uses TCP.
 //
 // Create() sets SIGPIPE to ignored if it is at its default: Gloo writes to sockets
 // with writev(), and a peer that has gone must show up as an error, not kill us.
@@ -131,10 +134,14 @@ class GlooCommGroup : public CommGroup {
                          const std::function<void(uint32_t tag)>& collective);
   // kHosts: the all-gather within hosts and over TCP between them.
   absl::Status HostsAllGather(absl::Span<const float> in, absl::Span<float> out);
-  // kHosts, this host's leader: sends `local` (this host's ranks' rows) to every other
-  // host's leader and puts theirs into `out`, by rank.
-  absl::Status ExchangeBetweenHosts(absl::Span<const float> local, absl::Span<float> out,
-                                    uint32_t tag);
+  // kHosts, large payloads: a sum within each host, the hosts' sums exchanged between
+  // their leaders and added in host order, the leader's broadcast within its host.
+  absl::Status HostsAllReduceSum(absl::Span<float> data);
+  // kHosts, this host's leader: sends `local` to every other host's leader and receives
+  // theirs into (*blocks)[host], each a row of n floats per rank of its host
+  // (rows_per_rank) or one row; (*blocks)[host_] is left empty.
+  absl::Status ExchangeBetweenHosts(absl::Span<const float> local, size_t n, bool rows_per_rank,
+                                    uint32_t tag, std::vector<std::vector<float>>* blocks);
   // Runs `op` on shm_ (non-null) with the collective timeout, breaking the group with
   // its failure (named `what`).
   absl::Status ShmRun(const char* what, const std::function<absl::Status(absl::Duration)>& op);

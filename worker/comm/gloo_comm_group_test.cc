@@ -123,6 +123,30 @@ void CheckAllReduceBits(CommGroup& comm, size_t n) {
   EXPECT_EQ(wrong, 0u) << "n=" << n;
 }
 
+// Ranks on several hosts, a payload past gather_reduce_max_floats: each host's ranks
+// summed in rank order, then the hosts' sums in host order; the same bits on every rank.
+void CheckAllReduceBitsByHost(GlooCommGroup& comm, size_t n) {
+  auto value = [](int rank, size_t i) {
+    return static_cast<float>(rank * 7919 + i) / 13.0f + 1e-3f * static_cast<float>(rank);
+  };
+  std::vector<float> data(n);
+  for (size_t i = 0; i < n; ++i) data[i] = value(comm.rank(), i);
+  ASSERT_TRUE(comm.AllReduceSum(absl::MakeSpan(data)).ok());
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; ++i) {
+    float want = 0;
+    for (size_t h = 0; h < comm.hosts().size(); ++h) {
+      const std::vector<int>& ranks = comm.hosts()[h];
+      float host = value(ranks[0], i);
+      for (size_t j = 1; j < ranks.size(); ++j) host += value(ranks[j], i);
+      want = h == 0 ? host : want + host;
+    }
+    wrong += data[i] != want;
+  }
+  EXPECT_EQ(wrong, 0u) << "n=" << n;
+}
+
+// `ring`: large all-reduces do not sum in rank order (Gloo's ring, or a sum per host).
 void RunCollectives(CommGroup& comm, bool ring) {
   CheckAllReduceBits(comm, 1000);
   if (!ring) CheckAllReduceBits(comm, 700001);  // past a slot: in pieces
@@ -207,12 +231,13 @@ TEST(GlooRank, Main) {
   ASSERT_EQ((*comm)->uses_shared_memory(), options.size > (two_hosts ? 2 : 1) && !tcp_only)
       << (*comm)->TransportText();
   if (two_hosts && options.size > 2) {
+    CheckAllReduceBitsByHost(**comm, 700001);
     EXPECT_EQ((*comm)->hosts().size(), 2u);
     EXPECT_NE((*comm)->TransportText().find("shared memory within hosts {0,2"),
               std::string::npos) << (*comm)->TransportText();
   }
   if (scenario == "collectives") {
-    RunCollectives(**comm, /*ring=*/tcp_only || (two_hosts && options.size == 2));
+    RunCollectives(**comm, /*ring=*/tcp_only || two_hosts);
   } else {
     RunPeerFailure(**comm, options.size - 1, /*hang=*/scenario == "peer_hangs");
   }
