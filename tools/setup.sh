@@ -22,6 +22,7 @@ PACKAGES=(
   libdnnl-dev
   python3 python3-venv python3-grpcio python3-protobuf python3-numpy python3-yaml
   python3-prometheus-client
+  nftables
 )
 
 missing=()

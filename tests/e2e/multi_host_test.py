@@ -10,11 +10,14 @@ tp 4 (two per host, each worker naming its rank with --host-index, --ranks-per-h
 does, each worker holding the rank it named, with shared memory within each host and TCP
 between them; a worker of
 host B without the pool's token is refused; host B's rank killed, frozen (SIGSTOP) or
-cut off (its link down) mid-stream ends the stream UNAVAILABLE within 5 s, health turns
-NOT_SERVING, and restarted workers bring the pool back. Needs root (namespaces, veth): elsewhere
+cut off (its link down, or every packet dropped) mid-stream ends the stream UNAVAILABLE
+within 5 s, health turns NOT_SERVING, and restarted workers bring the pool back; 20% of
+host B's packets dropped mid-stream leaves the stream the ids of a clean link or ends it
+UNAVAILABLE, never a hang or other ids. Needs root (namespaces, veth): elsewhere
 it says so and passes as a skip.
 """
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -32,6 +35,8 @@ SUBNET = "10.213.%d" % (os.getpid() % 250 + 1)
 HOST_A, HOST_B = SUBNET + ".1", SUBNET + ".2"
 LOSS_BOUND_S = 5  # a lost remote rank fails in-flight requests within this
 HOST_B_SHM = "/tmp/tpserve-host-b-shm-" + TAG  # a tmpfs: host B's /dev/shm
+# nftables (Debian's nftables; /usr/sbin is not on a Bazel test's PATH), or None.
+NFT = shutil.which("nft", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
 
 
 def sh(*argv, check=True):
@@ -186,11 +191,69 @@ def lose_remote_rank(server, stub, pb, workers, control, token):
     return died, hung
 
 
+def nft_on_host_b(*rules):
+    """Replaces host B's packet filter (nftables in its namespace) by `rules`, each added
+    to both its input and output hooks; none: no filter."""
+    sh("ip", "netns", "exec", NAMESPACE, NFT, "delete", "table", "inet", "tpserve_loss",
+       check=False)
+    if not rules:
+        return
+    script = ["add table inet tpserve_loss"]
+    for hook in ("input", "output"):
+        script.append("add chain inet tpserve_loss %s { type filter hook %s priority 0; }"
+                      % (hook, hook))
+        script += ["add rule inet tpserve_loss %s %s" % (hook, rule) for rule in rules]
+    done = subprocess.run(["ip", "netns", "exec", NAMESPACE, NFT, "-f", "-"],
+                          input="\n".join(script) + "\n", capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 0, done.stderr
+
+
+def lossy_link(server, stub, pb, workers, control, token):
+    """Host B's packets, both ways, dropped at random (20%, nftables in its namespace)
+    while a greedy stream runs: the stream ends with the ids it gives on a clean link, or
+    UNAVAILABLE — never other ids, never a hang. Then every packet dropped (a partition):
+    UNAVAILABLE within LOSS_BOUND_S, NOT_SERVING, both workers end; healed, restarted
+    workers bring the pool back. Returns (how the lossy stream ended, its seconds, the
+    seconds from the partition to the end)."""
+    request = pb.GenerateRequest(token_ids=pb.TokenIds(ids=[5, 6, 7]), sampling=pb.SamplingParams(
+        max_tokens=300, ignore_eos=True, temperature=0))
+    clean = list(stub.GenerateUnary(request, timeout=120).token_ids)
+    stream = stub.Generate(request, timeout=120)
+    ids = list(next(stream).token_ids)
+    nft_on_host_b("numgen random mod 100 < 20 drop")
+    start = time.monotonic()
+    try:
+        for chunk in stream:
+            ids += chunk.token_ids
+        ended = "complete"
+        assert ids == clean, "a lossy link changed the ids"
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+        ended = "UNAVAILABLE"
+    lossy_s = time.monotonic() - start
+    if ended == "UNAVAILABLE":  # the pool was lost: bring it back before the partition
+        nft_on_host_b()
+        restart(server, stub, pb, workers, control, token)
+        nft_on_host_b("numgen random mod 100 < 20 drop")
+    stream = long_stream(stub, pb)
+    cut = time.monotonic()
+    nft_on_host_b("drop")
+    try:
+        took = ends_unavailable(stream, cut, "a partition")
+        assert health_status(server.address) == "NOT_SERVING"
+        for w in workers:
+            w.wait(30)
+    finally:
+        nft_on_host_b()
+    restart(server, stub, pb, workers, control, token)
+    return ended, lossy_s, took
+
+
 def cut_link(server, stub, pb, workers, control, token):
-    """Host B's end of the link goes down mid-stream (this kernel has no netem for a loss
-    rule): the stream ends UNAVAILABLE within LOSS_BOUND_S, health turns NOT_SERVING, both
-    workers end; healed, restarted workers bring the pool back. Returns the seconds from
-    the cut to the stream's end."""
+    """Host B's end of the link goes down mid-stream: the stream ends UNAVAILABLE within
+    LOSS_BOUND_S, health turns NOT_SERVING, both workers end; healed, restarted workers
+    bring the pool back. Returns the seconds from the cut to the stream's end."""
     stream = long_stream(stub, pb)
     cut = time.monotonic()
     sh("ip", "netns", "exec", NAMESPACE, "ip", "link", "set", VETH_B, "down")
@@ -242,6 +305,15 @@ def check_pool(pb, pb_grpc, tp, token):
             print("PASS the link cut mid-stream: UNAVAILABLE %.2f s after, NOT_SERVING, both "
                   "workers end; healed, a restarted pair serves golden ids again" % took,
                   flush=True)
+            if NFT:
+                ended, lossy_s, took = lossy_link(server, stub, pb, workers, control, token)
+                print("PASS 20%% packet loss mid-stream: the stream ended %s after %.1f s (the "
+                      "clean link's ids, or UNAVAILABLE); a partition: UNAVAILABLE %.2f s after, "
+                      "NOT_SERVING; healed, a restarted pair serves golden ids again"
+                      % (ended, lossy_s, took), flush=True)
+            else:
+                print("multi_host_test: packet loss not tested: no nft (Debian's nftables) "
+                      "here", flush=True)
     finally:
         assert server.stop() == 0
         for w in workers:
