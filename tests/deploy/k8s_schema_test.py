@@ -13,7 +13,6 @@ a bad enum value, in the LWS and in a Deployment), so that a pass means somethin
 Every broken rule is reported with its file and document."""
 import copy
 import json
-import os
 import sys
 
 sys.path[:0] = ["tests/deploy", "tests/e2e"]

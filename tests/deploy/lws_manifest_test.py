@@ -114,7 +114,7 @@ def check_security(where, pod, container, image, f):
             where, "does not run as non-root with the image's uid %s" % image.user)
 
 
-def check_server(where, container, pod, known, image, lws, f):
+def check_server(where, container, pod, known, image, f):
     """tpserve's flags (checked against the pod and the set), or {}."""
     flags = parse_flags(container.get("args", []), known, where, f)
     if not flags:
@@ -243,7 +243,7 @@ def check_lws(path, documents, images, known, f):
             where = "%s: pod %d container %s" % (path, index, container["name"])
             image = image_of(container, images)
             if container in servers:
-                server = check_server(where, container, pod, known["tpserve"], image, lws, f)
+                server = check_server(where, container, pod, known["tpserve"], image, f)
                 control_port = str(server.get("control-address", ":")).rpartition(":")[2]
                 argv = list(container["command"]) + list(container.get("args", []))
                 token = server.get("worker-token-file", "")

@@ -21,8 +21,6 @@ streamed, and the same call through the gRPC Chat RPC and `tpserve-cli chat`.
 import hashlib
 import json
 import os
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request

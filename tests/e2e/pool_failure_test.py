@@ -3,7 +3,6 @@ the server then rebuilds its pool (a new generation) and serves again, or, with
 --exit-on-pool-failure, exits non-zero."""
 import os
 import signal
-import threading
 import time
 
 import grpc
