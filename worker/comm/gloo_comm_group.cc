@@ -56,6 +56,12 @@ absl::Status CatchAll(absl::string_view what, const std::function<void()>& fn) {
   }
 }
 
+// dst[i] += src[i]: its own function so the compiler vectorises it knowing they do not
+// overlap.
+void AddInto(float* __restrict dst, const float* __restrict src, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
 // gloo's reduction callback type: (out, in_a, in_b, n).
 void SumFloats(void* out, const void* a, const void* b, size_t n) {
   gloo::sum<float>(out, a, b, n);
@@ -312,8 +318,9 @@ absl::Status GlooCommGroup::HostsAllGather(absl::Span<const float> in, absl::Spa
   const uint32_t tag = next_tag_++;  // every rank takes the tag, leader or not
   const size_t n = in.size();
   const std::vector<int>& mine = hosts_[host_];
-  // This host's ranks' rows, in their order.
-  std::vector<float> local(mine.size() * n);
+  // This host's ranks' rows, in their order (kept between calls: no fresh pages).
+  std::vector<float>& local = local_rows_;
+  local.resize(mine.size() * n);
   if (shm_ != nullptr) {
     if (n * sizeof(float) <= shm_->slot_bytes()) {
       TPSERVE_RETURN_IF_ERROR(ShmGather(in, absl::MakeSpan(local), "all-gather within a host"));
@@ -324,12 +331,12 @@ absl::Status GlooCommGroup::HostsAllGather(absl::Span<const float> in, absl::Spa
     std::memcpy(local.data(), in.data(), n * sizeof(float));
   }
   if (local_rank_ == 0) {
-    std::vector<std::vector<float>> blocks;
+    std::vector<std::vector<float>>& blocks = exchange_blocks_;
     TPSERVE_RETURN_IF_ERROR(ExchangeBetweenHosts(local, n, /*rows_per_rank=*/true, tag, &blocks));
-    blocks[host_] = std::move(local);
     for (size_t h = 0; h < hosts_.size(); ++h) {
+      const float* rows = static_cast<int>(h) == host_ ? local.data() : blocks[h].data();
       for (size_t j = 0; j < hosts_[h].size(); ++j) {
-        std::memcpy(out.data() + hosts_[h][j] * n, blocks[h].data() + j * n, n * sizeof(float));
+        std::memcpy(out.data() + hosts_[h][j] * n, rows + j * n, n * sizeof(float));
       }
     }
   }
@@ -342,7 +349,7 @@ absl::Status GlooCommGroup::HostsAllGather(absl::Span<const float> in, absl::Spa
 absl::Status GlooCommGroup::ExchangeBetweenHosts(absl::Span<const float> local, size_t n,
                                                  bool rows_per_rank, uint32_t tag,
                                                  std::vector<std::vector<float>>* blocks) {
-  blocks->assign(hosts_.size(), {});
+  blocks->resize(hosts_.size());  // kept between calls: no fresh pages per collective
   return RunTagged("exchange between hosts", tag, [&](uint32_t) {
     const uint64_t slot = gloo::Slot::build(kHostsSlotPrefix, tag);
     // gloo only reads a send buffer; its API just lacks const.
@@ -376,15 +383,16 @@ absl::Status GlooCommGroup::HostsAllReduceSum(absl::Span<float> data) {
     }));
   }
   if (local_rank_ == 0) {
-    std::vector<std::vector<float>> partial;
+    std::vector<std::vector<float>>& partial = exchange_blocks_;
     TPSERVE_RETURN_IF_ERROR(ExchangeBetweenHosts(data, data.size(), /*rows_per_rank=*/false,
                                                  tag, &partial));
-    partial[host_].assign(data.begin(), data.end());
-    // In host order on every leader: every rank gets the same bits.
-    std::copy(partial[0].begin(), partial[0].end(), data.begin());
+    // In host order on every leader: every rank gets the same bits. Host 0's leader adds
+    // into its own sum; the others into host 0's, then copy.
+    float* sum = host_ == 0 ? data.data() : partial[0].data();
     for (size_t h = 1; h < partial.size(); ++h) {
-      for (size_t i = 0; i < data.size(); ++i) data[i] += partial[h][i];
+      AddInto(sum, static_cast<int>(h) == host_ ? data.data() : partial[h].data(), data.size());
     }
+    if (host_ != 0) std::memcpy(data.data(), sum, data.size() * sizeof(float));
   }
   if (shm_ == nullptr) return absl::OkStatus();
   return ShmRun("all-reduce from the host's leader", [&](absl::Duration timeout) {
@@ -410,7 +418,8 @@ absl::Status GlooCommGroup::AllReduceSum(absl::Span<float> data) {
     // local sum take one exchange where the ring takes 2·(T − 1) (measured by
     // //worker/comm:comm_benchmark, docs/perf.md). Every rank sums in rank order, so
     // all ranks get the same bits.
-    std::vector<float> gathered(data.size() * size_);
+    std::vector<float>& gathered = gathered_rows_;  // kept between calls
+    gathered.resize(data.size() * size_);
     TPSERVE_RETURN_IF_ERROR(AllGather(data, absl::MakeSpan(gathered)));
     for (size_t i = 0; i < data.size(); ++i) {
       float sum = gathered[i];

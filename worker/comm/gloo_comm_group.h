@@ -163,6 +163,12 @@ class GlooCommGroup : public CommGroup {
   std::vector<std::vector<int>> hosts_;  // set in Create() for size > 1
   int host_ = 0;                         // this rank's host: an index into hosts_
   int local_rank_ = 0;                   // this rank's place in hosts_[host_]
+  // Scratch kept between collectives, so that none maps fresh pages: the rows a
+  // gather-and-sum all-reduce gathers; kHosts: this host's rows, and what a leader
+  // receives from the other hosts.
+  std::vector<float> gathered_rows_;
+  std::vector<float> local_rows_;
+  std::vector<std::vector<float>> exchange_blocks_;
 };
 
 }  // namespace tpserve
