@@ -193,18 +193,11 @@ absl::Status ShmAllGather::AllGather(absl::Span<const float> in, absl::Span<floa
   return absl::OkStatus();
 }
 
-namespace {
-
-// dst[i] += src[i]: its own function so the compiler vectorises it knowing they do not
-// overlap.
-void AddInto(float* __restrict dst, const float* __restrict src, size_t n) {
+void AddFloatsInto(float* __restrict dst, const float* __restrict src, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 
-}  // namespace
-
-absl::Status ShmAllGather::InPieces(absl::Span<float> data, absl::Duration timeout,
-                                    const std::function<bool(int rank)>& writes,
+absl::Status ShmAllGather::InPieces(absl::Span<float> data, absl::Duration timeout, bool write,
                                     const std::function<void(float* part, size_t count,
                                                              int bank)>& then) {
   if (!broken_.ok()) return broken_;
@@ -214,7 +207,7 @@ absl::Status ShmAllGather::InPieces(absl::Span<float> data, absl::Duration timeo
     float* part = data.data() + first;
     TPSERVE_ASSIGN_OR_RETURN(const int bank, Exchange(
                                                  [&](unsigned char* slot) {
-                                                   if (writes(rank_)) {
+                                                   if (write) {
                                                      std::memcpy(slot, part, count * sizeof(float));
                                                    }
                                                  },
@@ -226,12 +219,12 @@ absl::Status ShmAllGather::InPieces(absl::Span<float> data, absl::Duration timeo
 
 absl::Status ShmAllGather::AllReduceSum(absl::Span<float> data, absl::Duration timeout) {
   return InPieces(
-      data, timeout, [](int) { return true; },
+      data, timeout, /*write=*/true,
       [&](float* part, size_t count, int bank) {
         // In rank order, as a rank-order sum of the gathered rows would.
         std::memcpy(part, Slot(bank, 0), count * sizeof(float));
         for (int r = 1; r < size_; ++r) {
-          AddInto(part, reinterpret_cast<const float*>(Slot(bank, r)), count);
+          AddFloatsInto(part, reinterpret_cast<const float*>(Slot(bank, r)), count);
         }
       });
 }
@@ -244,7 +237,7 @@ absl::Status ShmAllGather::Broadcast(absl::Span<float> data, int root, absl::Dur
   // Only root writes; the exchange is the epoch's barrier. Root writes this bank again
   // two collectives on, after every rank has read it.
   return InPieces(
-      data, timeout, [root](int rank) { return rank == root; },
+      data, timeout, /*write=*/rank_ == root,
       [&](float* part, size_t count, int bank) {
         if (rank_ != root) std::memcpy(part, Slot(bank, root), count * sizeof(float));
       });

@@ -38,6 +38,10 @@ namespace tpserve {
 
 struct ShmAllGatherHeader;  // the segment's first bytes (shm_all_gather.cc)
 
+// dst[i] += src[i] for i < n, dst and src not overlapping (so the loop vectorises): the
+// element-wise sums of the collectives.
+void AddFloatsInto(float* __restrict dst, const float* __restrict src, size_t n);
+
 class ShmAllGather {
  public:
   static constexpr int kMaxRanks = 64;
@@ -82,10 +86,9 @@ class ShmAllGather {
   // waits for every rank's, and returns the bank (or the failure, breaking the segment).
   absl::StatusOr<int> Exchange(const std::function<void(unsigned char* slot)>& fill,
                                absl::Duration timeout);
-  // `data` a slot's worth at a time: ranks for which `writes` is true copy their piece
-  // into their slot, then, once every rank has published, `then` runs on the piece.
-  absl::Status InPieces(absl::Span<float> data, absl::Duration timeout,
-                        const std::function<bool(int rank)>& writes,
+  // `data` a slot's worth at a time: this rank copies its piece into its slot if
+  // `write`, then, once every rank has published, `then` runs on the piece.
+  absl::Status InPieces(absl::Span<float> data, absl::Duration timeout, bool write,
                         const std::function<void(float* part, size_t count, int bank)>& then);
   // Waits until every rank has published `epoch`.
   absl::Status WaitForAll(uint64_t epoch, absl::Duration timeout);
