@@ -118,7 +118,11 @@ def check_rank_flags():
                           (["--host-index", "1", "--ranks-per-host", "2", "--local-rank", "2"],
                            "--local-rank 2 must be below --ranks-per-host 2"),
                           (["--host-index", "0", "--ranks-per-host", "0"], "--ranks-per-host"),
-                          (["--rank", "70000"], "--rank must be < 65536")]:
+                          (["--rank", "70000"], "--rank must be < 65536"),
+                          (["--rank", "-1"], "--rank must be ≥ 0, not -1"),
+                          (["--host-index", "-2"], "--host-index must be ≥ 0, not -2"),
+                          (["--host-index", "0", "--ranks-per-host", "-1"],
+                           "--ranks-per-host must be in [1, 65536]")]:
         token = token_file("flags", os.urandom(32).hex())
         argv = [a if a != "/nonexistent" else token for a in base] + args
         out = subprocess.run(argv, capture_output=True, text=True, timeout=30)

@@ -14,7 +14,9 @@
 // UNAUTHENTICATED), 2 on bad flags, 3 when the frontend's stream ends without a
 // Shutdown.
 #include <cstdio>
+#include <limits>
 #include <optional>
+#include <utility>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -50,18 +52,27 @@ absl::StatusOr<std::string> ReadToken(const TokenFlags& flags) {
 
 // Where in the pool this worker asks to be: --rank R, or (a host or pod that runs
 // several ranks, each its own process) --host-index I --ranks-per-host G --local-rank K
-// for rank I·G + K. -1: not given.
+// for rank I·G + K. kNotGiven: the flag is absent.
+constexpr int64_t kNotGiven = std::numeric_limits<int64_t>::min();
 struct RankFlags {
-  int64_t rank = -1;
-  int64_t host_index = -1;
-  int64_t ranks_per_host = -1;
-  int64_t local_rank = -1;
+  int64_t rank = kNotGiven;
+  int64_t host_index = kNotGiven;
+  int64_t ranks_per_host = kNotGiven;
+  int64_t local_rank = kNotGiven;
 };
 
 // The rank the flags ask for, if any.
 absl::StatusOr<std::optional<int>> RequestedRank(const RankFlags& f) {
   constexpr int64_t kMaxRank = 1 << 16;
-  const bool placed = f.host_index >= 0 || f.ranks_per_host >= 0 || f.local_rank >= 0;
+  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"rank", f.rank},
+                                    {"host-index", f.host_index},
+                                    {"local-rank", f.local_rank}}) {
+    if (value != kNotGiven && value < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, " must be ≥ 0, not ", value));
+    }
+  }
+  const bool placed =
+      f.host_index >= 0 || f.ranks_per_host != kNotGiven || f.local_rank >= 0;
   if (f.rank >= 0 && placed) {
     return absl::InvalidArgumentError(
         "give --rank, or --host-index with --ranks-per-host and --local-rank, not both");
@@ -74,8 +85,8 @@ absl::StatusOr<std::optional<int>> RequestedRank(const RankFlags& f) {
   if (f.host_index < 0) {
     return absl::InvalidArgumentError("--host-index is required with --local-rank or --ranks-per-host");
   }
-  const int64_t per_host = f.ranks_per_host < 0 ? 1 : f.ranks_per_host;
-  const int64_t local = f.local_rank < 0 ? 0 : f.local_rank;
+  const int64_t per_host = f.ranks_per_host == kNotGiven ? 1 : f.ranks_per_host;
+  const int64_t local = f.local_rank == kNotGiven ? 0 : f.local_rank;
   if (per_host < 1 || per_host > kMaxRank) {
     return absl::InvalidArgumentError("--ranks-per-host must be in [1, 65536]");
   }
