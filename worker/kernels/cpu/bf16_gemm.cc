@@ -1,6 +1,5 @@
 #include "worker/kernels/cpu/bf16_gemm.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -20,6 +19,7 @@
 #include "base/status_macros.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "worker/dtype.h"
+#include "worker/kernels/cpu/bf16_avx2.h"
 #include "worker/tensor.h"
 
 // Design, from measurements on this project's 2-core AVX512-BF16/AMX host (oneDNN 2.6.3;
@@ -46,28 +46,12 @@ using DataType = memory::data_type;
 using Tag = memory::format_tag;
 
 constexpr size_t kAlignment = 64;
-// The fallback widens the weight a panel at a time: for up to 16 rows of x a small panel
-// (read by sgemv/sgemm from L1/L2), for more a large one, since sgemm repacks x for every
-// panel. Chosen from panels of 2^14..2^22 floats timed at 1 to 512 rows.
-constexpr int64_t kFallbackSmallPanelMaxRows = 16;
-constexpr int64_t kFallbackSmallPanelFloats = int64_t{1} << 14;
-constexpr int64_t kFallbackLargePanelFloats = int64_t{1} << 22;
-
 std::atomic<int> bf16_gemm_threads{0};
 
 // OpenMP keeps its thread count per calling thread; apply the process setting to this one.
 void ApplyThreadSetting() {
   const int threads = bf16_gemm_threads.load(std::memory_order_relaxed);
   if (threads > 0 && omp_get_max_threads() != threads) omp_set_num_threads(threads);
-}
-
-// bf16 -> fp32 is a 16-bit shift; blocks of 16 let -O2's cost model vectorise it.
-void WidenBf16(const uint16_t* src, int64_t count, float* dst) {
-  int64_t i = 0;
-  for (; i + 16 <= count; i += 16) {
-    for (int j = 0; j < 16; ++j) dst[i + j] = Bf16ToFloat(src[i + j]);
-  }
-  for (; i < count; ++i) dst[i] = Bf16ToFloat(src[i]);
 }
 
 absl::Status CheckFinite(const uint16_t* w, int64_t n_out, int64_t k) {
@@ -131,13 +115,13 @@ struct PackedBf16Weight::Impl {
   std::shared_ptr<const Primitive> GetPrimitive(int64_t rows, bool accumulate, int threads) const;
   // x: [m, k] -> y: [m, n_out]; the caller has applied the thread setting.
   absl::Status MatMulOneDnn(const float* x, int64_t m, float* y, bool accumulate) const;
-  absl::Status MatMulFallback(const float* x, int64_t m, float* y, bool accumulate) const;
+  absl::Status MatMulAvx2(const float* x, int64_t m, float* y, bool accumulate) const;
 
   dnnl::engine engine;
   std::unique_ptr<void, decltype(&std::free)> storage{nullptr, &std::free};
   void* data = nullptr;  // kAlignment-aligned, inside storage
   size_t bytes = 0;
-  std::optional<memory> packed;  // oneDNN's view of data; nullopt: plain [n_out, k] bf16
+  std::optional<memory> packed;  // oneDNN's view of data; nullopt: bf16_avx2's blocked layout
   int64_t n_out = 0, k = 0;
   mutable absl::Mutex mu;
   mutable absl::flat_hash_map<Key, std::shared_ptr<const Primitive>> cache ABSL_GUARDED_BY(mu);
@@ -207,29 +191,9 @@ absl::Status PackedBf16Weight::Impl::MatMulOneDnn(const float* x, int64_t m, flo
   return absl::OkStatus();
 }
 
-absl::Status PackedBf16Weight::Impl::MatMulFallback(const float* x, int64_t m, float* y,
+absl::Status PackedBf16Weight::Impl::MatMulAvx2(const float* x, int64_t m, float* y,
                                                     bool accumulate) const {
-  const uint16_t* w = static_cast<const uint16_t*>(data);  // [n_out, k]
-  std::unique_ptr<float[]> x_rounded(new float[m * k]);    // [m, k], bf16 values
-  for (int64_t i = 0; i < m * k; ++i) x_rounded[i] = Bf16ToFloat(FloatToBf16(x[i]));
-  const int64_t panel_floats =
-      m <= kFallbackSmallPanelMaxRows ? kFallbackSmallPanelFloats : kFallbackLargePanelFloats;
-  const int64_t panel_rows = std::clamp<int64_t>(panel_floats / k, 1, n_out);
-  std::unique_ptr<float[]> panel(new float[panel_rows * k]);  // [panel_rows, k]
-  const float beta = accumulate ? 1.0f : 0.0f;
-  for (int64_t j = 0; j < n_out; j += panel_rows) {
-    const int64_t rows = std::min(panel_rows, n_out - j);
-    WidenBf16(w + j * k, rows * k, panel.get());
-    const auto r = static_cast<blasint>(rows), kk = static_cast<blasint>(k);
-    if (m == 1) {
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, r, kk, 1.0f, panel.get(), kk, x_rounded.get(), 1,
-                  beta, y + j, 1);
-    } else {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), r, kk, 1.0f,
-                  x_rounded.get(), kk, panel.get(), kk, beta, y + j,
-                  static_cast<blasint>(n_out));
-    }
-  }
+  bf16_avx2::MatMul(x, m, static_cast<const uint16_t*>(data), n_out, k, y, accumulate);
   return absl::OkStatus();
 }
 
@@ -254,8 +218,8 @@ absl::StatusOr<PackedBf16Weight> PackedBf16Weight::FromBf16(const uint16_t* data
     impl->engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
     const std::optional<memory::desc> layout = PackedLayout(impl->engine, n_out, k);
     if (!layout) {
-      impl->Allocate(static_cast<size_t>(n_out * k) * sizeof(uint16_t));
-      std::memcpy(impl->data, data, impl->bytes);
+      impl->Allocate(bf16_avx2::PackedBytes(n_out, k));
+      bf16_avx2::PackBlocked(data, n_out, k, static_cast<uint16_t*>(impl->data));
       return PackedBf16Weight(n_out, k, std::move(impl));
     }
     impl->Allocate(layout->get_size());
@@ -300,7 +264,7 @@ absl::Status MatMulBf16(const float* x, int64_t m, const PackedBf16Weight& w, fl
   try {
     ApplyThreadSetting();
     return w.impl_->packed ? w.impl_->MatMulOneDnn(x, m, y, accumulate)
-                           : w.impl_->MatMulFallback(x, m, y, accumulate);
+                           : w.impl_->MatMulAvx2(x, m, y, accumulate);
   } catch (const dnnl::error& e) {
     return absl::InternalError(absl::StrCat("oneDNN bf16 matmul: ", e.what()));
   }

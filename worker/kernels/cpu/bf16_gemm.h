@@ -6,9 +6,10 @@
 // oneDNN's brgemm matmul reads directly (BA16a64b2a on AVX512-BF16 and AMX); MatMulBf16
 // then never repacks it, so a decode step streams each weight once whatever the batch.
 // Where oneDNN has no such implementation (no AVX512-BF16: it would only offer a GEMM
-// that repacks per call, and below AVX-512 no bf16 matmul at all) the weight stays
-// plain bf16 and MatMulBf16 widens it panel by panel into an L2-sized fp32 buffer for
-// OpenBLAS. Both paths give the same results up to fp32 summation order.
+// that repacks per call, and below AVX-512 no bf16 matmul at all) the weight is packed
+// for this project's AVX2 kernel instead (bf16_avx2.h: 4-row blocks, widened in
+// registers, FMA in fp32). Both paths give the same results up to fp32 summation order;
+// the AVX2 kernel's order is fixed, so there a row of y does not depend on its batch.
 //
 // Numerics: x is rounded to bf16 (nearest even) before the products, which are exact
 // in fp32 and summed in fp32. Non-finite weights are rejected at packing, as the
@@ -52,9 +53,10 @@ class PackedBf16Weight : public PackedWeight {
   WeightFormat format() const override { return WeightFormat::kBf16; }
   int64_t n_out() const override { return n_out_; }
   int64_t k() const override { return k_; }
-  // Bytes the packed weight occupies (oneDNN pads k to 32 and n_out to 64).
+  // Bytes the packed weight occupies (oneDNN pads k to 32 and n_out to 64; the AVX2
+  // layout k to 16 and n_out to 4).
   size_t bytes() const override;
-  // True when oneDNN's matmul reads the weight (packed); false on the OpenBLAS path.
+  // True when oneDNN's matmul reads the weight; false on the AVX2 kernel's path.
   bool packed_for_onednn() const;
   // How many matmul primitives this weight has created so far (for tests: at most
   // 2·kRowsPerPrimitive per thread count, whatever the row counts seen).
@@ -81,8 +83,8 @@ absl::Status MatMulBf16(const float* x, int64_t m, const PackedBf16Weight& w, fl
                         bool accumulate = false);
 
 // Sets how many OpenMP threads oneDNN uses for MatMulBf16 and packing in this process
-// (one rank = one process), as SetGemmThreads does for OpenBLAS, which the fallback path
-// uses. OpenMP keeps the count per calling thread, so each call applies it to its own
+// (one rank = one process), as SetGemmThreads does for OpenBLAS; the AVX2 kernel always
+// runs on the calling thread. OpenMP keeps the count per calling thread, so each call applies it to its own
 // thread. Until this is called (or with threads <= 0) OpenMP's default applies:
 // OMP_NUM_THREADS, else every core.
 void SetBf16GemmThreads(int threads);

@@ -183,7 +183,7 @@ absl::Status Run(const Flags& f) {
   if (absl::Status s = ParseIdList(f.rows, &row_counts); !s.ok()) return s;
   if (f.max_isa == "avx2") dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
   if (f.max_isa == "avx512_core") dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx512_core);
-  if (!f.max_isa.empty()) LimitInt8GemmIsa(Int8GemmIsa::kGeneric);
+  if (!f.max_isa.empty()) LimitInt8GemmIsa(Int8GemmIsa::kAvx2);
   PrintDotPeaks();
   const std::vector<double> bandwidth = PrintReadBandwidth("before", thread_counts);
   const int64_t max_rows = *std::max_element(row_counts.begin(), row_counts.end());
@@ -252,7 +252,7 @@ absl::Status Run(const Flags& f) {
       }
     }
     std::printf("  (%s: %s)\n", layer.name,
-                packed[0].packed_for_onednn() ? "oneDNN, packed" : "fallback, plain bf16");
+                packed[0].packed_for_onednn() ? "oneDNN, packed" : "AVX2 kernel, 16-row blocks");
   }
   PrintReadBandwidth("after", thread_counts);
   return absl::OkStatus();
@@ -269,7 +269,7 @@ int main(int argc, char** argv) {
   p.AddDouble("min-seconds", &f.min_seconds, "time each case for at least this long");
   p.AddString("sets", &f.sets, "layer shapes to run: tiny, tiny-tp2, 7b (default tiny,7b)");
   p.AddString("max-isa", &f.max_isa,
-              "cap oneDNN's ISA (avx2 or avx512_core) and MatMulInt8's (generic below AVX512-VNNI)");
+              "cap oneDNN's ISA (avx2 or avx512_core) and MatMulInt8's (its AVX2 kernel below AVX512-VNNI)");
   absl::Status s = ParseFlagsOrExit(p, argc, argv);
   if (s.ok()) s = tpserve::Run(f);
   if (!s.ok()) {

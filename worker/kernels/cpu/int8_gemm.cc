@@ -1,6 +1,5 @@
 #include "worker/kernels/cpu/int8_gemm.h"
 
-#include <cblas.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -56,8 +55,6 @@ constexpr int64_t kPanelBlocks = 16;  // 64 output rows: 128 KiB of int8 at k = 
 constexpr size_t kAlignment = 64;
 constexpr int64_t kPrefetchBytes = 2048;
 constexpr float kInt16Max = 32767.0f;
-// The generic path widens this many weights at a time (an L2-sized fp32 panel).
-constexpr int64_t kGenericPanelFloats = int64_t{1} << 16;
 
 static_assert(kChunkCols % kColsPerStep == 0, "chunks are whole steps");
 static_assert(kChunkCols / kColsPerStep * 2 * 32767 * 127 < (int64_t{1} << 31),
@@ -182,6 +179,75 @@ TPSERVE_TARGET_AVX512VNNI void BlockDotChunk(int rows, const int8_t* q, const in
   }
 }
 
+// The AVX2 kernel: the same integer sums and the same fp32 tree as the VNNI one, so the
+// same bits. A 32-column step's 16 int32 lanes are two ymm accumulators, columns 0-15
+// (lanes 0-7) and 16-31 (lanes 8-15); vpmaddwd sums int16 pairs as vpdpwssd does, and
+// vpaddd accumulates. 16 ymm registers hold 3 rows of x by 2 weight rows (12
+// accumulators), or 1 row of x by all 4 weight rows (8).
+
+// LaneSum's tree on the lanes (lo, hi): lane j + lane j + 8, then the other 128 bits,
+// the other 64, the neighbouring lane.
+inline float LaneSumAvx2(__m256i lo, __m256i hi) {
+  const __m256 t = _mm256_add_ps(_mm256_cvtepi32_ps(lo), _mm256_cvtepi32_ps(hi));
+  const __m256 s = _mm256_add_ps(t, _mm256_permute2f128_ps(t, t, 0x01));
+  const __m256 r = _mm256_add_ps(s, _mm256_permute_ps(s, 0x4E));
+  return _mm256_cvtss_f32(_mm256_add_ps(r, _mm256_permute_ps(r, 0xB1)));
+}
+
+inline __m256i WidenInt8(const int8_t* p) {
+  return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// out[i][r0 + rr] = Σ_{c in [begin, end)} x[i][c] · w_{r0+rr}[c] for MB rows of x and
+// NR weight rows from r0 of the block at q, as DotChunk.
+template <int MB, int NR>
+void DotChunkAvx2(const int8_t* q, int r0, const int16_t* x, int64_t x_stride, int64_t begin,
+                  int64_t end, float out[][kRowsPerBlock]) {
+  static_assert(MB >= 1 && MB <= 3 && NR >= 1 && NR <= kRowsPerBlock);
+  __m256i lo[MB][NR], hi[MB][NR];
+#pragma GCC unroll 16
+  for (int i = 0; i < MB * NR; ++i) lo[i / NR][i % NR] = hi[i / NR][i % NR] = _mm256_setzero_si256();
+  for (int64_t c = begin; c < end; c += kColsPerStep) {
+    const int8_t* wq = q + c * kRowsPerBlock;
+    _mm_prefetch(reinterpret_cast<const char*>(wq + kPrefetchBytes), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(wq + kPrefetchBytes + 64), _MM_HINT_T0);
+#pragma GCC unroll 4
+    for (int rr = 0; rr < NR; ++rr) {
+      const __m256i wl = WidenInt8(wq + (r0 + rr) * kColsPerStep);
+      const __m256i wh = WidenInt8(wq + (r0 + rr) * kColsPerStep + 16);
+#pragma GCC unroll 3
+      for (int i = 0; i < MB; ++i) {
+        const int16_t* xi = x + i * x_stride + c;
+        lo[i][rr] = _mm256_add_epi32(
+            lo[i][rr], _mm256_madd_epi16(wl, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xi))));
+        hi[i][rr] = _mm256_add_epi32(
+            hi[i][rr],
+            _mm256_madd_epi16(wh, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xi + 16))));
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MB * NR; ++i) {
+    out[i / NR][r0 + i % NR] = LaneSumAvx2(lo[i / NR][i % NR], hi[i / NR][i % NR]);
+  }
+}
+
+// BlockDotChunk with the AVX2 kernel: one row of x takes the 4 weight rows at once; more
+// rows go 3 at a time, each against the block's two halves (the second from L1).
+void BlockDotChunkAvx2(int rows, const int8_t* q, const int16_t* x, int64_t x_stride,
+                       int64_t begin, int64_t end, float out[][kRowsPerBlock]) {
+  if (rows == 1) return DotChunkAvx2<1, kRowsPerBlock>(q, 0, x, x_stride, begin, end, out);
+  for (int i = 0; i < rows; i += 3) {
+    const int n = std::min(3, rows - i);
+    for (int r0 = 0; r0 < kRowsPerBlock; r0 += 2) {
+      const int16_t* xi = x + i * x_stride;
+      if (n == 3) DotChunkAvx2<3, 2>(q, r0, xi, x_stride, begin, end, out + i);
+      if (n == 2) DotChunkAvx2<2, 2>(q, r0, xi, x_stride, begin, end, out + i);
+      if (n == 1) DotChunkAvx2<1, 2>(q, r0, xi, x_stride, begin, end, out + i);
+    }
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -259,6 +325,10 @@ float QuantizeRowToInt16(const float* x, int64_t k, int16_t* q) {
   return std::ldexp(1.0f, e);
 }
 
+// BlockDotChunk's signature: rows of x against one 4-row block over [begin, end).
+using BlockKernel = void (*)(int rows, const int8_t* q, const int16_t* x, int64_t x_stride,
+                             int64_t begin, int64_t end, float out[][kRowsPerBlock]);
+
 struct Int8Weight::Impl {
   std::unique_ptr<void, decltype(&std::free)> storage{nullptr, &std::free};
   int8_t* q = nullptr;  // blocked [n_pad, k_pad], kAlignment-aligned inside storage
@@ -273,8 +343,9 @@ struct Int8Weight::Impl {
   // for i < rows, r < count, the rows of the weight that exist.
   void Store(const float* dots, int64_t dots_stride, const float* x_scales, int64_t rows,
              int64_t row0, int64_t count, float* y, bool accumulate) const;
-  void MatMulAvx512(const float* x, int64_t m, float* y, bool accumulate) const;
-  void MatMulGeneric(const float* x, int64_t m, float* y, bool accumulate) const;
+  // y = x · wᵀ with `kernel` (the VNNI or the AVX2 BlockDotChunk) on every block.
+  void MatMulBlocked(const float* x, int64_t m, float* y, bool accumulate,
+                     BlockKernel kernel) const;
   // Quantizes rows of `get(row, col)` (already checked finite), once allocated.
   template <typename Get>
   void Quantize(Get get);
@@ -328,7 +399,8 @@ void Int8Weight::Impl::Store(const float* dots, int64_t dots_stride, const float
   }
 }
 
-void Int8Weight::Impl::MatMulAvx512(const float* x, int64_t m, float* y, bool accumulate) const {
+void Int8Weight::Impl::MatMulBlocked(const float* x, int64_t m, float* y, bool accumulate,
+                                     BlockKernel kernel) const {
   std::vector<int16_t> xq;
   const std::vector<float> x_scales = QuantizeX(x, m, xq);  // xq: [m, k_pad]
   float dots[kRowsPerPass][kRowsPerBlock];
@@ -338,8 +410,7 @@ void Int8Weight::Impl::MatMulAvx512(const float* x, int64_t m, float* y, bool ac
     for (int64_t b = 0; b < n_pad; b += kRowsPerBlock) {
       float total[kRowsPerPass][kRowsPerBlock] = {};
       for (int64_t c = 0; c < k_pad; c += kChunkCols) {
-        BlockDotChunk(rows, q + b * k_pad, xq.data(), k_pad, c, std::min(k_pad, c + kChunkCols),
-                      dots);
+        kernel(rows, q + b * k_pad, xq.data(), k_pad, c, std::min(k_pad, c + kChunkCols), dots);
         for (int i = 0; i < rows; ++i) {
           for (int r = 0; r < kRowsPerBlock; ++r) total[i][r] += dots[i][r];
         }
@@ -359,7 +430,7 @@ void Int8Weight::Impl::MatMulAvx512(const float* x, int64_t m, float* y, bool ac
       for (int64_t i = 0; i < m; i += kRowsPerPass) {
         const int rows = static_cast<int>(std::min<int64_t>(kRowsPerPass, m - i));
         for (int64_t b = p; b < panel_end; b += kRowsPerBlock) {
-          BlockDotChunk(rows, q + b * k_pad, &xq[i * k_pad], k_pad, c, c_end, dots);
+          kernel(rows, q + b * k_pad, &xq[i * k_pad], k_pad, c, c_end, dots);
           for (int ii = 0; ii < rows; ++ii) {
             float* sums = &tile[(i + ii) * kPanelRows + (b - p)];
             for (int r = 0; r < kRowsPerBlock; ++r) sums[r] += dots[ii][r];
@@ -368,39 +439,6 @@ void Int8Weight::Impl::MatMulAvx512(const float* x, int64_t m, float* y, bool ac
       }
     }
     Store(tile.data(), kPanelRows, x_scales.data(), m, p, panel_end - p, y, accumulate);
-  }
-}
-
-void Int8Weight::Impl::MatMulGeneric(const float* x, int64_t m, float* y, bool accumulate) const {
-  std::vector<int16_t> xq;
-  const std::vector<float> x_scales = QuantizeX(x, m, xq);
-  std::vector<float> xf(xq.begin(), xq.end());  // [m, k_pad]: the int16 values, exact
-  const int64_t panel_rows = std::clamp<int64_t>(kGenericPanelFloats / k_pad, 1, n_out);
-  std::vector<float> panel(static_cast<size_t>(panel_rows * k_pad));  // [panel_rows, k_pad]
-  std::vector<float> dots(static_cast<size_t>(m * panel_rows));      // [m, panel_rows]
-  const auto kk = static_cast<blasint>(k_pad);
-  for (int64_t j = 0; j < n_out; j += panel_rows) {
-    const int64_t rows = std::min(panel_rows, n_out - j);
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < k_pad; ++c) {
-        panel[r * k_pad + c] = static_cast<float>(q[Offset(j + r, c, k_pad)]);
-      }
-    }
-    const auto n = static_cast<blasint>(rows);
-    if (m == 1) {
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, n, kk, 1.0f, panel.data(), kk, xf.data(), 1,
-                  0.0f, dots.data(), 1);
-    } else {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), n, kk, 1.0f,
-                  xf.data(), kk, panel.data(), kk, 0.0f, dots.data(), n);
-    }
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t r = 0; r < rows; ++r) {
-        const float v = (x_scales[i] * dots[i * rows + r]) * scales[j + r];
-        float& out = y[i * n_out + j + r];
-        out = accumulate ? out + v : v;
-      }
-    }
   }
 }
 
@@ -469,11 +507,9 @@ absl::Status MatMulInt8(const float* x, int64_t m, const Int8Weight& w, float* y
   }
   if (w.impl_ == nullptr) return absl::FailedPreconditionError("MatMulInt8: moved-from weight");
   if (m == 0) return absl::OkStatus();
-  if (Int8GemmIsaInUse() == Int8GemmIsa::kAvx512Vnni) {
-    w.impl_->MatMulAvx512(x, m, y, accumulate);
-  } else {
-    w.impl_->MatMulGeneric(x, m, y, accumulate);
-  }
+  w.impl_->MatMulBlocked(x, m, y, accumulate,
+                         Int8GemmIsaInUse() == Int8GemmIsa::kAvx512Vnni ? BlockDotChunk
+                                                                        : BlockDotChunkAvx2);
   return absl::OkStatus();
 }
 
@@ -485,7 +521,7 @@ Int8GemmIsa LimitInt8GemmIsa(Int8GemmIsa isa) {
 Int8GemmIsa Int8GemmIsaInUse() {
   return max_isa.load(std::memory_order_relaxed) == Int8GemmIsa::kAvx512Vnni && CpuHasAvx512Vnni()
              ? Int8GemmIsa::kAvx512Vnni
-             : Int8GemmIsa::kGeneric;
+             : Int8GemmIsa::kAvx2;
 }
 
 }  // namespace tpserve

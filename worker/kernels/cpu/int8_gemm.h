@@ -14,10 +14,11 @@
 //
 // Kernels: with AVX512-VNNI the weight's int8 rows are sign-extended to int16 in
 // registers and multiplied with vpdpwssd, 4 output rows by up to 6 rows of x at a time;
-// without it (or when LimitInt8GemmIsa says so) int8 panels are widened to fp32 for
-// OpenBLAS on the same int16 x. Both give the same results up to fp32 summation of the
-// integer partial sums. The VNNI kernel adds in one fixed order whatever m, so a row of y
-// is bit for bit the same whichever rows share the call. A rank is one thread: MatMulInt8 runs on the calling thread.
+// without it (or when LimitInt8GemmIsa says so) an AVX2 kernel does the same integer
+// arithmetic with vpmaddwd and vpaddd in two 256-bit halves and sums the lanes by the same
+// tree, so both give the same bits. They add in one fixed order whatever m, so a row of y
+// is bit for bit the same whichever rows share the call. A rank is one thread:
+// MatMulInt8 runs on the calling thread.
 //
 // Threading: an Int8Weight is immutable after creation; MatMulInt8 may run on any
 // threads at once.
@@ -79,9 +80,9 @@ absl::Status MatMulInt8(const float* x, int64_t m, const Int8Weight& w, float* y
 float QuantizeRowToInt16(const float* x, int64_t k, int16_t* q);
 
 // Which kernel MatMulInt8 may use in this process: kAvx512Vnni where the CPU has it
-// (the default), kGeneric (OpenBLAS on widened panels) always. Tests force kGeneric to
+// (the default), kAvx2 always (the build's baseline, x86-64-v3). Tests force kAvx2 to
 // cover CPUs without AVX512-VNNI; returns the ISA now in effect.
-enum class Int8GemmIsa { kGeneric, kAvx512Vnni };
+enum class Int8GemmIsa { kAvx2, kAvx512Vnni };
 Int8GemmIsa LimitInt8GemmIsa(Int8GemmIsa max_isa);
 Int8GemmIsa Int8GemmIsaInUse();
 

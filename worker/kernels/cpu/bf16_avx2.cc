@@ -1,0 +1,319 @@
+#include "worker/kernels/cpu/bf16_avx2.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "worker/dtype.h"
+
+// How the kernel is arranged (measured on a 2-core AMD EPYC Zen 3 without AVX-512;
+// docs/design.md, "Model core"). The vector lanes run along the output rows: 8 rows'
+// weights for one column times that column's x broadcast, so each accumulator is one
+// output's chain and needs no reduction across lanes.
+// - One row of x (decode at batch 1) runs two blocks (32 output rows, 4 accumulators,
+//   two weight streams prefetched 2 KiB ahead) over the whole of k.
+// - Up to kStreamMaxRows rows of x run each block over the whole of k, 5 rows at a time
+//   (10 accumulators), the weight widened in registers: the first pass reads the block
+//   from memory, the others from L2. At 6 to 16 rows this ran 1.3-1.5x faster than
+//   tiling (below), which widens each chunk into memory first.
+// - More rows are tiled as a BLAS GEMM is: a 256-column chunk of one block is widened
+//   once into an fp32 panel (16 KiB, L1), and every 6 rows of x run against it, 16 output
+//   rows at a time, from registers (12 accumulators, 2 weight vectors, one broadcast of
+//   x), so the widening is paid once per chunk, not once per row of x. The accumulators
+//   go to a tile between chunks, exactly, so a chain does not notice where chunks end.
+
+namespace tpserve {
+namespace bf16_avx2 {
+namespace {
+
+constexpr int64_t kPairElems = 2 * kRowsPerBlock;  // bf16 per column pair of a block: 64 B
+constexpr int64_t kPrefetchElems = 1024;           // 2 KiB ahead of the stream
+constexpr int64_t kRowGroup = 64;                  // rows of x prepared at a time
+constexpr int64_t kStreamMaxRows = 16;              // up to here each block is used at once
+constexpr int kStreamRowsPerPass = 5;              // rows of x per streaming pass
+constexpr int kTileRows = 6;                       // rows of x per tiled pass
+constexpr int64_t kChunkPairs = 128;               // column pairs widened at a time
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+// Column 2p of 8 rows (the low halves of their 32-bit words), as fp32.
+inline __m256 Even(__m256i w) { return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)); }
+// Column 2p + 1 (the high halves), as fp32.
+inline __m256 Odd(__m256i w) {
+  return _mm256_castsi256_ps(
+      _mm256_and_si256(w, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+
+inline __m256i Load8Rows(const uint16_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+inline void Prefetch(const uint16_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+}
+
+inline void Store(float* y, float sum, bool accumulate) { *y = accumulate ? *y + sum : sum; }
+
+// One row of prepared x against blocks a and b over all `pairs` column pairs: sums[32],
+// block a's 16 rows then block b's.
+void OneRowTwoBlocks(const float* x, const uint16_t* a, const uint16_t* b, int64_t pairs,
+                     float sums[32]) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+  for (int64_t p = 0; p < pairs; ++p) {
+    const uint16_t* wa = a + p * kPairElems;
+    const uint16_t* wb = b + p * kPairElems;
+    Prefetch(wa + kPrefetchElems);
+    Prefetch(wb + kPrefetchElems);
+    const __m256 x0 = _mm256_broadcast_ss(x + 2 * p), x1 = _mm256_broadcast_ss(x + 2 * p + 1);
+    const __m256i va0 = Load8Rows(wa), va1 = Load8Rows(wa + 16);
+    const __m256i vb0 = Load8Rows(wb), vb1 = Load8Rows(wb + 16);
+    a0 = _mm256_fmadd_ps(Even(va0), x0, a0);
+    a1 = _mm256_fmadd_ps(Even(va1), x0, a1);
+    b0 = _mm256_fmadd_ps(Even(vb0), x0, b0);
+    b1 = _mm256_fmadd_ps(Even(vb1), x0, b1);
+    a0 = _mm256_fmadd_ps(Odd(va0), x1, a0);
+    a1 = _mm256_fmadd_ps(Odd(va1), x1, a1);
+    b0 = _mm256_fmadd_ps(Odd(vb0), x1, b0);
+    b1 = _mm256_fmadd_ps(Odd(vb1), x1, b1);
+  }
+  _mm256_storeu_ps(sums, a0);
+  _mm256_storeu_ps(sums + 8, a1);
+  _mm256_storeu_ps(sums + 16, b0);
+  _mm256_storeu_ps(sums + 24, b1);
+}
+
+// MB rows of prepared x (row i at x + i·x_stride) against one block, column pairs
+// [p0, p1): continues the chains in state (row i's 16 at state + i·state_stride), or
+// starts them from zero, and leaves them there.
+template <int MB, bool kPrefetch>
+void RunBlock(const float* x, int64_t x_stride, const uint16_t* blk, int64_t p0, int64_t p1,
+              float* state, int64_t state_stride, bool from_zero) {
+  static_assert(MB >= 1 && MB <= kStreamRowsPerPass);
+  __m256 lo[MB], hi[MB];  // rows 0-7 and 8-15 of the block, per row of x
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i) {
+    lo[i] = from_zero ? _mm256_setzero_ps() : _mm256_loadu_ps(state + i * state_stride);
+    hi[i] = from_zero ? _mm256_setzero_ps() : _mm256_loadu_ps(state + i * state_stride + 8);
+  }
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint16_t* w = blk + p * kPairElems;
+    if constexpr (kPrefetch) Prefetch(w + kPrefetchElems);
+    const __m256i v0 = Load8Rows(w), v1 = Load8Rows(w + 16);
+    const __m256 e0 = Even(v0), e1 = Even(v1);
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) {
+      const __m256 xb = _mm256_broadcast_ss(x + i * x_stride + 2 * p);
+      lo[i] = _mm256_fmadd_ps(e0, xb, lo[i]);
+      hi[i] = _mm256_fmadd_ps(e1, xb, hi[i]);
+    }
+    const __m256 o0 = Odd(v0), o1 = Odd(v1);
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) {
+      const __m256 xb = _mm256_broadcast_ss(x + i * x_stride + 2 * p + 1);
+      lo[i] = _mm256_fmadd_ps(o0, xb, lo[i]);
+      hi[i] = _mm256_fmadd_ps(o1, xb, hi[i]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i) {
+    _mm256_storeu_ps(state + i * state_stride, lo[i]);
+    _mm256_storeu_ps(state + i * state_stride + 8, hi[i]);
+  }
+}
+
+template <bool kPrefetch>
+void RunBlockRows(int rows, const float* x, int64_t x_stride, const uint16_t* blk, int64_t p0,
+                  int64_t p1, float* state, int64_t state_stride, bool from_zero) {
+  switch (rows) {
+    case 1: return RunBlock<1, kPrefetch>(x, x_stride, blk, p0, p1, state, state_stride, from_zero);
+    case 2: return RunBlock<2, kPrefetch>(x, x_stride, blk, p0, p1, state, state_stride, from_zero);
+    case 3: return RunBlock<3, kPrefetch>(x, x_stride, blk, p0, p1, state, state_stride, from_zero);
+    case 4: return RunBlock<4, kPrefetch>(x, x_stride, blk, p0, p1, state, state_stride, from_zero);
+    default: return RunBlock<5, kPrefetch>(x, x_stride, blk, p0, p1, state, state_stride, from_zero);
+  }
+}
+
+// Column pairs [p0, p1) of a block, widened: wf[c][16], column c - 2·p0 of the chunk.
+void WidenChunk(const uint16_t* blk, int64_t p0, int64_t p1, float* wf) {
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint16_t* w = blk + p * kPairElems;
+    Prefetch(w + kPrefetchElems);
+    const __m256i v0 = Load8Rows(w), v1 = Load8Rows(w + 16);
+    float* out = wf + (p - p0) * 2 * kRowsPerBlock;
+    _mm256_storeu_ps(out, Even(v0));
+    _mm256_storeu_ps(out + 8, Even(v1));
+    _mm256_storeu_ps(out + 16, Odd(v0));
+    _mm256_storeu_ps(out + 24, Odd(v1));
+  }
+}
+
+// MB rows of x (row i at x + i·x_stride, from the chunk's first column) against a widened
+// chunk of `cols` columns: continues the chains in state as RunBlock does.
+template <int MB>
+void RunWidened(const float* x, int64_t x_stride, const float* wf, int64_t cols, float* state,
+                int64_t state_stride, bool from_zero) {
+  static_assert(MB >= 1 && MB <= kTileRows);
+  __m256 lo[MB], hi[MB];
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i) {
+    lo[i] = from_zero ? _mm256_setzero_ps() : _mm256_loadu_ps(state + i * state_stride);
+    hi[i] = from_zero ? _mm256_setzero_ps() : _mm256_loadu_ps(state + i * state_stride + 8);
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    const __m256 w0 = _mm256_loadu_ps(wf + c * kRowsPerBlock);
+    const __m256 w1 = _mm256_loadu_ps(wf + c * kRowsPerBlock + 8);
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) {
+      const __m256 xb = _mm256_broadcast_ss(x + i * x_stride + c);
+      lo[i] = _mm256_fmadd_ps(w0, xb, lo[i]);
+      hi[i] = _mm256_fmadd_ps(w1, xb, hi[i]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i) {
+    _mm256_storeu_ps(state + i * state_stride, lo[i]);
+    _mm256_storeu_ps(state + i * state_stride + 8, hi[i]);
+  }
+}
+
+void RunWidenedRows(int rows, const float* x, int64_t x_stride, const float* wf, int64_t cols,
+                    float* state, int64_t state_stride, bool from_zero) {
+  switch (rows) {
+    case 1: return RunWidened<1>(x, x_stride, wf, cols, state, state_stride, from_zero);
+    case 2: return RunWidened<2>(x, x_stride, wf, cols, state, state_stride, from_zero);
+    case 3: return RunWidened<3>(x, x_stride, wf, cols, state, state_stride, from_zero);
+    case 4: return RunWidened<4>(x, x_stride, wf, cols, state, state_stride, from_zero);
+    case 5: return RunWidened<5>(x, x_stride, wf, cols, state, state_stride, from_zero);
+    default: return RunWidened<6>(x, x_stride, wf, cols, state, state_stride, from_zero);
+  }
+}
+
+// x: [rows, k] -> xr: [rows, k_pad], rounded to bf16, zero past k.
+void PrepareRows(const float* x, int64_t rows, int64_t k, int64_t k_pad, float* xr) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* src = x + i * k;
+    float* dst = xr + i * k_pad;
+    for (int64_t c = 0; c < k; ++c) dst[c] = Bf16ToFloat(FloatToBf16(src[c]));
+    for (int64_t c = k; c < k_pad; ++c) dst[c] = 0.0f;
+  }
+}
+
+int64_t Offset(int64_t row, int64_t col, int64_t k_pad) {
+  return (row / kRowsPerBlock) * kRowsPerBlock * k_pad + (col / 2) * kPairElems +
+         (row % kRowsPerBlock) * 2 + col % 2;
+}
+
+}  // namespace
+
+int64_t PaddedRows(int64_t n_out) {
+  return (n_out + kRowsPerBlock - 1) / kRowsPerBlock * kRowsPerBlock;
+}
+int64_t PaddedCols(int64_t k) { return (k + 1) / 2 * 2; }
+
+size_t PackedBytes(int64_t n_out, int64_t k) {
+  return static_cast<size_t>(PaddedRows(n_out)) * static_cast<size_t>(PaddedCols(k)) *
+         sizeof(uint16_t);
+}
+
+void PackBlocked(const uint16_t* w, int64_t n_out, int64_t k, uint16_t* out) {
+  const int64_t k_pad = PaddedCols(k);
+  std::memset(out, 0, PackedBytes(n_out, k));
+  for (int64_t row = 0; row < n_out; ++row) {
+    for (int64_t c = 0; c < k; ++c) out[Offset(row, c, k_pad)] = w[row * k + c];
+  }
+}
+
+uint16_t PackedAt(const uint16_t* packed, int64_t k, int64_t row, int64_t col) {
+  return packed[Offset(row, col, PaddedCols(k))];
+}
+
+void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, int64_t k,
+            float* y, bool accumulate) {
+  if (m <= 0) return;
+  const int64_t k_pad = PaddedCols(k);
+  const int64_t pairs = k_pad / 2;
+  const int64_t blocks = PaddedRows(n_out) / kRowsPerBlock;
+  const int64_t block_elems = kRowsPerBlock * k_pad;
+  const int64_t group = std::min(m, kRowGroup);
+  auto aligned = [](int64_t floats) {
+    return std::unique_ptr<float, FreeDeleter>(static_cast<float*>(
+        std::aligned_alloc(64, static_cast<size_t>((floats * 4 + 63) / 64 * 64))));
+  };
+  const auto xr_storage = aligned(group * k_pad);
+  const auto tile_storage = aligned(group * kRowsPerBlock);
+  const auto wf_storage = aligned(2 * kChunkPairs * kRowsPerBlock);
+  float* xr = xr_storage.get();      // [group, k_pad]
+  float* tile = tile_storage.get();  // [group, 16]: one block's chains
+  float* wf = wf_storage.get();      // [2 · kChunkPairs, 16]
+  // y[row][16b + j] = tile value, skipping the padding rows.
+  auto put = [&](int64_t row, int64_t b, const float* sums) {
+    for (int64_t j = 0; j < kRowsPerBlock && b * kRowsPerBlock + j < n_out; ++j) {
+      Store(y + row * n_out + b * kRowsPerBlock + j, sums[j], accumulate);
+    }
+  };
+  for (int64_t g0 = 0; g0 < m; g0 += kRowGroup) {
+    const int64_t g = std::min(kRowGroup, m - g0);
+    PrepareRows(x + g0 * k, g, k, k_pad, xr);
+    if (g == 1) {
+      for (int64_t b = 0; b < blocks; b += 2) {
+        float sums[2 * kRowsPerBlock];
+        if (b + 1 < blocks) {
+          OneRowTwoBlocks(xr, packed + b * block_elems, packed + (b + 1) * block_elems, pairs,
+                          sums);
+          put(g0, b + 1, sums + kRowsPerBlock);
+        } else {
+          RunBlock<1, true>(xr, k_pad, packed + b * block_elems, 0, pairs, sums, 0, true);
+        }
+        put(g0, b, sums);
+      }
+      continue;
+    }
+    if (g <= kStreamMaxRows) {
+      for (int64_t b = 0; b < blocks; ++b) {
+        for (int64_t i = 0; i < g; i += kStreamRowsPerPass) {
+          const int rows = static_cast<int>(std::min<int64_t>(kStreamRowsPerPass, g - i));
+          if (i == 0) {
+            RunBlockRows<true>(rows, xr, k_pad, packed + b * block_elems, 0, pairs, tile,
+                               kRowsPerBlock, true);
+          } else {
+            RunBlockRows<false>(rows, xr + i * k_pad, k_pad, packed + b * block_elems, 0, pairs,
+                                tile + i * kRowsPerBlock, kRowsPerBlock, true);
+          }
+        }
+        for (int64_t i = 0; i < g; ++i) put(g0 + i, b, tile + i * kRowsPerBlock);
+      }
+      continue;
+    }
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint16_t* blk = packed + b * block_elems;
+      for (int64_t p0 = 0; p0 < pairs; p0 += kChunkPairs) {
+        const int64_t p1 = std::min(pairs, p0 + kChunkPairs);
+        WidenChunk(blk, p0, p1, wf);
+        for (int64_t i = 0; i < g; i += kTileRows) {
+          RunWidenedRows(static_cast<int>(std::min<int64_t>(kTileRows, g - i)),
+                         xr + i * k_pad + 2 * p0, k_pad, wf, 2 * (p1 - p0),
+                         tile + i * kRowsPerBlock, kRowsPerBlock, p0 == 0);
+        }
+      }
+      for (int64_t i = 0; i < g; ++i) put(g0 + i, b, tile + i * kRowsPerBlock);
+    }
+  }
+}
+
+float ReferenceDot(const float* x_row, const float* w_row, int64_t k, bool accumulate,
+                   float prior) {
+  float acc = 0.0f;  // with the padding column of an odd k, as the kernel (0·0 turns -0 to +0)
+  for (int64_t c = 0; c < PaddedCols(k); ++c) {
+    acc = std::fma(c < k ? w_row[c] : 0.0f, c < k ? x_row[c] : 0.0f, acc);
+  }
+  return accumulate ? prior + acc : acc;
+}
+
+}  // namespace bf16_avx2
+}  // namespace tpserve

@@ -1,0 +1,163 @@
+#include "worker/kernels/cpu/bf16_avx2.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/dtype.h"
+
+namespace tpserve {
+namespace bf16_avx2 {
+namespace {
+
+struct Case {
+  std::vector<uint16_t> w;       // [n_out, k] bf16 bits
+  std::vector<float> w_f;        // the same, widened
+  std::vector<uint16_t> packed;  // PackBlocked
+};
+
+Case MakeWeight(int64_t n_out, int64_t k, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal;
+  Case c;
+  c.w.resize(n_out * k);
+  c.w_f.resize(n_out * k);
+  for (int64_t i = 0; i < n_out * k; ++i) {
+    c.w[i] = FloatToBf16(normal(gen));
+    c.w_f[i] = Bf16ToFloat(c.w[i]);
+  }
+  c.packed.resize(PackedBytes(n_out, k) / sizeof(uint16_t));
+  PackBlocked(c.w.data(), n_out, k, c.packed.data());
+  return c;
+}
+
+std::vector<float> RandomX(int64_t count, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(count);
+  for (float& v : x) v = normal(gen);  // not bf16 values: the kernel rounds them
+  return x;
+}
+
+std::vector<float> RoundedRow(const float* x, int64_t k) {
+  std::vector<float> r(k);
+  for (int64_t i = 0; i < k; ++i) r[i] = Bf16ToFloat(FloatToBf16(x[i]));
+  return r;
+}
+
+// Every element of y is the reference's exact bits, for every m (decode, pairs and an
+// odd row, panels, more than one row group) and both accumulate modes.
+void ExpectBitExact(int64_t n_out, int64_t k, const std::vector<int64_t>& ms) {
+  const Case c = MakeWeight(n_out, k, static_cast<uint32_t>(n_out * 31 + k));
+  for (int64_t m : ms) {
+    for (bool accumulate : {false, true}) {
+      const std::vector<float> x = RandomX(m * k, static_cast<uint32_t>(m));
+      std::vector<float> y0 = RandomX(m * n_out, 99);
+      std::vector<float> y = y0;
+      y.push_back(1234.5f);  // a guard past the end
+      MatMul(x.data(), m, c.packed.data(), n_out, k, y.data(), accumulate);
+      ASSERT_EQ(y.back(), 1234.5f) << "wrote past y";
+      for (int64_t i = 0; i < m; ++i) {
+        const std::vector<float> xr = RoundedRow(x.data() + i * k, k);
+        for (int64_t r = 0; r < n_out; ++r) {
+          const float want = ReferenceDot(xr.data(), c.w_f.data() + r * k, k, accumulate,
+                                          y0[i * n_out + r]);
+          ASSERT_EQ(std::memcmp(&y[i * n_out + r], &want, sizeof(float)), 0)
+              << "n_out " << n_out << " k " << k << " m " << m << " acc " << accumulate
+              << " row " << i << " col " << r << ": " << y[i * n_out + r] << " vs " << want;
+        }
+      }
+    }
+  }
+}
+
+TEST(Bf16Avx2Test, TinyOddShapesAreBitExact) {
+  for (int64_t n_out : {1, 3, 15, 16, 17, 33}) {
+    for (int64_t k : {1, 2, 3, 15, 16, 17}) ExpectBitExact(n_out, k, {1, 2, 3, 4, 5, 6, 9, 11});
+  }
+}
+
+TEST(Bf16Avx2Test, ChunksTilesAndRowGroupsAreBitExact) {
+  // k = 2048 is 8 widened chunks of 256 columns; 201 output rows are 13 blocks, the last
+  // partly padding; 130 rows of x are three row groups (64, 64, 2), the 64 tiled as 6
+  // rows at a time with a remainder of 4; 7 rows are a tile of 6 and one of 1.
+  ExpectBitExact(201, 2048, {1, 2, 3, 4, 5, 6, 7, 130});
+  // k = 5633: odd, and a last chunk of 1 column pair.
+  ExpectBitExact(45, 5633, {1, 6, 65});
+}
+
+// The reference itself: within fp32 summation error of the exact (double) dot product.
+TEST(Bf16Avx2Test, ReferenceIsCloseToExact) {
+  const int64_t k = 4099;
+  const std::vector<float> x = RoundedRow(RandomX(k, 1).data(), k);
+  const std::vector<float> w = RoundedRow(RandomX(k, 2).data(), k);
+  double exact = 0, magnitude = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    exact += double{x[i]} * w[i];
+    magnitude += std::fabs(double{x[i]} * w[i]);
+  }
+  const float got = ReferenceDot(x.data(), w.data(), k, false, 0.0f);
+  EXPECT_NEAR(got, exact, 4 * std::sqrt(double(k)) * std::ldexp(1.0, -24) * magnitude);
+  EXPECT_FLOAT_EQ(ReferenceDot(x.data(), w.data(), k, true, 2.0f), got + 2.0f);
+}
+
+TEST(Bf16Avx2Test, RowDoesNotDependOnItsBatch) {
+  const int64_t n_out = 37, k = 300;
+  const Case c = MakeWeight(n_out, k, 5);
+  const std::vector<float> x = RandomX(70 * k, 6);
+  std::vector<float> batch(70 * n_out);
+  MatMul(x.data(), 70, c.packed.data(), n_out, k, batch.data(), false);
+  for (int64_t i : {0, 1, 2, 3, 41, 69}) {
+    std::vector<float> alone(n_out);
+    MatMul(x.data() + i * k, 1, c.packed.data(), n_out, k, alone.data(), false);
+    EXPECT_EQ(std::memcmp(alone.data(), batch.data() + i * n_out, n_out * sizeof(float)), 0)
+        << "row " << i;
+  }
+}
+
+TEST(Bf16Avx2Test, PackingKeepsEveryWeightAndZeroesThePadding) {
+  const int64_t n_out = 6, k = 21;
+  const Case c = MakeWeight(n_out, k, 7);
+  EXPECT_EQ(PackedBytes(n_out, k), size_t{16 * 22 * 2});
+  for (int64_t r = 0; r < PaddedRows(n_out); ++r) {
+    for (int64_t col = 0; col < PaddedCols(k); ++col) {
+      const uint16_t want = r < n_out && col < k ? c.w[r * k + col] : 0;
+      EXPECT_EQ(PackedAt(c.packed.data(), k, r, col), want) << r << "," << col;
+    }
+  }
+}
+
+TEST(Bf16Avx2Test, NonFiniteXReachesOnlyItsRow) {
+  const int64_t n_out = 9, k = 40;
+  const Case c = MakeWeight(n_out, k, 8);
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    std::vector<float> x = RandomX(5 * k, 9);
+    x[2 * k + 17] = bad;
+    std::vector<float> y(5 * n_out);
+    MatMul(x.data(), 5, c.packed.data(), n_out, k, y.data(), false);
+    for (int64_t i = 0; i < 5; ++i) {
+      for (int64_t r = 0; r < n_out; ++r) {
+        if (i == 2) {
+          EXPECT_FALSE(std::isfinite(y[i * n_out + r])) << r;
+        } else {
+          EXPECT_TRUE(std::isfinite(y[i * n_out + r])) << i << "," << r;
+        }
+      }
+    }
+  }
+}
+
+TEST(Bf16Avx2Test, ZeroRowsIsANoOp) {
+  const Case c = MakeWeight(16, 16, 10);
+  float y = 3.0f;
+  MatMul(nullptr, 0, c.packed.data(), 16, 16, &y, false);
+  EXPECT_EQ(y, 3.0f);
+}
+
+}  // namespace
+}  // namespace bf16_avx2
+}  // namespace tpserve
