@@ -16,7 +16,8 @@
 // only (a rank is one thread), so its columns are timed at the first thread count.
 // Before the table, the peak rate of one thread's dot-product instructions (vdpbf16ps,
 // which oneDNN's bf16 brgemm runs without AMX, and vpdpwssd, MatMulInt8's) on registers
-// only: what the prefill GFLOP/s columns compare with.
+// only, or on a CPU without them the AVX2 kernels' (vfmadd231ps; vpmaddwd with vpaddd):
+// what the prefill GFLOP/s columns compare with.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -95,9 +96,46 @@ TPSERVE_PEAK_TARGET double PeakInt16DotOps(int64_t iterations) {
 
 #undef TPSERVE_DOT_PEAK
 
+// The AVX2 kernels' instructions on 12 independent ymm accumulators, registers only:
+// vfmadd231ps (8 lanes × 2 flops) or vpmaddwd + vpaddd (16 products, 2 ops each, into 8
+// int32 lanes; two scratch registers alternate). Ops per second.
+#define TPSERVE_AVX2_PEAK(step, ops_per_step, clobbers...)                               \
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,  \
+         a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;                                  \
+  const __m256 x = _mm256_set1_ps(1.0f), w = _mm256_set1_ps(0.0f);                       \
+  const auto start = std::chrono::steady_clock::now();                                   \
+  for (int64_t it = 0; it < iterations; ++it) {                                          \
+    asm volatile(step(0, "14") step(1, "15") step(2, "14") step(3, "15") step(4, "14")    \
+                 step(5, "15") step(6, "14") step(7, "15") step(8, "14") step(9, "15")    \
+                 step(10, "14") step(11, "15")                                           \
+                 : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6),  \
+                   "+x"(a7), "+x"(a8), "+x"(a9), "+x"(a10), "+x"(a11)                    \
+                 : "x"(x), "x"(w)                                                        \
+                 : clobbers);                                                            \
+  }                                                                                      \
+  return 12.0 * (ops_per_step) * double(iterations) / Seconds(start);
+
+#define TPSERVE_FMA_STEP(i, t) "vfmadd231ps %13, %12, %" #i "\n\t"
+#define TPSERVE_MADD_STEP(i, t) \
+  "vpmaddwd %13, %12, %%ymm" t "\n\tvpaddd %%ymm" t ", %" #i ", %" #i "\n\t"
+
+double PeakFmaFlops(int64_t iterations) { TPSERVE_AVX2_PEAK(TPSERVE_FMA_STEP, 16.0, "xmm14", "xmm15") }
+
+double PeakMaddOps(int64_t iterations) { TPSERVE_AVX2_PEAK(TPSERVE_MADD_STEP, 32.0, "xmm14", "xmm15") }
+
+#undef TPSERVE_FMA_STEP
+#undef TPSERVE_MADD_STEP
+#undef TPSERVE_AVX2_PEAK
+
 void PrintDotPeaks() {
   if (!__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512vnni")) {
-    std::printf("dot-product peak: not measured (no AVX512-BF16 or AVX512-VNNI)\n");
+    double fma = 0, madd = 0;
+    for (int pass = 0; pass < 3; ++pass) {  // best of three
+      fma = std::max(fma, PeakFmaFlops(20'000'000));
+      madd = std::max(madd, PeakMaddOps(20'000'000));
+    }
+    std::printf("no AVX512-BF16/VNNI; AVX2 peak, one thread, registers only: vfmadd231ps "
+                "%.0f GFLOP/s, vpmaddwd+vpaddd %.0f GOP/s\n", fma / 1e9, madd / 1e9);
     return;
   }
   constexpr int64_t kIterations = 20'000'000;

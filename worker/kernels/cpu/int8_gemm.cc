@@ -198,39 +198,76 @@ inline __m256i WidenInt8(const int8_t* p) {
   return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
+// acc += vpmaddwd(w, *x) with x read from memory: as for DotAccumulate, GCC 12 left to
+// itself keeps the accumulators of DotChunkAvx2 on the stack (a load and a store per
+// update); one asm per update leaves it a register each and one scratch.
+inline __attribute__((always_inline)) void MaddAccumulate(__m256i& acc, __m256i w,
+                                                          const int16_t* x) {
+  __m256i product;
+  asm("vpmaddwd %[x], %[w], %[p]\n\tvpaddd %[p], %[acc], %[acc]"
+      : [acc] "+x"(acc), [p] "=&x"(product)
+      : [w] "x"(w), [x] "m"(*reinterpret_cast<const __m256i*>(x)));
+}
+
 // out[i][r0 + rr] = Σ_{c in [begin, end)} x[i][c] · w_{r0+rr}[c] for MB rows of x and
-// NR weight rows from r0 of the block at q, as DotChunk.
+// NR weight rows from r0 of the block at q, as DotChunk. Accumulators are named
+// variables (lo/hi, x row, weight row), as in DotChunk.
+#define TPSERVE_AVX2_ACC(i, rr) __m256i lo##i##rr = zero, hi##i##rr = zero
+#define TPSERVE_AVX2_STEP(i, rr)                                   \
+  if constexpr (MB > i && NR > rr) {                               \
+    MaddAccumulate(lo##i##rr, wl##rr, x + i * x_stride + c);       \
+    MaddAccumulate(hi##i##rr, wh##rr, x + i * x_stride + c + 16);  \
+  }
+#define TPSERVE_AVX2_OUT(i, rr) \
+  if constexpr (MB > i && NR > rr) out[i][r0 + rr] = LaneSumAvx2(lo##i##rr, hi##i##rr)
+
 template <int MB, int NR>
 void DotChunkAvx2(const int8_t* q, int r0, const int16_t* x, int64_t x_stride, int64_t begin,
                   int64_t end, float out[][kRowsPerBlock]) {
-  static_assert(MB >= 1 && MB <= 3 && NR >= 1 && NR <= kRowsPerBlock);
-  __m256i lo[MB][NR], hi[MB][NR];
-#pragma GCC unroll 16
-  for (int i = 0; i < MB * NR; ++i) lo[i / NR][i % NR] = hi[i / NR][i % NR] = _mm256_setzero_si256();
+  static_assert((MB >= 1 && MB <= 3 && NR == 2) || (MB == 1 && NR == kRowsPerBlock));
+  const __m256i zero = _mm256_setzero_si256();
+  TPSERVE_AVX2_ACC(0, 0);
+  TPSERVE_AVX2_ACC(0, 1);
+  TPSERVE_AVX2_ACC(0, 2);
+  TPSERVE_AVX2_ACC(0, 3);
+  TPSERVE_AVX2_ACC(1, 0);
+  TPSERVE_AVX2_ACC(1, 1);
+  TPSERVE_AVX2_ACC(2, 0);
+  TPSERVE_AVX2_ACC(2, 1);
   for (int64_t c = begin; c < end; c += kColsPerStep) {
-    const int8_t* wq = q + c * kRowsPerBlock;
+    const int8_t* wq = q + c * kRowsPerBlock + r0 * kColsPerStep;
     _mm_prefetch(reinterpret_cast<const char*>(wq + kPrefetchBytes), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(wq + kPrefetchBytes + 64), _MM_HINT_T0);
-#pragma GCC unroll 4
-    for (int rr = 0; rr < NR; ++rr) {
-      const __m256i wl = WidenInt8(wq + (r0 + rr) * kColsPerStep);
-      const __m256i wh = WidenInt8(wq + (r0 + rr) * kColsPerStep + 16);
-#pragma GCC unroll 3
-      for (int i = 0; i < MB; ++i) {
-        const int16_t* xi = x + i * x_stride + c;
-        lo[i][rr] = _mm256_add_epi32(
-            lo[i][rr], _mm256_madd_epi16(wl, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xi))));
-        hi[i][rr] = _mm256_add_epi32(
-            hi[i][rr],
-            _mm256_madd_epi16(wh, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xi + 16))));
-      }
+    const __m256i wl0 = WidenInt8(wq), wh0 = WidenInt8(wq + 16);
+    const __m256i wl1 = WidenInt8(wq + kColsPerStep), wh1 = WidenInt8(wq + kColsPerStep + 16);
+    TPSERVE_AVX2_STEP(0, 0)
+    TPSERVE_AVX2_STEP(0, 1)
+    TPSERVE_AVX2_STEP(1, 0)
+    TPSERVE_AVX2_STEP(1, 1)
+    TPSERVE_AVX2_STEP(2, 0)
+    TPSERVE_AVX2_STEP(2, 1)
+    if constexpr (NR == kRowsPerBlock) {
+      const __m256i wl2 = WidenInt8(wq + 2 * kColsPerStep);
+      const __m256i wh2 = WidenInt8(wq + 2 * kColsPerStep + 16);
+      const __m256i wl3 = WidenInt8(wq + 3 * kColsPerStep);
+      const __m256i wh3 = WidenInt8(wq + 3 * kColsPerStep + 16);
+      TPSERVE_AVX2_STEP(0, 2)
+      TPSERVE_AVX2_STEP(0, 3)
     }
   }
-#pragma GCC unroll 16
-  for (int i = 0; i < MB * NR; ++i) {
-    out[i / NR][r0 + i % NR] = LaneSumAvx2(lo[i / NR][i % NR], hi[i / NR][i % NR]);
-  }
+  TPSERVE_AVX2_OUT(0, 0);
+  TPSERVE_AVX2_OUT(0, 1);
+  TPSERVE_AVX2_OUT(0, 2);
+  TPSERVE_AVX2_OUT(0, 3);
+  TPSERVE_AVX2_OUT(1, 0);
+  TPSERVE_AVX2_OUT(1, 1);
+  TPSERVE_AVX2_OUT(2, 0);
+  TPSERVE_AVX2_OUT(2, 1);
 }
+
+#undef TPSERVE_AVX2_ACC
+#undef TPSERVE_AVX2_STEP
+#undef TPSERVE_AVX2_OUT
 
 // BlockDotChunk with the AVX2 kernel: one row of x takes the 4 weight rows at once; more
 // rows go 3 at a time, each against the block's two halves (the second from L1).
