@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "worker/dtype.h"
 
@@ -88,12 +90,12 @@ void OneRowTwoBlocks(const float* x, const uint16_t* a, const uint16_t* b, int64
   _mm256_storeu_ps(sums + 24, b1);
 }
 
-// MB rows of prepared x (row i at x + i·x_stride) against one block, column pairs
-// [p0, p1): continues the chains in state (row i's 16 at state + i·state_stride), or
-// starts them from zero, and leaves them there.
+// A tile of MB rows of prepared x (column c of row i at x + c·MB + i) against one block,
+// column pairs [p0, p1): continues the chains in state (row i's 16 at state +
+// i·state_stride), or starts them from zero, and leaves them there.
 template <int MB, bool kPrefetch>
-void RunBlock(const float* x, int64_t x_stride, const uint16_t* blk, int64_t p0, int64_t p1,
-              float* state, int64_t state_stride, bool from_zero) {
+void RunBlock(const float* x, const uint16_t* blk, int64_t p0, int64_t p1, float* state,
+              int64_t state_stride, bool from_zero) {
   static_assert(MB >= 1 && MB <= kStreamRowsPerPass);
   __m256 lo[MB], hi[MB];  // rows 0-7 and 8-15 of the block, per row of x
 #pragma GCC unroll 8
@@ -108,14 +110,14 @@ void RunBlock(const float* x, int64_t x_stride, const uint16_t* blk, int64_t p0,
     const __m256 e0 = Even(v0), e1 = Even(v1);
 #pragma GCC unroll 8
     for (int i = 0; i < MB; ++i) {
-      const __m256 xb = _mm256_broadcast_ss(x + i * x_stride + 2 * p);
+      const __m256 xb = _mm256_broadcast_ss(x + 2 * p * MB + i);
       lo[i] = _mm256_fmadd_ps(e0, xb, lo[i]);
       hi[i] = _mm256_fmadd_ps(e1, xb, hi[i]);
     }
     const __m256 o0 = Odd(v0), o1 = Odd(v1);
 #pragma GCC unroll 8
     for (int i = 0; i < MB; ++i) {
-      const __m256 xb = _mm256_broadcast_ss(x + i * x_stride + 2 * p + 1);
+      const __m256 xb = _mm256_broadcast_ss(x + (2 * p + 1) * MB + i);
       lo[i] = _mm256_fmadd_ps(o0, xb, lo[i]);
       hi[i] = _mm256_fmadd_ps(o1, xb, hi[i]);
     }
@@ -128,14 +130,14 @@ void RunBlock(const float* x, int64_t x_stride, const uint16_t* blk, int64_t p0,
 }
 
 template <bool kPrefetch>
-void RunBlockRows(int rows, const float* x, int64_t x_stride, const uint16_t* blk, int64_t p0,
-                  int64_t p1, float* state, int64_t state_stride, bool from_zero) {
+void RunBlockRows(int rows, const float* x, const uint16_t* blk, int64_t p0, int64_t p1,
+                  float* state, int64_t state_stride, bool from_zero) {
   switch (rows) {
-    case 1: return RunBlock<1, kPrefetch>(x, x_stride, blk, p0, p1, state, state_stride, from_zero);
-    case 2: return RunBlock<2, kPrefetch>(x, x_stride, blk, p0, p1, state, state_stride, from_zero);
-    case 3: return RunBlock<3, kPrefetch>(x, x_stride, blk, p0, p1, state, state_stride, from_zero);
-    case 4: return RunBlock<4, kPrefetch>(x, x_stride, blk, p0, p1, state, state_stride, from_zero);
-    default: return RunBlock<5, kPrefetch>(x, x_stride, blk, p0, p1, state, state_stride, from_zero);
+    case 1: return RunBlock<1, kPrefetch>(x, blk, p0, p1, state, state_stride, from_zero);
+    case 2: return RunBlock<2, kPrefetch>(x, blk, p0, p1, state, state_stride, from_zero);
+    case 3: return RunBlock<3, kPrefetch>(x, blk, p0, p1, state, state_stride, from_zero);
+    case 4: return RunBlock<4, kPrefetch>(x, blk, p0, p1, state, state_stride, from_zero);
+    default: return RunBlock<5, kPrefetch>(x, blk, p0, p1, state, state_stride, from_zero);
   }
 }
 
@@ -153,10 +155,10 @@ void WidenChunk(const uint16_t* blk, int64_t p0, int64_t p1, float* wf) {
   }
 }
 
-// MB rows of x (row i at x + i·x_stride, from the chunk's first column) against a widened
+// A tile of MB rows of x (as RunBlock's, from the chunk's first column) against a widened
 // chunk of `cols` columns: continues the chains in state as RunBlock does.
 template <int MB>
-void RunWidened(const float* x, int64_t x_stride, const float* wf, int64_t cols, float* state,
+void RunWidened(const float* x, const float* wf, int64_t cols, float* state,
                 int64_t state_stride, bool from_zero) {
   static_assert(MB >= 1 && MB <= kTileRows);
   __m256 lo[MB], hi[MB];
@@ -170,7 +172,7 @@ void RunWidened(const float* x, int64_t x_stride, const float* wf, int64_t cols,
     const __m256 w1 = _mm256_loadu_ps(wf + c * kRowsPerBlock + 8);
 #pragma GCC unroll 8
     for (int i = 0; i < MB; ++i) {
-      const __m256 xb = _mm256_broadcast_ss(x + i * x_stride + c);
+      const __m256 xb = _mm256_broadcast_ss(x + c * MB + i);
       lo[i] = _mm256_fmadd_ps(w0, xb, lo[i]);
       hi[i] = _mm256_fmadd_ps(w1, xb, hi[i]);
     }
@@ -182,25 +184,45 @@ void RunWidened(const float* x, int64_t x_stride, const float* wf, int64_t cols,
   }
 }
 
-void RunWidenedRows(int rows, const float* x, int64_t x_stride, const float* wf, int64_t cols,
-                    float* state, int64_t state_stride, bool from_zero) {
+void RunWidenedRows(int rows, const float* x, const float* wf, int64_t cols, float* state,
+                    int64_t state_stride, bool from_zero) {
   switch (rows) {
-    case 1: return RunWidened<1>(x, x_stride, wf, cols, state, state_stride, from_zero);
-    case 2: return RunWidened<2>(x, x_stride, wf, cols, state, state_stride, from_zero);
-    case 3: return RunWidened<3>(x, x_stride, wf, cols, state, state_stride, from_zero);
-    case 4: return RunWidened<4>(x, x_stride, wf, cols, state, state_stride, from_zero);
-    case 5: return RunWidened<5>(x, x_stride, wf, cols, state, state_stride, from_zero);
-    default: return RunWidened<6>(x, x_stride, wf, cols, state, state_stride, from_zero);
+    case 1: return RunWidened<1>(x, wf, cols, state, state_stride, from_zero);
+    case 2: return RunWidened<2>(x, wf, cols, state, state_stride, from_zero);
+    case 3: return RunWidened<3>(x, wf, cols, state, state_stride, from_zero);
+    case 4: return RunWidened<4>(x, wf, cols, state, state_stride, from_zero);
+    case 5: return RunWidened<5>(x, wf, cols, state, state_stride, from_zero);
+    default: return RunWidened<6>(x, wf, cols, state, state_stride, from_zero);
   }
 }
 
-// x: [rows, k] -> xr: [rows, k_pad], rounded to bf16, zero past k.
-void PrepareRows(const float* x, int64_t rows, int64_t k, int64_t k_pad, float* xr) {
-  for (int64_t i = 0; i < rows; ++i) {
-    const float* src = x + i * k;
-    float* dst = xr + i * k_pad;
-    for (int64_t c = 0; c < k; ++c) dst[c] = Bf16ToFloat(FloatToBf16(src[c]));
-    for (int64_t c = k; c < k_pad; ++c) dst[c] = 0.0f;
+// `rows` rows in ceil(rows / max_rows) tiles as even as they go (16 at most 5 → 4, 4, 4,
+// 4; 32 at most 6 → 6, 6, 5, 5, 5, 5): a kernel needs 4 rows (8 accumulators) to keep the
+// FMA pipes busy, and a remainder tile of 1 or 2 would run at half speed. Each tile is
+// (first row, rows).
+std::vector<std::pair<int64_t, int>> Tiles(int64_t rows, int64_t max_rows) {
+  const int64_t count = (rows + max_rows - 1) / max_rows;
+  std::vector<std::pair<int64_t, int>> tiles;
+  for (int64_t t = 0, first = 0; t < count; ++t) {
+    const int64_t n = rows / count + (t < rows % count ? 1 : 0);
+    tiles.emplace_back(first, static_cast<int>(n));
+    first += n;
+  }
+  return tiles;
+}
+
+// x: [rows, k] -> xt: each tile's n rows at xt + first·k_pad, column by column (column c
+// of its row i at c·n + i), so a kernel's broadcasts of one column are adjacent; rounded
+// to bf16, zero past k.
+void PrepareTiles(const float* x, int64_t k, int64_t k_pad,
+                  const std::vector<std::pair<int64_t, int>>& tiles, float* xt) {
+  for (const auto& [first, n] : tiles) {
+    float* base = xt + first * k_pad;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* src = x + (first + i) * k;
+      for (int64_t c = 0; c < k; ++c) base[c * n + i] = Bf16ToFloat(FloatToBf16(src[c]));
+      for (int64_t c = k; c < k_pad; ++c) base[c * n + i] = 0.0f;
+    }
   }
 }
 
@@ -245,10 +267,10 @@ void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, in
     return std::unique_ptr<float, FreeDeleter>(static_cast<float*>(
         std::aligned_alloc(64, static_cast<size_t>((floats * 4 + 63) / 64 * 64))));
   };
-  const auto xr_storage = aligned(group * k_pad);
+  const auto xt_storage = aligned(group * k_pad);
   const auto tile_storage = aligned(group * kRowsPerBlock);
   const auto wf_storage = aligned(2 * kChunkPairs * kRowsPerBlock);
-  float* xr = xr_storage.get();      // [group, k_pad]
+  float* xt = xt_storage.get();      // [group, k_pad] as PrepareTiles lays it out
   float* tile = tile_storage.get();  // [group, 16]: one block's chains
   float* wf = wf_storage.get();      // [2 · kChunkPairs, 16]
   // y[row][16b + j] = tile value, skipping the padding rows.
@@ -259,30 +281,31 @@ void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, in
   };
   for (int64_t g0 = 0; g0 < m; g0 += kRowGroup) {
     const int64_t g = std::min(kRowGroup, m - g0);
-    PrepareRows(x + g0 * k, g, k, k_pad, xr);
     if (g == 1) {
+      PrepareTiles(x + g0 * k, k, k_pad, {{0, 1}}, xt);
       for (int64_t b = 0; b < blocks; b += 2) {
         float sums[2 * kRowsPerBlock];
         if (b + 1 < blocks) {
-          OneRowTwoBlocks(xr, packed + b * block_elems, packed + (b + 1) * block_elems, pairs,
+          OneRowTwoBlocks(xt, packed + b * block_elems, packed + (b + 1) * block_elems, pairs,
                           sums);
           put(g0, b + 1, sums + kRowsPerBlock);
         } else {
-          RunBlock<1, true>(xr, k_pad, packed + b * block_elems, 0, pairs, sums, 0, true);
+          RunBlock<1, true>(xt, packed + b * block_elems, 0, pairs, sums, 0, true);
         }
         put(g0, b, sums);
       }
       continue;
     }
     if (g <= kStreamMaxRows) {
+      const auto tiles = Tiles(g, kStreamRowsPerPass);
+      PrepareTiles(x + g0 * k, k, k_pad, tiles, xt);
       for (int64_t b = 0; b < blocks; ++b) {
-        for (int64_t i = 0; i < g; i += kStreamRowsPerPass) {
-          const int rows = static_cast<int>(std::min<int64_t>(kStreamRowsPerPass, g - i));
+        for (const auto& [i, rows] : tiles) {
           if (i == 0) {
-            RunBlockRows<true>(rows, xr, k_pad, packed + b * block_elems, 0, pairs, tile,
+            RunBlockRows<true>(rows, xt, packed + b * block_elems, 0, pairs, tile,
                                kRowsPerBlock, true);
           } else {
-            RunBlockRows<false>(rows, xr + i * k_pad, k_pad, packed + b * block_elems, 0, pairs,
+            RunBlockRows<false>(rows, xt + i * k_pad, packed + b * block_elems, 0, pairs,
                                 tile + i * kRowsPerBlock, kRowsPerBlock, true);
           }
         }
@@ -290,14 +313,15 @@ void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, in
       }
       continue;
     }
+    const auto tiles = Tiles(g, kTileRows);
+    PrepareTiles(x + g0 * k, k, k_pad, tiles, xt);
     for (int64_t b = 0; b < blocks; ++b) {
       const uint16_t* blk = packed + b * block_elems;
       for (int64_t p0 = 0; p0 < pairs; p0 += kChunkPairs) {
         const int64_t p1 = std::min(pairs, p0 + kChunkPairs);
         WidenChunk(blk, p0, p1, wf);
-        for (int64_t i = 0; i < g; i += kTileRows) {
-          RunWidenedRows(static_cast<int>(std::min<int64_t>(kTileRows, g - i)),
-                         xr + i * k_pad + 2 * p0, k_pad, wf, 2 * (p1 - p0),
+        for (const auto& [i, rows] : tiles) {
+          RunWidenedRows(rows, xt + i * k_pad + 2 * p0 * rows, wf, 2 * (p1 - p0),
                          tile + i * kRowsPerBlock, kRowsPerBlock, p0 == 0);
         }
       }
