@@ -83,9 +83,9 @@ TEST(Bf16Avx2Test, TinyOddShapesAreBitExact) {
 
 TEST(Bf16Avx2Test, ChunksTilesAndRowGroupsAreBitExact) {
   // k = 2048 is 8 widened chunks of 256 columns; 201 output rows are 13 blocks, the last
-  // partly padding; 130 rows of x are three row groups (64, 64, 2), the 64 tiled as 6
-  // rows at a time with a remainder of 4; 7 rows are a tile of 6 and one of 1.
-  ExpectBitExact(201, 2048, {1, 2, 3, 4, 5, 6, 7, 130});
+  // partly padding. Rows of x: 1 (two blocks at a time), 2-16 (streamed in even tiles of
+  // up to 5), 17 and 40 (tiled in even tiles of up to 6), 258 (row groups of 256 and 2).
+  ExpectBitExact(201, 2048, {1, 2, 3, 4, 5, 6, 7, 16, 17, 40, 258});
   // k = 5633: odd, and a last chunk of 1 column pair.
   ExpectBitExact(45, 5633, {1, 6, 65});
 }
