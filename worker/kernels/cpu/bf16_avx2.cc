@@ -277,7 +277,9 @@ void PackBlocked(const uint16_t* w, int64_t n_out, int64_t k, uint16_t* out) {
   const int64_t k_pad = PaddedCols(k);
   std::memset(out, 0, PackedBytes(n_out, k));
   for (int64_t row = 0; row < n_out; ++row) {
-    for (int64_t c = 0; c < k; ++c) out[Offset(row, c, k_pad)] = w[row * k + c];
+    uint16_t* dst = out + Offset(row, 0, k_pad);  // column c at dst + (c / 2)·64 + c % 2
+    const uint16_t* src = w + row * k;
+    for (int64_t c = 0; c < k; ++c) dst[(c >> 1) * kPairElems + (c & 1)] = src[c];
   }
 }
 
@@ -294,9 +296,11 @@ void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, in
   const int64_t block_elems = kRowsPerBlock * k_pad;
   const int64_t group = std::min(m, kRowGroup);
   thread_local Scratch xt_scratch, tile_scratch, wf_scratch;
-  float* xt = xt_scratch.Get(group * k_pad);             // [group, k_pad] as PrepareTiles lays it out
-  float* tile = tile_scratch.Get(group * kRowsPerBlock);  // [group, 16]: one block's chains
-  float* wf = wf_scratch.Get(2 * kChunkPairs * kRowsPerBlock);  // [2 · kChunkPairs, 16]
+  // xt: [group, k_pad] as PrepareTiles lays it out; tile: [group, 16], one block's chains;
+  // wf: [2 · kChunkPairs, 16], a widened chunk.
+  float* xt = xt_scratch.Get(group * k_pad);
+  float* tile = tile_scratch.Get(group * kRowsPerBlock);
+  float* wf = wf_scratch.Get(2 * kChunkPairs * kRowsPerBlock);
   // y[row][16b + j] = tile value, skipping the padding rows.
   auto put = [&](int64_t row, int64_t b, const float* sums) {
     for (int64_t j = 0; j < kRowsPerBlock && b * kRowsPerBlock + j < n_out; ++j) {

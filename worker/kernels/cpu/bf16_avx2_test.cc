@@ -134,7 +134,8 @@ TEST(Bf16Avx2Test, PackingKeepsEveryWeightAndZeroesThePadding) {
 TEST(Bf16Avx2Test, NonFiniteXReachesOnlyItsRow) {
   const int64_t n_out = 9, k = 40;
   const Case c = MakeWeight(n_out, k, 8);
-  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+  for (float bad :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
     std::vector<float> x = RandomX(5 * k, 9);
     x[2 * k + 17] = bad;
     std::vector<float> y(5 * n_out);

@@ -119,9 +119,13 @@ TPSERVE_PEAK_TARGET double PeakInt16DotOps(int64_t iterations) {
 #define TPSERVE_MADD_STEP(i, t) \
   "vpmaddwd %13, %12, %%ymm" t "\n\tvpaddd %%ymm" t ", %" #i ", %" #i "\n\t"
 
-double PeakFmaFlops(int64_t iterations) { TPSERVE_AVX2_PEAK(TPSERVE_FMA_STEP, 16.0, "xmm14", "xmm15") }
+double PeakFmaFlops(int64_t iterations) {
+  TPSERVE_AVX2_PEAK(TPSERVE_FMA_STEP, 16.0, "xmm14", "xmm15")
+}
 
-double PeakMaddOps(int64_t iterations) { TPSERVE_AVX2_PEAK(TPSERVE_MADD_STEP, 32.0, "xmm14", "xmm15") }
+double PeakMaddOps(int64_t iterations) {
+  TPSERVE_AVX2_PEAK(TPSERVE_MADD_STEP, 32.0, "xmm14", "xmm15")
+}
 
 #undef TPSERVE_FMA_STEP
 #undef TPSERVE_MADD_STEP
@@ -307,7 +311,8 @@ int main(int argc, char** argv) {
   p.AddDouble("min-seconds", &f.min_seconds, "time each case for at least this long");
   p.AddString("sets", &f.sets, "layer shapes to run: tiny, tiny-tp2, 7b (default tiny,7b)");
   p.AddString("max-isa", &f.max_isa,
-              "cap oneDNN's ISA (avx2 or avx512_core) and MatMulInt8's (its AVX2 kernel below AVX512-VNNI)");
+              "cap oneDNN's ISA (avx2 or avx512_core) and MatMulInt8's (its AVX2 kernel below "
+              "AVX512-VNNI)");
   absl::Status s = ParseFlagsOrExit(p, argc, argv);
   if (s.ok()) s = tpserve::Run(f);
   if (!s.ok()) {
