@@ -192,7 +192,7 @@ absl::Status PackedBf16Weight::Impl::MatMulOneDnn(const float* x, int64_t m, flo
 }
 
 absl::Status PackedBf16Weight::Impl::MatMulAvx2(const float* x, int64_t m, float* y,
-                                                    bool accumulate) const {
+                                                bool accumulate) const {
   bf16_avx2::MatMul(x, m, static_cast<const uint16_t*>(data), n_out, k, y, accumulate);
   return absl::OkStatus();
 }
