@@ -4,10 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <new>
 #include <utility>
 #include <vector>
 
@@ -44,33 +42,6 @@ constexpr int64_t kStreamMaxRows = 16;             // up to here each block is u
 constexpr int kStreamRowsPerPass = 5;              // rows of x per streaming pass
 constexpr int kTileRows = 6;                       // rows of x per tiled pass
 constexpr int64_t kChunkPairs = 128;               // column pairs widened at a time
-
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-
-// A calling thread's scratch floats, 64-byte aligned, kept between calls (grown, never
-// shrunk: at most kRowGroup rows of x, 11 MiB at k = 11008) so that a call does not fault
-// in fresh pages. Out of memory throws std::bad_alloc, as a std::vector would.
-class Scratch {
- public:
-  float* Get(int64_t floats) {
-    if (floats > capacity_) {
-      const size_t bytes = static_cast<size_t>((floats * 4 + 63) / 64 * 64);
-      data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-      if (data_ == nullptr) {
-        capacity_ = 0;
-        throw std::bad_alloc();
-      }
-      capacity_ = floats;
-    }
-    return data_.get();
-  }
-
- private:
-  std::unique_ptr<float, FreeDeleter> data_;
-  int64_t capacity_ = 0;
-};
 
 // Column 2p of 8 rows (the low halves of their 32-bit words), as fp32.
 inline __m256 Even(__m256i w) { return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)); }
@@ -295,12 +266,18 @@ void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, in
   const int64_t blocks = PaddedRows(n_out) / kRowsPerBlock;
   const int64_t block_elems = kRowsPerBlock * k_pad;
   const int64_t group = std::min(m, kRowGroup);
-  thread_local Scratch xt_scratch, tile_scratch, wf_scratch;
-  // xt: [group, k_pad] as PrepareTiles lays it out; tile: [group, 16], one block's chains;
-  // wf: [2 · kChunkPairs, 16], a widened chunk.
-  float* xt = xt_scratch.Get(group * k_pad);
-  float* tile = tile_scratch.Get(group * kRowsPerBlock);
-  float* wf = wf_scratch.Get(2 * kChunkPairs * kRowsPerBlock);
+  // Scratch kept per calling thread between calls (grown, never shrunk: at most kRowGroup
+  // rows of x, 11 MiB at k = 11008), so a call does not fault in fresh pages. xt: [group,
+  // k_pad] as PrepareTiles lays it out; tile: [group, 16], one block's chains; wf:
+  // [2 · kChunkPairs, 16], a widened chunk. The kernels load unaligned.
+  thread_local std::vector<float> xt_scratch, tile_scratch, wf_scratch;
+  auto get = [](std::vector<float>& v, int64_t floats) {
+    if (static_cast<int64_t>(v.size()) < floats) v.resize(static_cast<size_t>(floats));
+    return v.data();
+  };
+  float* xt = get(xt_scratch, group * k_pad);
+  float* tile = get(tile_scratch, group * kRowsPerBlock);
+  float* wf = get(wf_scratch, 2 * kChunkPairs * kRowsPerBlock);
   // y[row][16b + j] = tile value, skipping the padding rows.
   auto put = [&](int64_t row, int64_t b, const float* sums) {
     for (int64_t j = 0; j < kRowsPerBlock && b * kRowsPerBlock + j < n_out; ++j) {

@@ -4,11 +4,11 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "worker/dtype.h"
+#include "worker/kernels/cpu/bf16_gemm_testing.h"
 
 namespace tpserve {
 namespace bf16_avx2 {
@@ -21,26 +21,17 @@ struct Case {
 };
 
 Case MakeWeight(int64_t n_out, int64_t k, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal;
+  const std::vector<float> values = RandomNormal(n_out * k, seed);
   Case c;
   c.w.resize(n_out * k);
   c.w_f.resize(n_out * k);
   for (int64_t i = 0; i < n_out * k; ++i) {
-    c.w[i] = FloatToBf16(normal(gen));
+    c.w[i] = FloatToBf16(values[i]);
     c.w_f[i] = Bf16ToFloat(c.w[i]);
   }
   c.packed.resize(PackedBytes(n_out, k) / sizeof(uint16_t));
   PackBlocked(c.w.data(), n_out, k, c.packed.data());
   return c;
-}
-
-std::vector<float> RandomX(int64_t count, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal;
-  std::vector<float> x(count);
-  for (float& v : x) v = normal(gen);  // not bf16 values: the kernel rounds them
-  return x;
 }
 
 std::vector<float> RoundedRow(const float* x, int64_t k) {
@@ -55,8 +46,8 @@ void ExpectBitExact(int64_t n_out, int64_t k, const std::vector<int64_t>& ms) {
   const Case c = MakeWeight(n_out, k, static_cast<uint32_t>(n_out * 31 + k));
   for (int64_t m : ms) {
     for (bool accumulate : {false, true}) {
-      const std::vector<float> x = RandomX(m * k, static_cast<uint32_t>(m));
-      std::vector<float> y0 = RandomX(m * n_out, 99);
+      const std::vector<float> x = RandomNormal(m * k, static_cast<uint32_t>(m));
+      std::vector<float> y0 = RandomNormal(m * n_out, 99);
       std::vector<float> y = y0;
       y.push_back(1234.5f);  // a guard past the end
       MatMul(x.data(), m, c.packed.data(), n_out, k, y.data(), accumulate);
@@ -93,8 +84,8 @@ TEST(Bf16Avx2Test, ChunksTilesAndRowGroupsAreBitExact) {
 // The reference itself: within fp32 summation error of the exact (double) dot product.
 TEST(Bf16Avx2Test, ReferenceIsCloseToExact) {
   const int64_t k = 4099;
-  const std::vector<float> x = RoundedRow(RandomX(k, 1).data(), k);
-  const std::vector<float> w = RoundedRow(RandomX(k, 2).data(), k);
+  const std::vector<float> x = RoundedRow(RandomNormal(k, 1).data(), k);
+  const std::vector<float> w = RoundedRow(RandomNormal(k, 2).data(), k);
   double exact = 0, magnitude = 0;
   for (int64_t i = 0; i < k; ++i) {
     exact += double{x[i]} * w[i];
@@ -108,7 +99,7 @@ TEST(Bf16Avx2Test, ReferenceIsCloseToExact) {
 TEST(Bf16Avx2Test, RowDoesNotDependOnItsBatch) {
   const int64_t n_out = 37, k = 300;
   const Case c = MakeWeight(n_out, k, 5);
-  const std::vector<float> x = RandomX(70 * k, 6);
+  const std::vector<float> x = RandomNormal(70 * k, 6);
   std::vector<float> batch(70 * n_out);
   MatMul(x.data(), 70, c.packed.data(), n_out, k, batch.data(), false);
   for (int64_t i : {0, 1, 2, 3, 41, 69}) {
@@ -136,7 +127,7 @@ TEST(Bf16Avx2Test, NonFiniteXReachesOnlyItsRow) {
   const Case c = MakeWeight(n_out, k, 8);
   for (float bad :
        {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
-    std::vector<float> x = RandomX(5 * k, 9);
+    std::vector<float> x = RandomNormal(5 * k, 9);
     x[2 * k + 17] = bad;
     std::vector<float> y(5 * n_out);
     MatMul(x.data(), 5, c.packed.data(), n_out, k, y.data(), false);
