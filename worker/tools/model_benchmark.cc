@@ -4,7 +4,7 @@
 // each rank's peak resident set beside the weight and KV bytes it holds.
 //
 //   bazel run -c opt //worker/tools:model_benchmark -- [--tp 1,2] [--prompt-len 128]
-//       [--decode-steps 32] [--batches 1,8,32] [--layers 8] [--hidden 768]
+//       [--prefill-runs 3] [--decode-steps 32] [--batches 1,8,32] [--layers 8] [--hidden 768]
 //       [--intermediate N] [--heads N] [--kv-heads N] [--vocab 32000] [--dtype bfloat16]
 //       [--quantization int8]
 //       [--dir DIR]
@@ -44,7 +44,7 @@ namespace {
 struct Flags {
   std::string tp = "1,2", dir;  // empty: a fresh temporary directory, removed at the end
   std::string batches = "1";
-  int64_t prompt_len = 128, decode_steps = 32, layers = 8, hidden = 768, vocab = 32000;
+  int64_t prompt_len = 128, prefill_runs = 3, decode_steps = 32, layers = 8, hidden = 768, vocab = 32000;
   int64_t intermediate = 0, heads = 0, kv_heads = 0;  // 0: derived from hidden
   int64_t rank = -1, tp_size = 1, store_port = 0;
   bool tcp_only = false;  // collectives over Gloo's TCP even on one host
@@ -109,10 +109,18 @@ absl::Status RunRank(const Flags& f) {
   StepBatch prefill;
   for (int i = 0; i < f.prompt_len; ++i) prefill.token_ids.push_back((i * 7919) % f.vocab);
   prefill.seqs.push_back({static_cast<int32_t>(f.prompt_len), static_cast<int32_t>(f.prompt_len), tables[0], false});
-  TPSERVE_RETURN_IF_ERROR(comm->Barrier());
-  auto start = std::chrono::steady_clock::now();
-  TPSERVE_ASSIGN_OR_RETURN(auto logits, model->Forward(prefill, cache));
-  const double prefill_s = Seconds(start);
+  // The first prefill also faults in the forward's scratch and the KV pages; a serving
+  // worker pays that once, so the figure is the best of the runs after it.
+  double cold_s = 0, prefill_s = 0;
+  for (int64_t run = 0; run <= f.prefill_runs; ++run) {
+    TPSERVE_RETURN_IF_ERROR(comm->Barrier());
+    const auto start = std::chrono::steady_clock::now();
+    TPSERVE_ASSIGN_OR_RETURN(auto logits, model->Forward(prefill, cache));
+    const double s = Seconds(start);
+    if (run == 0) cold_s = s;
+    else if (run == 1 || s < prefill_s) prefill_s = s;
+  }
+  if (f.prefill_runs == 0) prefill_s = cold_s;
   // Forward's GEMM work in the prefill: 2 flops per weight per token (the head for one row).
   const double head = double(files.config.vocab_size) * files.config.hidden_size;
   const double vocab_tables = files.config.tie_word_embeddings ? 1 : 2;  // embedding (+ head)
@@ -120,12 +128,14 @@ absl::Status RunRank(const Flags& f) {
       double(RankWeightBytes(files.config, 1, 1)) - vocab_tables * head;  // all ranks' layers
   const double prefill_gflops = 2.0 * layer_params * f.prompt_len / prefill_s / 1e9;
   if (f.rank == 0) {
-    std::printf("RESULT tp=%lld prefill_tok_s=%.1f prefill_gemm_gflop_s=%.1f\n",
-                static_cast<long long>(f.tp_size), f.prompt_len / prefill_s, prefill_gflops);
+    std::printf("RESULT tp=%lld prefill_tok_s=%.1f prefill_gemm_gflop_s=%.1f "
+                "cold_prefill_tok_s=%.1f\n",
+                static_cast<long long>(f.tp_size), f.prompt_len / prefill_s, prefill_gflops,
+                f.prompt_len / cold_s);
   }
   for (int batch : batches) {
     TPSERVE_RETURN_IF_ERROR(comm->Barrier());
-    start = std::chrono::steady_clock::now();
+    const auto start = std::chrono::steady_clock::now();
     for (int step = 0; step < f.decode_steps; ++step) {
       StepBatch decode;
       for (int i = 0; i < batch; ++i) {
@@ -174,6 +184,8 @@ absl::Status RunPool(const Flags& f, int tp) {
                                      std::to_string(store_port),
                                      "--prompt-len",
                                      std::to_string(f.prompt_len),
+                                     "--prefill-runs",
+                                     std::to_string(f.prefill_runs),
                                      "--decode-steps",
                                      std::to_string(f.decode_steps),
                                      "--vocab",
@@ -232,6 +244,8 @@ int Main(int argc, char** argv) {
   p.AddString("dir", &f.dir, "where to write the synthetic checkpoint (kept; default: a "
               "temporary directory, removed afterwards)");
   p.AddInt("prompt-len", &f.prompt_len, "prefill tokens (default 128)");
+  p.AddInt("prefill-runs", &f.prefill_runs,
+           "timed prefills after the first (cold) one; the best is reported (default 3)");
   p.AddString("dtype", &f.dtype,
               "float32 (default) or bfloat16 (the layers' weights in bf16, fp32 compute)");
   p.AddString("quantization", &f.quantization,
@@ -257,6 +271,11 @@ int Main(int argc, char** argv) {
   if (f.dtype != "float32" && f.dtype != "bfloat16") {
     std::fprintf(stderr, "model_benchmark: --dtype must be float32 or bfloat16, got %s\n",
                  f.dtype.c_str());
+    return 2;
+  }
+  if (f.prompt_len < 1 || f.prefill_runs < 0 || f.decode_steps < 1) {
+    std::fprintf(stderr, "model_benchmark: --prompt-len and --decode-steps must be >= 1, "
+                 "--prefill-runs >= 0\n");
     return 2;
   }
   if (f.quantization != "none" && f.quantization != "int8") {
