@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <memory>
 #include <utility>
 #include <vector>
 
@@ -17,17 +16,14 @@
 // output's chain and needs no reduction across lanes.
 // - One row of x (decode at batch 1) runs two blocks (32 output rows, 4 accumulators,
 //   two weight streams prefetched 2 KiB ahead) over the whole of k.
-// - Up to kStreamMaxRows rows of x run each block over the whole of k, 5 rows at a time
-//   (10 accumulators), the weight widened in registers: the first pass reads the block
-//   from memory, the others from L2. At 6 to 16 rows this ran 1.3-1.5x faster than
-//   tiling (below), which widens each chunk into memory first.
-// - More rows are tiled as a BLAS GEMM is: a 256-column chunk of one block is widened
-//   once into an fp32 panel (16 KiB, L1), and every 6 rows of x run against it, 16 output
-//   rows at a time, from registers (12 accumulators, 2 weight vectors, one broadcast of
-//   x), so the widening is paid once per chunk, not once per row of x. The accumulators
-//   go to a tile between chunks, exactly, so a chain does not notice where chunks end.
-//   The next chunk is prefetched into L2 while widening this one. Up to 256 rows of x
-//   share one pass over the weight (64 rows made a 512-row prefill 1.15-1.25x slower).
+// - More rows run each block over the whole of k, 6 rows of x at a time (12 accumulators),
+//   the weight widened in registers: the first pass reads the block from memory, 2 KiB
+//   ahead, while the second asks for the next block into L2, so the passes after it
+//   compute while the weight streams in. Each half of a column pair's line is loaded
+//   where it is widened (an L1 hit), leaving the registers to the accumulators. This
+//   beat widening 256-column chunks into an L1 panel for 6-row tiles, as a BLAS kernel
+//   does (the previous arrangement from 17 rows), 1.1-1.3x at 16-32 rows and even at 512.
+//   Up to 256 rows of x share one pass over the weight.
 // - x is laid out tile by tile, a column's rows side by side: broadcasts from rows 8 KiB
 //   apart cost 20-25%. Tiles are as even as they go (Tiles). Scratch is kept per thread.
 
@@ -38,10 +34,7 @@ namespace {
 constexpr int64_t kPairElems = 2 * kRowsPerBlock;  // bf16 per column pair of a block: 64 B
 constexpr int64_t kPrefetchElems = 1024;           // 2 KiB ahead of the stream
 constexpr int64_t kRowGroup = 256;                 // rows of x prepared at a time
-constexpr int64_t kStreamMaxRows = 16;             // up to here each block is used at once
-constexpr int kStreamRowsPerPass = 5;              // rows of x per streaming pass
-constexpr int kTileRows = 6;                       // rows of x per tiled pass
-constexpr int64_t kChunkPairs = 128;               // column pairs widened at a time
+constexpr int kTileRows = 6;                       // rows of x per pass over a block
 
 // Column 2p of 8 rows (the low halves of their 32-bit words), as fp32.
 inline __m256 Even(__m256i w) { return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)); }
@@ -57,6 +50,9 @@ inline __m256i Load8Rows(const uint16_t* p) {
 
 inline void Prefetch(const uint16_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+}
+inline void PrefetchToL2(const uint16_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
 }
 
 inline void Store(float* y, float sum, bool accumulate) { *y = accumulate ? *y + sum : sum; }
@@ -89,31 +85,38 @@ void OneRowTwoBlocks(const float* x, const uint16_t* a, const uint16_t* b, int64
   _mm256_storeu_ps(sums + 24, b1);
 }
 
-// A tile of MB rows of prepared x (column c of row i at x + c·MB + i) against one block,
-// column pairs [p0, p1): continues the chains in state (row i's 16 at state +
-// i·state_stride), or starts them from zero, and leaves them there.
-template <int MB, bool kPrefetch>
-void RunBlock(const float* x, const uint16_t* blk, int64_t p0, int64_t p1, float* state,
-              int64_t state_stride, bool from_zero) {
-  static_assert(MB >= 1 && MB <= kStreamRowsPerPass);
+// How a pass over a block asks for weight lines ahead of itself.
+enum class Ahead {
+  kNone,       // the block is in L2 already, and so is the next one
+  kThisBlock,  // the block streams from memory: its lines 2 KiB ahead, into L1
+  kNextBlock,  // the block is in L2: the next block's line at the same place, into L2
+};
+
+// A tile of MB rows of prepared x (column c of row i at x + c·MB + i) against one block
+// over all `pairs` column pairs, chains from zero: row i's 16 sums to sums + 16·i.
+template <int MB, Ahead kAhead>
+void RunBlock(const float* x, const uint16_t* blk, int64_t pairs, const uint16_t* next,
+              float* sums) {
+  static_assert(MB >= 1 && MB <= kTileRows);
   __m256 lo[MB], hi[MB];  // rows 0-7 and 8-15 of the block, per row of x
 #pragma GCC unroll 8
-  for (int i = 0; i < MB; ++i) {
-    lo[i] = from_zero ? _mm256_setzero_ps() : _mm256_loadu_ps(state + i * state_stride);
-    hi[i] = from_zero ? _mm256_setzero_ps() : _mm256_loadu_ps(state + i * state_stride + 8);
-  }
-  for (int64_t p = p0; p < p1; ++p) {
+  for (int i = 0; i < MB; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
+  for (int64_t p = 0; p < pairs; ++p) {
     const uint16_t* w = blk + p * kPairElems;
-    if constexpr (kPrefetch) Prefetch(w + kPrefetchElems);
-    const __m256i v0 = Load8Rows(w), v1 = Load8Rows(w + 16);
-    const __m256 e0 = Even(v0), e1 = Even(v1);
+    if constexpr (kAhead == Ahead::kThisBlock) Prefetch(w + kPrefetchElems);
+    if constexpr (kAhead == Ahead::kNextBlock) PrefetchToL2(next + p * kPairElems);
+    const __m256 e0 = Even(Load8Rows(w)), e1 = Even(Load8Rows(w + 16));
 #pragma GCC unroll 8
     for (int i = 0; i < MB; ++i) {
       const __m256 xb = _mm256_broadcast_ss(x + 2 * p * MB + i);
       lo[i] = _mm256_fmadd_ps(e0, xb, lo[i]);
       hi[i] = _mm256_fmadd_ps(e1, xb, hi[i]);
     }
-    const __m256 o0 = Odd(v0), o1 = Odd(v1);
+    // The same line again for the odd column: the compiler would otherwise keep its raw
+    // words in two registers for the whole step, and 12 accumulators leave none spare.
+    const uint16_t* w_odd = w;
+    asm("" : "+r"(w_odd));
+    const __m256 o0 = Odd(Load8Rows(w_odd)), o1 = Odd(Load8Rows(w_odd + 16));
 #pragma GCC unroll 8
     for (int i = 0; i < MB; ++i) {
       const __m256 xb = _mm256_broadcast_ss(x + (2 * p + 1) * MB + i);
@@ -123,82 +126,26 @@ void RunBlock(const float* x, const uint16_t* blk, int64_t p0, int64_t p1, float
   }
 #pragma GCC unroll 8
   for (int i = 0; i < MB; ++i) {
-    _mm256_storeu_ps(state + i * state_stride, lo[i]);
-    _mm256_storeu_ps(state + i * state_stride + 8, hi[i]);
+    _mm256_storeu_ps(sums + i * kRowsPerBlock, lo[i]);
+    _mm256_storeu_ps(sums + i * kRowsPerBlock + 8, hi[i]);
   }
 }
 
-template <bool kPrefetch>
-void RunBlockRows(int rows, const float* x, const uint16_t* blk, int64_t p0, int64_t p1,
-                  float* state, int64_t state_stride, bool from_zero) {
+template <Ahead kAhead>
+void RunBlockRows(int rows, const float* x, const uint16_t* blk, int64_t pairs,
+                  const uint16_t* next, float* sums) {
   switch (rows) {
-    case 1: return RunBlock<1, kPrefetch>(x, blk, p0, p1, state, state_stride, from_zero);
-    case 2: return RunBlock<2, kPrefetch>(x, blk, p0, p1, state, state_stride, from_zero);
-    case 3: return RunBlock<3, kPrefetch>(x, blk, p0, p1, state, state_stride, from_zero);
-    case 4: return RunBlock<4, kPrefetch>(x, blk, p0, p1, state, state_stride, from_zero);
-    default: return RunBlock<5, kPrefetch>(x, blk, p0, p1, state, state_stride, from_zero);
+    case 1: return RunBlock<1, kAhead>(x, blk, pairs, next, sums);
+    case 2: return RunBlock<2, kAhead>(x, blk, pairs, next, sums);
+    case 3: return RunBlock<3, kAhead>(x, blk, pairs, next, sums);
+    case 4: return RunBlock<4, kAhead>(x, blk, pairs, next, sums);
+    case 5: return RunBlock<5, kAhead>(x, blk, pairs, next, sums);
+    default: return RunBlock<6, kAhead>(x, blk, pairs, next, sums);
   }
 }
 
-// Column pairs [p0, p1) of a block, widened: wf[c][16], column c - 2·p0 of the chunk.
-// Asks for the next chunk (the weight's next 8 KiB) into L2 meanwhile, so it arrives
-// while the rows of x run against this one.
-void WidenChunk(const uint16_t* blk, int64_t p0, int64_t p1, float* wf) {
-  for (int64_t p = p0; p < p1; ++p) {
-    const uint16_t* w = blk + p * kPairElems;
-    _mm_prefetch(reinterpret_cast<const char*>(w + kChunkPairs * kPairElems), _MM_HINT_T1);
-    const __m256i v0 = Load8Rows(w), v1 = Load8Rows(w + 16);
-    float* out = wf + (p - p0) * 2 * kRowsPerBlock;
-    _mm256_storeu_ps(out, Even(v0));
-    _mm256_storeu_ps(out + 8, Even(v1));
-    _mm256_storeu_ps(out + 16, Odd(v0));
-    _mm256_storeu_ps(out + 24, Odd(v1));
-  }
-}
-
-// A tile of MB rows of x (as RunBlock's, from the chunk's first column) against a widened
-// chunk of `cols` columns: continues the chains in state as RunBlock does.
-template <int MB>
-void RunWidened(const float* x, const float* wf, int64_t cols, float* state,
-                int64_t state_stride, bool from_zero) {
-  static_assert(MB >= 1 && MB <= kTileRows);
-  __m256 lo[MB], hi[MB];
-#pragma GCC unroll 8
-  for (int i = 0; i < MB; ++i) {
-    lo[i] = from_zero ? _mm256_setzero_ps() : _mm256_loadu_ps(state + i * state_stride);
-    hi[i] = from_zero ? _mm256_setzero_ps() : _mm256_loadu_ps(state + i * state_stride + 8);
-  }
-  for (int64_t c = 0; c < cols; ++c) {
-    const __m256 w0 = _mm256_loadu_ps(wf + c * kRowsPerBlock);
-    const __m256 w1 = _mm256_loadu_ps(wf + c * kRowsPerBlock + 8);
-#pragma GCC unroll 8
-    for (int i = 0; i < MB; ++i) {
-      const __m256 xb = _mm256_broadcast_ss(x + c * MB + i);
-      lo[i] = _mm256_fmadd_ps(w0, xb, lo[i]);
-      hi[i] = _mm256_fmadd_ps(w1, xb, hi[i]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < MB; ++i) {
-    _mm256_storeu_ps(state + i * state_stride, lo[i]);
-    _mm256_storeu_ps(state + i * state_stride + 8, hi[i]);
-  }
-}
-
-void RunWidenedRows(int rows, const float* x, const float* wf, int64_t cols, float* state,
-                    int64_t state_stride, bool from_zero) {
-  switch (rows) {
-    case 1: return RunWidened<1>(x, wf, cols, state, state_stride, from_zero);
-    case 2: return RunWidened<2>(x, wf, cols, state, state_stride, from_zero);
-    case 3: return RunWidened<3>(x, wf, cols, state, state_stride, from_zero);
-    case 4: return RunWidened<4>(x, wf, cols, state, state_stride, from_zero);
-    case 5: return RunWidened<5>(x, wf, cols, state, state_stride, from_zero);
-    default: return RunWidened<6>(x, wf, cols, state, state_stride, from_zero);
-  }
-}
-
-// `rows` rows in ceil(rows / max_rows) tiles as even as they go (16 at most 5 → 4, 4, 4,
-// 4; 32 at most 6 → 6, 6, 5, 5, 5, 5): a kernel needs 4 rows (8 accumulators) to keep the
+// `rows` rows in ceil(rows / max_rows) tiles as even as they go (16 at most 6 → 6, 5, 5;
+// 32 → 6, 6, 5, 5, 5, 5): a kernel needs 4 rows (8 accumulators) to keep the
 // FMA pipes busy, and a remainder tile of 1 or 2 would run at half speed. Each tile is
 // (first row, rows).
 std::vector<std::pair<int64_t, int>> Tiles(int64_t rows, int64_t max_rows) {
@@ -268,17 +215,16 @@ void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, in
   const int64_t group = std::min(m, kRowGroup);
   // Scratch kept per calling thread between calls (grown, never shrunk: at most kRowGroup
   // rows of x, 11 MiB at k = 11008), so a call does not fault in fresh pages. xt: [group,
-  // k_pad] as PrepareTiles lays it out; tile: [group, 16], one block's chains; wf:
-  // [2 · kChunkPairs, 16], a widened chunk. The kernels load unaligned.
-  thread_local std::vector<float> xt_scratch, tile_scratch, wf_scratch;
+  // k_pad] as PrepareTiles lays it out; sums: [group, 16], one block's outputs. The
+  // kernels load unaligned.
+  thread_local std::vector<float> xt_scratch, sums_scratch;
   auto get = [](std::vector<float>& v, int64_t floats) {
     if (static_cast<int64_t>(v.size()) < floats) v.resize(static_cast<size_t>(floats));
     return v.data();
   };
   float* xt = get(xt_scratch, group * k_pad);
-  float* tile = get(tile_scratch, group * kRowsPerBlock);
-  float* wf = get(wf_scratch, 2 * kChunkPairs * kRowsPerBlock);
-  // y[row][16b + j] = tile value, skipping the padding rows.
+  float* tile = get(sums_scratch, group * kRowsPerBlock);
+  // y[row][16b + j] = sums[j], skipping the padding rows.
   auto put = [&](int64_t row, int64_t b, const float* sums) {
     for (int64_t j = 0; j < kRowsPerBlock && b * kRowsPerBlock + j < n_out; ++j) {
       Store(y + row * n_out + b * kRowsPerBlock + j, sums[j], accumulate);
@@ -295,26 +241,9 @@ void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, in
                           sums);
           put(g0, b + 1, sums + kRowsPerBlock);
         } else {
-          RunBlock<1, true>(xt, packed + b * block_elems, 0, pairs, sums, 0, true);
+          RunBlock<1, Ahead::kThisBlock>(xt, packed + b * block_elems, pairs, nullptr, sums);
         }
         put(g0, b, sums);
-      }
-      continue;
-    }
-    if (g <= kStreamMaxRows) {
-      const auto tiles = Tiles(g, kStreamRowsPerPass);
-      PrepareTiles(x + g0 * k, k, k_pad, tiles, xt);
-      for (int64_t b = 0; b < blocks; ++b) {
-        for (const auto& [i, rows] : tiles) {
-          if (i == 0) {
-            RunBlockRows<true>(rows, xt, packed + b * block_elems, 0, pairs, tile,
-                               kRowsPerBlock, true);
-          } else {
-            RunBlockRows<false>(rows, xt + i * k_pad, packed + b * block_elems, 0, pairs,
-                                tile + i * kRowsPerBlock, kRowsPerBlock, true);
-          }
-        }
-        for (int64_t i = 0; i < g; ++i) put(g0 + i, b, tile + i * kRowsPerBlock);
       }
       continue;
     }
@@ -322,12 +251,17 @@ void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, in
     PrepareTiles(x + g0 * k, k, k_pad, tiles, xt);
     for (int64_t b = 0; b < blocks; ++b) {
       const uint16_t* blk = packed + b * block_elems;
-      for (int64_t p0 = 0; p0 < pairs; p0 += kChunkPairs) {
-        const int64_t p1 = std::min(pairs, p0 + kChunkPairs);
-        WidenChunk(blk, p0, p1, wf);
-        for (const auto& [i, rows] : tiles) {
-          RunWidenedRows(rows, xt + i * k_pad + 2 * p0 * rows, wf, 2 * (p1 - p0),
-                         tile + i * kRowsPerBlock, kRowsPerBlock, p0 == 0);
+      const uint16_t* next = b + 1 < blocks ? blk + block_elems : nullptr;
+      for (size_t t = 0; t < tiles.size(); ++t) {
+        const auto [i, rows] = tiles[t];
+        const float* xi = xt + i * k_pad;
+        float* sums = tile + i * kRowsPerBlock;
+        if (t == 0) {
+          RunBlockRows<Ahead::kThisBlock>(rows, xi, blk, pairs, nullptr, sums);
+        } else if (t == 1 && next != nullptr) {
+          RunBlockRows<Ahead::kNextBlock>(rows, xi, blk, pairs, next, sums);
+        } else {
+          RunBlockRows<Ahead::kNone>(rows, xi, blk, pairs, nullptr, sums);
         }
       }
       for (int64_t i = 0; i < g; ++i) put(g0 + i, b, tile + i * kRowsPerBlock);

@@ -72,12 +72,13 @@ TEST(Bf16Avx2Test, TinyOddShapesAreBitExact) {
   }
 }
 
-TEST(Bf16Avx2Test, ChunksTilesAndRowGroupsAreBitExact) {
-  // k = 2048 is 8 widened chunks of 256 columns; 201 output rows are 13 blocks, the last
-  // partly padding. Rows of x: 1 (two blocks at a time), 2-16 (streamed in even tiles of
-  // up to 5), 17 and 40 (tiled in even tiles of up to 6), 258 (row groups of 256 and 2).
-  ExpectBitExact(201, 2048, {1, 2, 3, 4, 5, 6, 7, 16, 17, 40, 258});
-  // k = 5633: odd, and a last chunk of 1 column pair.
+TEST(Bf16Avx2Test, TilesPrefetchesAndRowGroupsAreBitExact) {
+  // 201 output rows are 13 blocks, the last partly padding. Rows of x: 1 (two blocks at a
+  // time, the 13th alone), 2-6 (one tile), 7 (tiles of 4 and 3), 13 (5, 4, 4: a third
+  // pass after the one that fetches the next block), 40 (even tiles of up to 6), 258
+  // (row groups of 256 and 2).
+  ExpectBitExact(201, 2048, {1, 2, 3, 4, 5, 6, 7, 13, 16, 40, 258});
+  // k = 5633: odd, so the last column pair is half padding.
   ExpectBitExact(45, 5633, {1, 6, 65});
 }
 
