@@ -159,17 +159,46 @@ std::vector<std::pair<int64_t, int>> Tiles(int64_t rows, int64_t max_rows) {
   return tiles;
 }
 
+// 8 floats rounded to bf16 (nearest even; a NaN stays a NaN, made quiet), as fp32: the
+// vector form of Bf16ToFloat(FloatToBf16(f)).
+inline __m256 RoundToBf16(__m256 f) {
+  const __m256i bits = _mm256_castps_si256(f);
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_add_epi32(
+      bits, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb));
+  const __m256i quiet = _mm256_or_si256(bits, _mm256_set1_epi32(0x00400000));
+  const __m256 nan = _mm256_cmp_ps(f, f, _CMP_UNORD_Q);
+  return _mm256_castsi256_ps(_mm256_and_si256(
+      _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(rounded),
+                                           _mm256_castsi256_ps(quiet), nan)),
+      high));
+}
+
 // x: [rows, k] -> xt: each tile's n rows at xt + first·k_pad, column by column (column c
 // of its row i at c·n + i), so a kernel's broadcasts of one column are adjacent; rounded
-// to bf16, zero past k.
+// to bf16, zero past k. 8 columns at a time: each row's 8 rounded in a vector, then
+// written out column by column.
 void PrepareTiles(const float* x, int64_t k, int64_t k_pad,
                   const std::vector<std::pair<int64_t, int>>& tiles, float* xt) {
   for (const auto& [first, n] : tiles) {
     float* base = xt + first * k_pad;
-    for (int64_t i = 0; i < n; ++i) {
-      const float* src = x + (first + i) * k;
-      for (int64_t c = 0; c < k; ++c) base[c * n + i] = Bf16ToFloat(FloatToBf16(src[c]));
-      for (int64_t c = k; c < k_pad; ++c) base[c * n + i] = 0.0f;
+    const float* rows = x + first * k;
+    int64_t c0 = 0;
+    for (; c0 + 8 <= k; c0 += 8) {
+      float r[kTileRows][8];
+      for (int i = 0; i < n; ++i) {
+        _mm256_storeu_ps(r[i], RoundToBf16(_mm256_loadu_ps(rows + i * k + c0)));
+      }
+      float* out = base + c0 * n;
+      for (int c = 0; c < 8; ++c) {
+        for (int i = 0; i < n; ++i) out[c * n + i] = r[i][c];
+      }
+    }
+    for (int64_t c = c0; c < k_pad; ++c) {
+      for (int i = 0; i < n; ++i) {
+        base[c * n + i] = c < k ? Bf16ToFloat(FloatToBf16(rows[i * k + c])) : 0.0f;
+      }
     }
   }
 }
@@ -212,7 +241,10 @@ void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, in
   const int64_t pairs = k_pad / 2;
   const int64_t blocks = PaddedRows(n_out) / kRowsPerBlock;
   const int64_t block_elems = kRowsPerBlock * k_pad;
-  const int64_t group = std::min(m, kRowGroup);
+  // Row groups as even as they go (300 rows: 150 and 150, not 256 and 44): each pass over
+  // the weight then has rows enough to keep the FMA pipes busy.
+  const int64_t groups = (m + kRowGroup - 1) / kRowGroup;
+  const int64_t group = (m + groups - 1) / groups;
   // Scratch kept per calling thread between calls (grown, never shrunk: at most kRowGroup
   // rows of x, 11 MiB at k = 11008), so a call does not fault in fresh pages. xt: [group,
   // k_pad] as PrepareTiles lays it out; sums: [group, 16], one block's outputs. The
@@ -230,8 +262,8 @@ void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, in
       Store(y + row * n_out + b * kRowsPerBlock + j, sums[j], accumulate);
     }
   };
-  for (int64_t g0 = 0; g0 < m; g0 += kRowGroup) {
-    const int64_t g = std::min(kRowGroup, m - g0);
+  for (int64_t g0 = 0; g0 < m; g0 += group) {
+    const int64_t g = std::min(group, m - g0);
     if (g == 1) {
       PrepareTiles(x + g0 * k, k, k_pad, {{0, 1}}, xt);
       for (int64_t b = 0; b < blocks; b += 2) {

@@ -75,9 +75,9 @@ TEST(Bf16Avx2Test, TinyOddShapesAreBitExact) {
 TEST(Bf16Avx2Test, TilesPrefetchesAndRowGroupsAreBitExact) {
   // 201 output rows are 13 blocks, the last partly padding. Rows of x: 1 (two blocks at a
   // time, the 13th alone), 2-6 (one tile), 7 (tiles of 4 and 3), 13 (5, 4, 4: a third
-  // pass after the one that fetches the next block), 40 (even tiles of up to 6), 258
-  // (row groups of 256 and 2).
-  ExpectBitExact(201, 2048, {1, 2, 3, 4, 5, 6, 7, 13, 16, 40, 258});
+  // pass after the one that fetches the next block), 40 (even tiles of up to 6), 257 (row
+  // groups of 129 and 128).
+  ExpectBitExact(201, 2048, {1, 2, 3, 4, 5, 6, 7, 13, 16, 40, 257});
   // k = 5633: odd, so the last column pair is half padding.
   ExpectBitExact(45, 5633, {1, 6, 65});
 }
@@ -141,6 +141,35 @@ TEST(Bf16Avx2Test, NonFiniteXReachesOnlyItsRow) {
         }
       }
     }
+  }
+}
+
+// x is rounded to bf16 as FloatToBf16 does, ties to even included, in the vector path (8
+// columns at a time) and the scalar tail: through an identity weight, y is x rounded.
+TEST(Bf16Avx2Test, RoundsXAsFloatToBf16) {
+  const int64_t k = 27, m = 7;  // 3 vector steps and a tail of 3; tiles of 4 and 3
+  std::vector<uint16_t> identity(k * k, 0);
+  for (int64_t i = 0; i < k; ++i) identity[i * k + i] = FloatToBf16(1.0f);
+  std::vector<uint16_t> packed(PackedBytes(k, k) / sizeof(uint16_t));
+  PackBlocked(identity.data(), k, k, packed.data());
+  const uint32_t bits[] = {
+      0x3F808000u,  // a tie, the kept half even: down
+      0x3F818000u,  // a tie, the kept half odd: up
+      0xBF808000u, 0xBF818000u, 0x3F80FFFFu, 0x3F807FFFu,
+      0x7F7F7FFFu,  // the largest that stays finite
+      0x00008000u, 0x00018000u, 0x80018000u,  // subnormal ties
+      0x00000000u, 0x80000000u, 0x4049FFFFu, 0xC2F6E979u};
+  std::vector<float> x(m * k);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const uint32_t b = bits[i % (sizeof(bits) / sizeof(bits[0]))] ^ (i / 14 % 2 ? 1u << 20 : 0);
+    std::memcpy(&x[i], &b, sizeof(b));
+  }
+  std::vector<float> y(m * k);
+  MatMul(x.data(), m, packed.data(), k, k, y.data(), false);
+  for (int64_t i = 0; i < m * k; ++i) {
+    const float want = Bf16ToFloat(FloatToBf16(x[i]));
+    EXPECT_EQ(y[i], want) << "element " << i << ": " << x[i];
+    EXPECT_EQ(std::signbit(y[i]), std::signbit(want) && want != 0.0f) << i;  // -0 + 0 is +0
   }
 }
 
