@@ -112,8 +112,10 @@ void RunBlock(const float* x, const uint16_t* blk, int64_t pairs, const uint16_t
       lo[i] = _mm256_fmadd_ps(e0, xb, lo[i]);
       hi[i] = _mm256_fmadd_ps(e1, xb, hi[i]);
     }
-    // The same line again for the odd column: the compiler would otherwise keep its raw
-    // words in two registers for the whole step, and 12 accumulators leave none spare.
+    // The same line again for the odd column (an L1 hit): the compiler would otherwise
+    // keep its raw words in two registers for the whole step, and 12 accumulators leave
+    // none spare. As inlined into MatMul the loop runs at 93-97% of the FMA peak from 32
+    // rows (docs/perf.md); register allocation is fragile here, so measure any change.
     const uint16_t* w_odd = w;
     asm("" : "+r"(w_odd));
     const __m256 o0 = Odd(Load8Rows(w_odd)), o1 = Odd(Load8Rows(w_odd + 16));
@@ -255,7 +257,7 @@ void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, in
     return v.data();
   };
   float* xt = get(xt_scratch, group * k_pad);
-  float* tile = get(sums_scratch, group * kRowsPerBlock);
+  float* block_sums = get(sums_scratch, group * kRowsPerBlock);
   // y[row][16b + j] = sums[j], skipping the padding rows.
   auto put = [&](int64_t row, int64_t b, const float* sums) {
     for (int64_t j = 0; j < kRowsPerBlock && b * kRowsPerBlock + j < n_out; ++j) {
@@ -287,7 +289,7 @@ void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, in
       for (size_t t = 0; t < tiles.size(); ++t) {
         const auto [i, rows] = tiles[t];
         const float* xi = xt + i * k_pad;
-        float* sums = tile + i * kRowsPerBlock;
+        float* sums = block_sums + i * kRowsPerBlock;
         if (t == 0) {
           RunBlockRows<Ahead::kThisBlock>(rows, xi, blk, pairs, nullptr, sums);
         } else if (t == 1 && next != nullptr) {
@@ -296,7 +298,7 @@ void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, in
           RunBlockRows<Ahead::kNone>(rows, xi, blk, pairs, nullptr, sums);
         }
       }
-      for (int64_t i = 0; i < g; ++i) put(g0 + i, b, tile + i * kRowsPerBlock);
+      for (int64_t i = 0; i < g; ++i) put(g0 + i, b, block_sums + i * kRowsPerBlock);
     }
   }
 }
