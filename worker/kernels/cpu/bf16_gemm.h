@@ -7,9 +7,11 @@
 // then never repacks it, so a decode step streams each weight once whatever the batch.
 // Where oneDNN has no such implementation (no AVX512-BF16: it would only offer a GEMM
 // that repacks per call, and below AVX-512 no bf16 matmul at all) the weight is packed
-// for this project's AVX2 kernel instead (bf16_avx2.h: 4-row blocks, widened in
-// registers, FMA in fp32). Both paths give the same results up to fp32 summation order;
-// the AVX2 kernel's order is fixed, so there a row of y does not depend on its batch.
+// for this project's AVX2 kernel instead (bf16_avx2.h: 16-row blocks, widened in
+// registers, FMA in fp32). On AMX CPUs the products run in bf16_amx.h's tile kernel on
+// oneDNN's packed weight. The paths give the same results up to fp32 summation order;
+// the AVX2 and AMX kernels' orders are fixed, so there a row of y does not depend on its
+// batch (oneDNN's matmul, left for AVX512-BF16 without AMX, changes with the row count).
 //
 // Numerics: x is rounded to bf16 (nearest even) before the products, which are exact
 // in fp32 and summed in fp32. Non-finite weights are rejected at packing, as the
@@ -56,8 +58,10 @@ class PackedBf16Weight : public PackedWeight {
   // Bytes the packed weight occupies (oneDNN pads k to 32 and n_out to 64; the AVX2
   // layout k to 16 and n_out to 4).
   size_t bytes() const override;
-  // True when oneDNN's matmul reads the weight; false on the AVX2 kernel's path.
+  // True when the weight is in oneDNN's packed layout; false on the AVX2 kernel's path.
   bool packed_for_onednn() const;
+  // True when MatMul runs bf16_amx.h's kernel on it (an AMX CPU, SetBf16AmxKernel(true)).
+  bool runs_on_amx() const;
   // How many matmul primitives this weight has created so far (for tests: at most
   // 2·kRowsPerPrimitive per thread count, whatever the row counts seen).
   size_t num_cached_primitives() const;
@@ -88,6 +92,11 @@ absl::Status MatMulBf16(const float* x, int64_t m, const PackedBf16Weight& w, fl
 // thread. Until this is called (or with threads <= 0) OpenMP's default applies:
 // OMP_NUM_THREADS, else every core.
 void SetBf16GemmThreads(int threads);
+
+// Whether MatMulBf16 runs bf16_amx.h's kernel on weights oneDNN packed on an AMX CPU (the
+// default, true) or oneDNN's own matmul (false; benchmarks compare the two). Only the AMX
+// kernel's rows are independent of the batch there.
+void SetBf16AmxKernel(bool enabled);
 
 }  // namespace tpserve
 

@@ -270,6 +270,17 @@ absl::Status Run(const Flags& f) {
           status.Update(MatMulBf16(x.data(), m, packed[c], y.data()));
         });
         if (!status.ok()) return status;
+        // On an AMX CPU the bf16 column is the AMX kernel; oneDNN's own matmul on the same
+        // packed weight is timed beside it.
+        double onednn_s = 0;
+        if (packed[0].runs_on_amx()) {
+          SetBf16AmxKernel(false);
+          onednn_s = TimePerCall(copies, f.min_seconds, [&](int c) {
+            status.Update(MatMulBf16(x.data(), m, packed[c], y.data()));
+          });
+          SetBf16AmxKernel(true);
+          if (!status.ok()) return status;
+        }
         const double fp32_s = TimePerCall(static_cast<int>(fp32.size()), f.min_seconds, [&](int c) {
           MatMulTransB(x.data(), fp32[c].data(), m, layer.k, layer.n_out, y.data());
         });
@@ -286,15 +297,21 @@ absl::Status Run(const Flags& f) {
             ti > 0 ? "" : absl::StrFormat("| %9.3f %6.1f %7s | %5.2f %7.3f", int8_s * 1e3,
                                           elements / int8_s / 1e9, gflops(int8_s),
                                           bf16_s / int8_s, elements / bandwidth[ti] / 1e6);
-        std::printf("%-13s %5ldx%-5ld %5d %3d | %9.3f %6.1f %7s | %9.3f %6.1f %7s | %5.2f %7.3f %s\n",
+        const std::string onednn_columns =
+            onednn_s == 0 ? "" : absl::StrFormat("| oneDNN %8.3f ms %7s  amx x%.2f", onednn_s * 1e3,
+                                                 gflops(onednn_s), onednn_s / bf16_s);
+        std::printf("%-13s %5ldx%-5ld %5d %3d | %9.3f %6.1f %7s | %9.3f %6.1f %7s | %5.2f %7.3f %s %s\n",
                     layer.name, long(layer.n_out), long(layer.k), m, thread_counts[ti],
                     bf16_s * 1e3, 2 * elements / bf16_s / 1e9, gflops(bf16_s).c_str(),
                     fp32_s * 1e3, 4 * elements / fp32_s / 1e9, gflops(fp32_s).c_str(),
-                    fp32_s / bf16_s, 2 * elements / bandwidth[ti] / 1e6, int8_columns.c_str());
+                    fp32_s / bf16_s, 2 * elements / bandwidth[ti] / 1e6, int8_columns.c_str(),
+                    onednn_columns.c_str());
       }
     }
     std::printf("  (%s: %s)\n", layer.name,
-                packed[0].packed_for_onednn() ? "oneDNN, packed" : "AVX2 kernel, 16-row blocks");
+                packed[0].runs_on_amx()         ? "AMX kernel on oneDNN's packed layout"
+                : packed[0].packed_for_onednn() ? "oneDNN, packed"
+                                                : "AVX2 kernel, 16-row blocks");
   }
   PrintReadBandwidth("after", thread_counts);
   return absl::OkStatus();

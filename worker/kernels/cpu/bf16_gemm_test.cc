@@ -140,15 +140,35 @@ TEST(Bf16GemmTest, RejectsBadArguments) {
   EXPECT_EQ(y, 7);
 }
 
-// Row counts past kRowsPerPrimitive reuse the full-chunk primitive plus one for the tail.
+// Row counts past kRowsPerPrimitive reuse the full-chunk primitive plus one for the tail
+// (oneDNN's matmul: on an AMX CPU only when the AMX kernel is turned off).
 TEST(Bf16GemmTest, PrimitiveCacheIsBoundedByChunking) {
   std::vector<float> w_rounded;
   PackedBf16Weight w = RandomWeight(70, 40, 3, &w_rounded);
   if (!w.packed_for_onednn()) GTEST_SKIP() << "no oneDNN bf16 matmul on this CPU";
+  SetBf16AmxKernel(false);
   for (int64_t m : {1, 1, 8, 200, 130, 64}) ExpectMatchesReference(w, w_rounded, m, false, 4);
   EXPECT_EQ(w.num_cached_primitives(), 4u);  // rows 1, 8, 64, 200 - 3·64 = 8, 130 - 2·64 = 2
   ExpectMatchesReference(w, w_rounded, 1, true, 4);
   EXPECT_EQ(w.num_cached_primitives(), 5u);
+  SetBf16AmxKernel(true);
+}
+
+// On an AMX CPU the shapes above ran the AMX kernel; oneDNN's matmul, which the same
+// packed weight still serves when the kernel is turned off, gets the same checks.
+TEST(Bf16GemmTest, OneDnnMatmulMatchesReferenceWithTheAmxKernelOff) {
+  SetBf16AmxKernel(false);
+  for (auto [n_out, k] : {std::pair<int64_t, int64_t>{3, 5}, {67, 129}, {517, 1031}}) {
+    std::vector<float> w_rounded;
+    PackedBf16Weight w = RandomWeight(n_out, k, 15, &w_rounded);
+    EXPECT_FALSE(w.runs_on_amx());
+    for (int64_t m : kTestRowCounts) {
+      for (bool accumulate : {false, true}) {
+        ExpectMatchesReference(w, w_rounded, m, accumulate, 16, /*max_checked_rows=*/12);
+      }
+    }
+  }
+  SetBf16AmxKernel(true);
 }
 
 TEST(Bf16GemmTest, ConcurrentCallsOnOneWeight) {

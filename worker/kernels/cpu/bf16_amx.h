@@ -1,0 +1,61 @@
+// The bf16-weight GEMM kernel for CPUs with AMX (Intel Sapphire Rapids and later):
+// y = x · wᵀ on a weight packed by oneDNN in its BA16a64b2a layout, with the tile
+// instructions (TDPBF16PS) for every row count, so that a row of y has the same bits
+// whatever other rows share the call.
+//
+// Why not oneDNN's own matmul for every call: its brgemm picks a k blocking per row count,
+// so one row of x gave different low bits at 1, 2, 8, 16, 32 and 64 rows (measured on
+// this project's AMX host, oneDNN 2.6.3) — a request's logits depended on how many other
+// sequences its step carried. Here every row is one 16-row tile row whose sum runs over
+// the 32-column blocks of k in order, from zero, whatever m is; rows past m are zeros.
+// It also streams a batch-1 weight faster than oneDNN's call does (docs/perf.md).
+//
+// Layout: the weight's [k, n_out] matrix (HF's [n_out, k] read transposed) in blocks of
+// 32 k × B outputs (B = 64, or 48 for some small weights), zero-padded to whole blocks;
+// block (kb, nb) starts at kb · k_block_stride + nb · n_block_stride elements and holds
+// [16 column pairs][B outputs][2 columns], so 16 rows B · 4 bytes apart form one AMX B
+// tile of 16 outputs.
+//
+// Numerics: x is rounded to bf16 (nearest even, as oneDNN's reorder does), each tile
+// product pair is accumulated in fp32 by the hardware (bf16 subnormals count as zero),
+// and y = sum, or y_old + sum when accumulating.
+#ifndef TPSERVE_WORKER_KERNELS_CPU_BF16_AMX_H_
+#define TPSERVE_WORKER_KERNELS_CPU_BF16_AMX_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tpserve {
+namespace bf16_amx {
+
+// True when the CPU has AMX-TILE and AMX-BF16 and the kernel lets this process use the
+// tile registers (arch_prctl(ARCH_REQ_XCOMP_PERM), asked once on the first call).
+bool Available();
+
+struct Layout {
+  int64_t block_outputs = 64;  // outputs per block: 16, 32, 48 or 64 (oneDNN: 48 or 64)
+  int64_t k_block_stride = 0;  // elements from block (kb, nb) to (kb + 1, nb)
+  int64_t n_block_stride = 0;  // elements from block (kb, nb) to (kb, nb + 1)
+  bool valid() const;
+};
+
+// Output blocks (the unit of the work split between threads).
+int64_t NumBlocks(int64_t n_out, const Layout& layout);
+
+// x rounded to bf16 in the kernel's layout: [PaddedRows(m), PaddedCols(k)], zero-padded.
+int64_t PaddedRows(int64_t m);
+int64_t PaddedCols(int64_t k);
+// x: [m, k] fp32 -> out: PaddedRows(m) * PaddedCols(k) bf16 bits.
+void PrepareX(const float* x, int64_t m, int64_t k, uint16_t* out);
+
+// Output blocks [block_begin, block_end) of y = x_bf16 · wᵀ (y += if accumulate), on the
+// calling thread: x_bf16 from PrepareX, packed the weight in Layout, y [m, n_out]. Needs
+// Available().
+void MatMulBlocks(const uint16_t* x_bf16, int64_t m, int64_t k, const uint16_t* packed,
+                  Layout layout, int64_t n_out, int64_t block_begin, int64_t block_end,
+                  float* y, bool accumulate);
+
+}  // namespace bf16_amx
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_KERNELS_CPU_BF16_AMX_H_

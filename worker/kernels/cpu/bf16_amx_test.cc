@@ -1,0 +1,128 @@
+#include "worker/kernels/cpu/bf16_amx.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/dtype.h"
+#include "worker/kernels/cpu/bf16_gemm.h"
+#include "worker/kernels/cpu/bf16_gemm_testing.h"
+
+namespace tpserve {
+namespace {
+
+class Bf16AmxTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!bf16_amx::Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS refused it)";
+    SetBf16AmxKernel(true);
+  }
+  void TearDown() override {
+    SetBf16AmxKernel(true);
+    SetBf16GemmThreads(0);
+  }
+};
+
+TEST_F(Bf16AmxTest, RunsOnOneDnnPackedWeights) {
+  PackedBf16Weight w = RandomWeight(100, 70, 1, nullptr);
+  EXPECT_TRUE(w.packed_for_onednn());
+  EXPECT_TRUE(w.runs_on_amx());
+  SetBf16AmxKernel(false);
+  EXPECT_FALSE(w.runs_on_amx());
+}
+
+// Shapes with tails in every dimension: k not a multiple of 32, n_out not of 64, m below,
+// at and past the 16-row tile; blocks of 64 outputs and of 48 (oneDNN's choice for 65 x 33
+// and 96 x 200).
+TEST_F(Bf16AmxTest, OddShapesMatchReference) {
+  for (auto [n_out, k] : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {65, 1}, {100, 31},
+                          {65, 33}, {96, 200}, {130, 100}, {517, 1031}}) {
+    std::vector<float> w_rounded;
+    PackedBf16Weight w = RandomWeight(n_out, k, 31, &w_rounded);
+    ASSERT_TRUE(w.runs_on_amx()) << n_out << " x " << k;
+    for (int64_t m : {1, 15, 16, 17, 33, 200}) {
+      for (bool accumulate : {false, true}) {
+        ExpectMatchesReference(w, w_rounded, m, accumulate, 32, /*max_checked_rows=*/20);
+      }
+    }
+  }
+}
+
+// A row of y is the same bit for bit at every row count, at every position, on 1 or 2
+// threads: one request's logits do not depend on the batch it was scheduled with. (oneDNN's
+// own matmul on the same weight changed a row's low bits between 1, 2, 8, 16, 32 and 64
+// rows; the check against it below shows this test would see that.)
+TEST_F(Bf16AmxTest, RowsDoNotDependOnTheRestOfTheBatch) {
+  const int64_t n_out = 1024, k = 2816, rows = 70;  // oneDNN varies at this size
+  PackedBf16Weight w = RandomWeight(n_out, k, 41, nullptr);
+  const std::vector<float> x = RandomNormal(rows * k, 42);  // [70, k]
+  std::vector<float> batch(rows * n_out);
+  ASSERT_TRUE(MatMulBf16(x.data(), rows, w, batch.data()).ok());
+  for (int threads : {1, 2}) {
+    SetBf16GemmThreads(threads);
+    for (int64_t m : {1, 2, 7, 8, 16, 17, 32, 64, 70}) {
+      for (int64_t first : {int64_t{0}, rows - m}) {
+        std::vector<float> part(m * n_out);
+        ASSERT_TRUE(MatMulBf16(x.data() + first * k, m, w, part.data()).ok());
+        ASSERT_EQ(std::memcmp(part.data(), batch.data() + first * n_out, part.size() * 4), 0)
+            << "m " << m << " from row " << first << ", " << threads << " thread(s)";
+      }
+    }
+  }
+  // The same check on oneDNN's matmul finds a difference for some row count (so the test
+  // does not pass because every row count took one code path).
+  SetBf16AmxKernel(false);
+  SetBf16GemmThreads(1);
+  std::vector<float> onednn_alone(n_out);
+  ASSERT_TRUE(MatMulBf16(x.data(), 1, w, onednn_alone.data()).ok());
+  int differing = 0;
+  for (int64_t m : {2, 8, 16, 32, 64}) {
+    std::vector<float> onednn_batch(m * n_out);
+    ASSERT_TRUE(MatMulBf16(x.data(), m, w, onednn_batch.data()).ok());
+    differing += std::memcmp(onednn_alone.data(), onednn_batch.data(), n_out * 4) != 0;
+  }
+  EXPECT_GT(differing, 0) << "oneDNN's matmul gave row 0 the same bits at every row count";
+}
+
+TEST_F(Bf16AmxTest, NonFiniteXStaysInItsRow) {
+  PackedBf16Weight w = RandomWeight(70, 40, 61, nullptr);
+  std::vector<float> x = RandomNormal(20 * 40, 62);  // [20, 40]
+  x[3 * 40 + 7] = std::numeric_limits<float>::quiet_NaN();
+  x[17 * 40] = std::numeric_limits<float>::infinity();
+  std::vector<float> y(20 * 70);
+  ASSERT_TRUE(MatMulBf16(x.data(), 20, w, y.data()).ok());
+  for (int64_t i = 0; i < 20; ++i) {
+    for (int64_t j = 0; j < 70; ++j) {
+      const bool poisoned = i == 3 || i == 17;
+      EXPECT_EQ(std::isfinite(y[i * 70 + j]), !poisoned) << i << ", " << j;
+    }
+  }
+}
+
+TEST(Bf16AmxPrepareTest, PadsWithZerosAndRoundsToNearestEven) {
+  if (!__builtin_cpu_supports("avx512bf16")) GTEST_SKIP() << "no AVX512-BF16";
+  const int64_t m = 3, k = 37;
+  std::vector<float> x = RandomNormal(m * k, 71);
+  x[1] = 1.0f + 0x1p-8f;         // a tie: rounds to 1.0 (even)
+  x[2] = 1.0f + 3 * 0x1p-8f;     // a tie: rounds up to 1 + 2^-6
+  const int64_t rows = bf16_amx::PaddedRows(m), cols = bf16_amx::PaddedCols(k);
+  ASSERT_EQ(rows, 16);
+  ASSERT_EQ(cols, 64);
+  std::vector<uint16_t> out(rows * cols, 0xffff);
+  bf16_amx::PrepareX(x.data(), m, k, out.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint16_t want = r < m && c < k ? FloatToBf16(x[r * k + c]) : 0;
+      ASSERT_EQ(out[r * cols + c], want) << r << ", " << c;
+    }
+  }
+  EXPECT_EQ(out[1], 0x3f80);
+  EXPECT_EQ(out[2], 0x3f82);
+}
+
+}  // namespace
+}  // namespace tpserve
