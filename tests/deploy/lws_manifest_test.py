@@ -400,14 +400,41 @@ class Group:
             log.close()
 
 
+def start_group(containers, tp, cuda, two_hosts, token_dir, attempts=3):
+    """A serving group. free_port's ports are free when asked for, but another test
+    running beside this one can take one before tpserve binds it, and tpserve then exits
+    (logging "cannot serve WorkerControl on ..." or "cannot listen on ...": gRPC gives no
+    reason); so a leader that exits before serving is started again on fresh ports, up
+    to `attempts` times. One that keeps exiting, or a group that fails any other way,
+    fails the test."""
+    for attempt in range(attempts):
+        group = Group(containers, tp, cuda, two_hosts, token_dir)
+        try:
+            group.start()
+            group.wait_serving()
+            return group
+        except Exception as e:
+            if group.server is None:
+                exited = "server did not announce itself" in str(e)
+            else:
+                try:
+                    exited = group.server.proc.wait(10) != 0
+                except subprocess.TimeoutExpired:
+                    exited = False
+            group.stop()
+            if not exited or attempt + 1 == attempts:
+                raise
+            print("tpserve exited before serving (a port taken before it bound?); "
+                  "starting the group again on fresh ports", flush=True)
+
+
 def run_group(where, containers, tp, cuda, two_hosts, token_dir, f):
     pb, pb_grpc = stubs()
-    group = Group(containers, tp, cuda, two_hosts, token_dir)
     if cuda:
         os.environ["TPSERVE_EMU_DEVICE_MB"] = EMU_DEVICE_MB
+    group = None
     try:
-        group.start()
-        group.wait_serving()
+        group = start_group(containers, tp, cuda, two_hosts, token_dir)
         stub = pb_grpc.InferenceStub(grpc.insecure_channel(group.address))
         check_demo_samples(where, group.address, not cuda, f)
         held = group.held_ranks()
@@ -424,7 +451,8 @@ def run_group(where, containers, tp, cuda, two_hosts, token_dir, f):
         return time.monotonic() - start
     finally:
         os.environ.pop("TPSERVE_EMU_DEVICE_MB", None)
-        group.stop()
+        if group is not None:
+            group.stop()
 
 
 def lose_worker_pod(where, group, stub, pb, f):
