@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <iterator>
 
 namespace tpserve {
 namespace bf16_amx {
@@ -173,6 +175,39 @@ __attribute__((target("amx-tile,amx-bf16"))) void MatMulBlocks(
     }
   }
   _tile_release();
+}
+
+__attribute__((target("amx-tile,amx-bf16"))) double PeakTileFlops(int64_t iterations) {
+  TileConfig config;
+  for (int t = 0; t < kTiles; ++t) {
+    config.colsb[t] = 64;
+    config.rows[t] = kTileRows;
+  }
+  _tile_loadconfig(&config);
+  alignas(64) uint16_t ones[kTileRows * kBlockCols];
+  std::fill(std::begin(ones), std::end(ones), uint16_t{0x3f80});  // bf16 1.0
+  _tile_loadd(0, ones, 64);
+  _tile_loadd(1, ones, 64);
+  _tile_loadd(2, ones, 64);
+  _tile_loadd(3, ones, 64);
+  _tile_zero(4);
+  _tile_zero(5);
+  _tile_zero(6);
+  _tile_zero(7);
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < iterations; ++i) {  // four independent sums
+    _tile_dpbf16ps(4, 0, 2);
+    _tile_dpbf16ps(5, 0, 3);
+    _tile_dpbf16ps(6, 1, 2);
+    _tile_dpbf16ps(7, 1, 3);
+  }
+  alignas(64) float sums[kTileRows * 16];
+  _tile_stored(4, sums, 64);  // the loop's result is used
+  _tile_release();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double flops_per_tile_product = 2.0 * kTileRows * 16 * kBlockCols;
+  return sums[0] < 0 ? 0 : 4 * iterations * flops_per_tile_product / seconds;
 }
 
 }  // namespace bf16_amx

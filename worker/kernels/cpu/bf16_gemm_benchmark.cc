@@ -33,6 +33,7 @@
 #include "base/args.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "worker/dtype.h"
+#include "worker/kernels/cpu/bf16_amx.h"
 #include "worker/kernels/cpu/bf16_gemm.h"
 #include "worker/kernels/cpu/gemm.h"
 #include "worker/kernels/cpu/int8_gemm.h"
@@ -150,6 +151,11 @@ void PrintDotPeaks() {
   }
   std::printf("dot-product peak, one thread, registers only: vdpbf16ps %.0f GFLOP/s, "
               "vpdpwssd %.0f GOP/s\n", bf16 / 1e9, int16 / 1e9);
+  if (bf16_amx::Available()) {
+    double tile = 0;
+    for (int pass = 0; pass < 3; ++pass) tile = std::max(tile, bf16_amx::PeakTileFlops(5'000'000));
+    std::printf("AMX tile peak, one thread, registers only: tdpbf16ps %.0f GFLOP/s\n", tile / 1e9);
+  }
 }
 
 // Best of three passes of `threads` threads summing their share of a 1 GiB buffer, each
