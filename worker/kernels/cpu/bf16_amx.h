@@ -4,9 +4,9 @@
 // whatever other rows share the call.
 //
 // Why not oneDNN's own matmul for every call: its brgemm picks a k blocking per row count,
-// so one row of x gave different low bits at 1, 2, 8, 16, 32 and 64 rows (measured on
-// this project's AMX host, oneDNN 2.6.3) — a request's logits depended on how many other
-// sequences its step carried. Here every row is one 16-row tile row whose sum runs over
+// so one row of x got different low bits at different row counts (on this project's AMX
+// host, oneDNN 2.6.3; bf16_amx_test shows it) — a request's logits depended on how many
+// other sequences its step carried. Here every row is one 16-row tile row whose sum runs over
 // the 32-column blocks of k in order, from zero, whatever m is; rows past m are zeros.
 // It also streams a batch-1 weight faster than oneDNN's call does (docs/perf.md).
 //
