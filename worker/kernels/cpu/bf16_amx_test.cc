@@ -1,3 +1,5 @@
+// bf16_amx's and bf16_avx512's kernels, each through MatMulBf16 (the AVX512-BF16 one
+// forced on an AMX CPU with Bf16Kernel::kAvx512Bf16).
 #include "worker/kernels/cpu/bf16_amx.h"
 
 #include <omp.h>
@@ -9,41 +11,52 @@
 
 #include "gtest/gtest.h"
 #include "worker/dtype.h"
+#include "worker/kernels/cpu/bf16_avx512.h"
 #include "worker/kernels/cpu/bf16_gemm.h"
 #include "worker/kernels/cpu/bf16_gemm_testing.h"
 
 namespace tpserve {
 namespace {
 
-class Bf16AmxTest : public ::testing::Test {
+// The parameter: Bf16Kernel::kOwn on an AMX CPU (the tile kernel), kAvx512Bf16 (vdpbf16ps).
+class Bf16KernelTest : public ::testing::TestWithParam<Bf16Kernel> {
  protected:
   void SetUp() override {
-    if (!bf16_amx::Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS refused it)";
-    SetBf16AmxKernel(true);
+    if (GetParam() == Bf16Kernel::kOwn && !bf16_amx::Available()) {
+      GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS refused it)";
+    }
+    if (!bf16_avx512::Available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+    SetBf16Kernel(GetParam());
   }
   void TearDown() override {
-    SetBf16AmxKernel(true);
+    SetBf16Kernel(Bf16Kernel::kOwn);
     SetBf16GemmThreads(0);
+  }
+  // Whether `w` runs on this test's kernel.
+  bool OnKernel(const PackedBf16Weight& w) const {
+    return GetParam() == Bf16Kernel::kOwn ? w.runs_on_amx() : w.runs_on_avx512_bf16();
   }
 };
 
-TEST_F(Bf16AmxTest, RunsOnOneDnnPackedWeights) {
+TEST_P(Bf16KernelTest, RunsOnOneDnnPackedWeights) {
   PackedBf16Weight w = RandomWeight(100, 70, 1, nullptr);
   EXPECT_TRUE(w.packed_for_onednn());
-  EXPECT_TRUE(w.runs_on_amx());
-  SetBf16AmxKernel(false);
+  EXPECT_TRUE(OnKernel(w));
+  EXPECT_NE(w.runs_on_amx(), w.runs_on_avx512_bf16());
+  SetBf16Kernel(Bf16Kernel::kOneDnn);
   EXPECT_FALSE(w.runs_on_amx());
+  EXPECT_FALSE(w.runs_on_avx512_bf16());
 }
 
 // Shapes with tails in every dimension: k not a multiple of 32, n_out not of 64, m below,
 // at and past the 16-row tile; blocks of 64 outputs and of 48 (oneDNN's choice for 65 x 33
 // and 96 x 200).
-TEST_F(Bf16AmxTest, OddShapesMatchReference) {
+TEST_P(Bf16KernelTest, OddShapesMatchReference) {
   for (auto [n_out, k] : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {65, 1}, {100, 31},
                           {65, 33}, {96, 200}, {130, 100}, {517, 1031}}) {
     std::vector<float> w_rounded;
     PackedBf16Weight w = RandomWeight(n_out, k, 31, &w_rounded);
-    ASSERT_TRUE(w.runs_on_amx()) << n_out << " x " << k;
+    ASSERT_TRUE(OnKernel(w)) << n_out << " x " << k;
     for (int64_t m : {1, 15, 16, 17, 33, 200}) {
       for (bool accumulate : {false, true}) {
         ExpectMatchesReference(w, w_rounded, m, accumulate, 32, /*max_checked_rows=*/20);
@@ -56,7 +69,7 @@ TEST_F(Bf16AmxTest, OddShapesMatchReference) {
 // threads: one request's logits do not depend on the batch it was scheduled with. (oneDNN's
 // own matmul on the same weight changes a row's low bits with the row count; the check
 // against it below shows this test would see that.)
-TEST_F(Bf16AmxTest, RowsDoNotDependOnTheRestOfTheBatch) {
+TEST_P(Bf16KernelTest, RowsDoNotDependOnTheRestOfTheBatch) {
   const int64_t n_out = 1024, k = 2816, rows = 70;  // oneDNN varies at this size
   PackedBf16Weight w = RandomWeight(n_out, k, 41, nullptr);
   const std::vector<float> x = RandomNormal(rows * k, 42);  // [70, k]
@@ -75,7 +88,7 @@ TEST_F(Bf16AmxTest, RowsDoNotDependOnTheRestOfTheBatch) {
   }
   // The same check on oneDNN's matmul finds a difference for some row count (so the test
   // does not pass because every row count took one code path).
-  SetBf16AmxKernel(false);
+  SetBf16Kernel(Bf16Kernel::kOneDnn);
   SetBf16GemmThreads(1);
   std::vector<float> onednn_alone(n_out);
   ASSERT_TRUE(MatMulBf16(x.data(), 1, w, onednn_alone.data()).ok());
@@ -88,7 +101,7 @@ TEST_F(Bf16AmxTest, RowsDoNotDependOnTheRestOfTheBatch) {
   EXPECT_GT(differing, 0) << "oneDNN's matmul gave row 0 the same bits at every row count";
 }
 
-TEST_F(Bf16AmxTest, NonFiniteXStaysInItsRow) {
+TEST_P(Bf16KernelTest, NonFiniteXStaysInItsRow) {
   PackedBf16Weight w = RandomWeight(70, 40, 61, nullptr);
   std::vector<float> x = RandomNormal(20 * 40, 62);  // [20, 40]
   x[3 * 40 + 7] = std::numeric_limits<float>::quiet_NaN();
@@ -102,6 +115,12 @@ TEST_F(Bf16AmxTest, NonFiniteXStaysInItsRow) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, Bf16KernelTest,
+                         ::testing::Values(Bf16Kernel::kOwn, Bf16Kernel::kAvx512Bf16),
+                         [](const ::testing::TestParamInfo<Bf16Kernel>& info) {
+                           return info.param == Bf16Kernel::kOwn ? "Amx" : "Avx512Bf16";
+                         });
 
 TEST(Bf16AmxPrepareTest, PadsWithZerosAndRoundsToNearestEven) {
   if (!__builtin_cpu_supports("avx512bf16")) GTEST_SKIP() << "no AVX512-BF16";

@@ -21,6 +21,7 @@
 #include "worker/dtype.h"
 #include "worker/kernels/cpu/bf16_amx.h"
 #include "worker/kernels/cpu/bf16_avx2.h"
+#include "worker/kernels/cpu/bf16_avx512.h"
 #include "worker/tensor.h"
 
 // Design, from measurements on this project's 2-core AVX512-BF16/AMX host (oneDNN 2.6.3;
@@ -38,10 +39,11 @@
 //   JIT code, so the per-weight cache here costs a lookup, not a copy of the code.
 // - Scratchpads are per call (scratchpad_mode::user): oneDNN's library-managed scratchpad
 //   is shared by all primitives and ties each primitive to the thread that created it.
-// - On AMX, oneDNN packs the weight but bf16_amx.h's kernel runs the products: brgemm's k
-//   blocking changes with the row count, so a row's low bits depended on its batch, and
-//   the kernel is also 1.2-1.9x faster (docs/perf.md). oneDNN's matmul stays for
-//   AVX512-BF16 without AMX and when SetBf16AmxKernel(false).
+// - oneDNN packs the weight, but this project's kernels run the products on it: AMX tiles
+//   (bf16_amx.h) or, without AMX, vdpbf16ps (bf16_avx512.h). brgemm's k blocking changes
+//   with the row count, so a row's low bits depended on its batch; the AMX kernel is also
+//   1.2-1.9x faster (docs/perf.md). oneDNN's matmul runs only with SetBf16Kernel(kOneDnn)
+//   or for a layout the kernels do not read.
 
 namespace tpserve {
 namespace {
@@ -52,7 +54,7 @@ using Tag = memory::format_tag;
 
 constexpr size_t kAlignment = 64;
 std::atomic<int> bf16_gemm_threads{0};
-std::atomic<bool> bf16_amx_kernel{true};
+std::atomic<Bf16Kernel> bf16_kernel{Bf16Kernel::kOwn};
 
 // OpenMP keeps its thread count per calling thread; apply the process setting to this one.
 void ApplyThreadSetting() {
@@ -95,7 +97,7 @@ std::optional<memory::desc> PackedLayout(const dnnl::engine& engine, int64_t n_o
 
 // The strides of `desc` if it is a layout bf16_amx.h reads: [k, n_out] in 32 x B blocks,
 // each [16][B][2] (BA16a64b2a, or BA16a48b2a for some weights under 128 outputs).
-std::optional<bf16_amx::Layout> AmxLayout(const memory::desc& desc) {
+std::optional<bf16_amx::Layout> OwnLayout(const memory::desc& desc) {
   const dnnl_memory_desc_t& d = desc.data;
   if (d.ndims != 2 || d.format_kind != dnnl_blocked) return std::nullopt;
   const dnnl_blocking_desc_t& b = d.format_desc.blocking;
@@ -138,14 +140,19 @@ struct PackedBf16Weight::Impl {
   // x: [m, k] -> y: [m, n_out]; the caller has applied the thread setting.
   absl::Status MatMulOneDnn(const float* x, int64_t m, float* y, bool accumulate) const;
   absl::Status MatMulAvx2(const float* x, int64_t m, float* y, bool accumulate) const;
-  void MatMulAmx(const float* x, int64_t m, float* y, bool accumulate) const;
+  // bf16_amx's or bf16_avx512's MatMulBlocks over x rounded by PrepareX, threads
+  // splitting the output blocks.
+  using BlocksFn = void (*)(const uint16_t*, int64_t, int64_t, const uint16_t*,
+                            bf16_amx::Layout, int64_t, int64_t, int64_t, float*, bool);
+  void MatMulOwn(BlocksFn blocks_fn, const float* x, int64_t m, float* y,
+                 bool accumulate) const;
 
   dnnl::engine engine;
   std::unique_ptr<void, decltype(&std::free)> storage{nullptr, &std::free};
   void* data = nullptr;  // kAlignment-aligned, inside storage
   size_t bytes = 0;
   std::optional<memory> packed;  // oneDNN's view of data; nullopt: bf16_avx2's blocked layout
-  std::optional<bf16_amx::Layout> amx;  // set when bf16_amx's kernel can read `packed`
+  std::optional<bf16_amx::Layout> own;  // set when this project's kernels read `packed`
   int64_t n_out = 0, k = 0;
   mutable absl::Mutex mu;
   mutable absl::flat_hash_map<Key, std::shared_ptr<const Primitive>> cache ABSL_GUARDED_BY(mu);
@@ -221,16 +228,16 @@ absl::Status PackedBf16Weight::Impl::MatMulAvx2(const float* x, int64_t m, float
   return absl::OkStatus();
 }
 
-void PackedBf16Weight::Impl::MatMulAmx(const float* x, int64_t m, float* y,
-                                       bool accumulate) const {
+void PackedBf16Weight::Impl::MatMulOwn(BlocksFn blocks_fn, const float* x, int64_t m,
+                                       float* y, bool accumulate) const {
   thread_local std::vector<uint16_t> x_bf16;  // [PaddedRows(m), PaddedCols(k)]
   x_bf16.resize(bf16_amx::PaddedRows(m) * bf16_amx::PaddedCols(k));
   bf16_amx::PrepareX(x, m, k, x_bf16.data());
   const auto* w = static_cast<const uint16_t*>(data);
-  const int64_t blocks = bf16_amx::NumBlocks(n_out, *amx);
+  const int64_t blocks = bf16_amx::NumBlocks(n_out, *own);
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), blocks));
   if (threads <= 1) {
-    bf16_amx::MatMulBlocks(x_bf16.data(), m, k, w, *amx, n_out, 0, blocks, y, accumulate);
+    blocks_fn(x_bf16.data(), m, k, w, *own, n_out, 0, blocks, y, accumulate);
     return;
   }
   // Threads split the output blocks; every output is computed the same way whatever the
@@ -239,8 +246,8 @@ void PackedBf16Weight::Impl::MatMulAmx(const float* x, int64_t m, float* y,
 #pragma omp parallel num_threads(threads)
   {
     const int64_t t = omp_get_thread_num();
-    bf16_amx::MatMulBlocks(xb, m, k, w, *amx, n_out, blocks * t / threads,
-                           blocks * (t + 1) / threads, y, accumulate);
+    blocks_fn(xb, m, k, w, *own, n_out, blocks * t / threads, blocks * (t + 1) / threads, y,
+              accumulate);
   }
 }
 
@@ -272,7 +279,7 @@ absl::StatusOr<PackedBf16Weight> PackedBf16Weight::FromBf16(const uint16_t* data
     impl->Allocate(layout->get_size());
     memory plain(PlainWeightDesc(n_out, k), impl->engine, const_cast<uint16_t*>(data));
     impl->packed = memory(*layout, impl->engine, impl->data);
-    if (bf16_amx::Available()) impl->amx = AmxLayout(*layout);
+    if (bf16_avx512::Available()) impl->own = OwnLayout(*layout);
     dnnl::stream stream(impl->engine);
     dnnl::reorder(plain, *impl->packed).execute(stream, plain, *impl->packed);
     stream.wait();
@@ -298,7 +305,13 @@ absl::Status PackedBf16Weight::MatMul(const float* x, int64_t m, float* y,
 size_t PackedBf16Weight::bytes() const { return impl_->bytes; }
 bool PackedBf16Weight::packed_for_onednn() const { return impl_->packed.has_value(); }
 bool PackedBf16Weight::runs_on_amx() const {
-  return impl_->amx.has_value() && bf16_amx_kernel.load(std::memory_order_relaxed);
+  return impl_->own.has_value() && bf16_amx::Available() &&
+         bf16_kernel.load(std::memory_order_relaxed) == Bf16Kernel::kOwn;
+}
+bool PackedBf16Weight::runs_on_avx512_bf16() const {
+  const Bf16Kernel kernel = bf16_kernel.load(std::memory_order_relaxed);
+  return impl_->own.has_value() &&
+         (kernel == Bf16Kernel::kAvx512Bf16 || (kernel == Bf16Kernel::kOwn && !runs_on_amx()));
 }
 size_t PackedBf16Weight::num_cached_primitives() const {
   absl::MutexLock lock(&impl_->mu);
@@ -315,7 +328,11 @@ absl::Status MatMulBf16(const float* x, int64_t m, const PackedBf16Weight& w, fl
   try {
     ApplyThreadSetting();
     if (w.runs_on_amx()) {
-      w.impl_->MatMulAmx(x, m, y, accumulate);
+      w.impl_->MatMulOwn(&bf16_amx::MatMulBlocks, x, m, y, accumulate);
+      return absl::OkStatus();
+    }
+    if (w.runs_on_avx512_bf16()) {
+      w.impl_->MatMulOwn(&bf16_avx512::MatMulBlocks, x, m, y, accumulate);
       return absl::OkStatus();
     }
     return w.impl_->packed ? w.impl_->MatMulOneDnn(x, m, y, accumulate)
@@ -329,6 +346,6 @@ void SetBf16GemmThreads(int threads) {
   bf16_gemm_threads.store(threads, std::memory_order_relaxed);
 }
 
-void SetBf16AmxKernel(bool enabled) { bf16_amx_kernel.store(enabled, std::memory_order_relaxed); }
+void SetBf16Kernel(Bf16Kernel kernel) { bf16_kernel.store(kernel, std::memory_order_relaxed); }
 
 }  // namespace tpserve

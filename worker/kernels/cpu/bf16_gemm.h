@@ -8,10 +8,11 @@
 // Where oneDNN has no such implementation (no AVX512-BF16: it would only offer a GEMM
 // that repacks per call, and below AVX-512 no bf16 matmul at all) the weight is packed
 // for this project's AVX2 kernel instead (bf16_avx2.h: 16-row blocks, widened in
-// registers, FMA in fp32). On AMX CPUs the products run in bf16_amx.h's tile kernel on
-// oneDNN's packed weight. The paths give the same results up to fp32 summation order;
-// the AVX2 and AMX kernels' orders are fixed, so there a row of y does not depend on its
-// batch (oneDNN's matmul, left for AVX512-BF16 without AMX, changes with the row count).
+// registers, FMA in fp32). On oneDNN's packed weight the products run in this project's
+// kernels too: AMX tiles (bf16_amx.h) or vdpbf16ps (bf16_avx512.h). The paths give the
+// same results up to fp32 summation order; every project kernel's order is fixed, so a
+// row of y does not depend on its batch (oneDNN's matmul, kept behind SetBf16Kernel,
+// changes with the row count).
 //
 // Numerics: x is rounded to bf16 (nearest even) before the products, which are exact
 // in fp32 and summed in fp32. Non-finite weights are rejected at packing, as the
@@ -60,8 +61,11 @@ class PackedBf16Weight : public PackedWeight {
   size_t bytes() const override;
   // True when the weight is in oneDNN's packed layout; false on the AVX2 kernel's path.
   bool packed_for_onednn() const;
-  // True when MatMul runs bf16_amx.h's kernel on it (an AMX CPU, SetBf16AmxKernel(true)).
+  // True when MatMul runs bf16_amx.h's kernel on it (an AMX CPU, Bf16Kernel::kOwn).
   bool runs_on_amx() const;
+  // True when MatMul runs bf16_avx512.h's kernel on it (AVX512-BF16 without AMX and
+  // Bf16Kernel::kOwn, or Bf16Kernel::kAvx512Bf16).
+  bool runs_on_avx512_bf16() const;
   // How many matmul primitives this weight has created so far (for tests: at most
   // 2·kRowsPerPrimitive per thread count, whatever the row counts seen).
   size_t num_cached_primitives() const;
@@ -93,10 +97,13 @@ absl::Status MatMulBf16(const float* x, int64_t m, const PackedBf16Weight& w, fl
 // OMP_NUM_THREADS, else every core.
 void SetBf16GemmThreads(int threads);
 
-// Whether MatMulBf16 runs bf16_amx.h's kernel on weights oneDNN packed on an AMX CPU (the
-// default, true) or oneDNN's own matmul (false; benchmarks compare the two). Only the AMX
-// kernel's rows are independent of the batch there.
-void SetBf16AmxKernel(bool enabled);
+// Which kernel MatMulBf16 runs on weights oneDNN packed, for the whole process: this
+// project's own (kOwn, the default: AMX tiles where the CPU has them, else AVX512-BF16
+// dot products), the AVX512-BF16 one even on an AMX CPU (kAvx512Bf16), or oneDNN's matmul
+// (kOneDnn). Tests and benchmarks compare them; only the project's kernels keep a row's
+// bits independent of the batch.
+enum class Bf16Kernel { kOwn, kAvx512Bf16, kOneDnn };
+void SetBf16Kernel(Bf16Kernel kernel);
 
 }  // namespace tpserve
 

@@ -231,7 +231,13 @@ absl::Status Run(const Flags& f) {
   if (absl::Status s = ParseIdList(f.rows, &row_counts); !s.ok()) return s;
   if (f.max_isa == "avx2") dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
   if (f.max_isa == "avx512_core") dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx512_core);
-  if (!f.max_isa.empty()) LimitInt8GemmIsa(Int8GemmIsa::kAvx2);
+  // As on AVX512-BF16 without AMX (AMD Zen 4): oneDNN's brgemm without tiles, and the
+  // project's vdpbf16ps kernel in the bf16 column.
+  const Bf16Kernel own_kernel =
+      f.max_isa == "avx512_core_bf16" ? Bf16Kernel::kAvx512Bf16 : Bf16Kernel::kOwn;
+  if (f.max_isa == "avx512_core_bf16") dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx512_core_bf16);
+  SetBf16Kernel(own_kernel);
+  if (f.max_isa == "avx2" || f.max_isa == "avx512_core") LimitInt8GemmIsa(Int8GemmIsa::kAvx2);
   PrintDotPeaks();
   const std::vector<double> bandwidth = PrintReadBandwidth("before", thread_counts);
   const int64_t max_rows = *std::max_element(row_counts.begin(), row_counts.end());
@@ -276,17 +282,22 @@ absl::Status Run(const Flags& f) {
           status.Update(MatMulBf16(x.data(), m, packed[c], y.data()));
         });
         if (!status.ok()) return status;
-        // On an AMX CPU the bf16 column is the AMX kernel; oneDNN's own matmul on the same
-        // packed weight is timed beside it.
-        double onednn_s = 0;
-        if (packed[0].runs_on_amx()) {
-          SetBf16AmxKernel(false);
-          onednn_s = TimePerCall(copies, f.min_seconds, [&](int c) {
+        // Where the bf16 column is one of this project's kernels on oneDNN's packed weight,
+        // oneDNN's own matmul on it is timed beside, and on an AMX CPU also the
+        // AVX512-BF16 kernel.
+        double onednn_s = 0, avx512_s = 0;
+        const bool own = packed[0].runs_on_amx() || packed[0].runs_on_avx512_bf16();
+        auto time_kernel = [&](Bf16Kernel kernel) {
+          SetBf16Kernel(kernel);
+          const double s = TimePerCall(copies, f.min_seconds, [&](int c) {
             status.Update(MatMulBf16(x.data(), m, packed[c], y.data()));
           });
-          SetBf16AmxKernel(true);
-          if (!status.ok()) return status;
-        }
+          SetBf16Kernel(own_kernel);
+          return s;
+        };
+        if (own) onednn_s = time_kernel(Bf16Kernel::kOneDnn);
+        if (packed[0].runs_on_amx()) avx512_s = time_kernel(Bf16Kernel::kAvx512Bf16);
+        if (!status.ok()) return status;
         const double fp32_s = TimePerCall(static_cast<int>(fp32.size()), f.min_seconds, [&](int c) {
           MatMulTransB(x.data(), fp32[c].data(), m, layer.k, layer.n_out, y.data());
         });
@@ -303,9 +314,13 @@ absl::Status Run(const Flags& f) {
             ti > 0 ? "" : absl::StrFormat("| %9.3f %6.1f %7s | %5.2f %7.3f", int8_s * 1e3,
                                           elements / int8_s / 1e9, gflops(int8_s),
                                           bf16_s / int8_s, elements / bandwidth[ti] / 1e6);
-        const std::string onednn_columns =
-            onednn_s == 0 ? "" : absl::StrFormat("| oneDNN %8.3f ms %7s  amx x%.2f", onednn_s * 1e3,
+        std::string onednn_columns =
+            onednn_s == 0 ? "" : absl::StrFormat("| oneDNN %8.3f ms %7s  ours x%.2f", onednn_s * 1e3,
                                                  gflops(onednn_s), onednn_s / bf16_s);
+        if (avx512_s > 0) {
+          onednn_columns += absl::StrFormat(" | vdpbf16ps kernel %8.3f ms %7s  x%.2f of oneDNN",
+                                            avx512_s * 1e3, gflops(avx512_s), onednn_s / avx512_s);
+        }
         std::printf("%-13s %5ldx%-5ld %5d %3d | %9.3f %6.1f %7s | %9.3f %6.1f %7s | %5.2f %7.3f %s %s\n",
                     layer.name, long(layer.n_out), long(layer.k), m, thread_counts[ti],
                     bf16_s * 1e3, 2 * elements / bf16_s / 1e9, gflops(bf16_s).c_str(),
@@ -315,8 +330,9 @@ absl::Status Run(const Flags& f) {
       }
     }
     std::printf("  (%s: %s)\n", layer.name,
-                packed[0].runs_on_amx()         ? "AMX kernel on oneDNN's packed layout"
-                : packed[0].packed_for_onednn() ? "oneDNN, packed"
+                packed[0].runs_on_amx()           ? "AMX kernel on oneDNN's packed layout"
+                : packed[0].runs_on_avx512_bf16() ? "vdpbf16ps kernel on oneDNN's packed layout"
+                : packed[0].packed_for_onednn()   ? "oneDNN, packed"
                                                 : "AVX2 kernel, 16-row blocks");
   }
   PrintReadBandwidth("after", thread_counts);
@@ -334,8 +350,8 @@ int main(int argc, char** argv) {
   p.AddDouble("min-seconds", &f.min_seconds, "time each case for at least this long");
   p.AddString("sets", &f.sets, "layer shapes to run: tiny, tiny-tp2, 7b (default tiny,7b)");
   p.AddString("max-isa", &f.max_isa,
-              "cap oneDNN's ISA (avx2 or avx512_core) and MatMulInt8's (its AVX2 kernel below "
-              "AVX512-VNNI)");
+              "cap oneDNN's ISA (avx2 or avx512_core, with MatMulInt8's AVX2 kernel; or "
+              "avx512_core_bf16: no AMX, the vdpbf16ps kernel in the bf16 column)");
   absl::Status s = ParseFlagsOrExit(p, argc, argv);
   if (s.ok()) s = tpserve::Run(f);
   if (!s.ok()) {

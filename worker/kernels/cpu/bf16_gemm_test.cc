@@ -146,18 +146,18 @@ TEST(Bf16GemmTest, PrimitiveCacheIsBoundedByChunking) {
   std::vector<float> w_rounded;
   PackedBf16Weight w = RandomWeight(70, 40, 3, &w_rounded);
   if (!w.packed_for_onednn()) GTEST_SKIP() << "no oneDNN bf16 matmul on this CPU";
-  SetBf16AmxKernel(false);
+  SetBf16Kernel(Bf16Kernel::kOneDnn);
   for (int64_t m : {1, 1, 8, 200, 130, 64}) ExpectMatchesReference(w, w_rounded, m, false, 4);
   EXPECT_EQ(w.num_cached_primitives(), 4u);  // rows 1, 8, 64, 200 - 3·64 = 8, 130 - 2·64 = 2
   ExpectMatchesReference(w, w_rounded, 1, true, 4);
   EXPECT_EQ(w.num_cached_primitives(), 5u);
-  SetBf16AmxKernel(true);
+  SetBf16Kernel(Bf16Kernel::kOwn);
 }
 
 // On an AMX CPU the shapes above ran the AMX kernel; oneDNN's matmul, which the same
 // packed weight still serves when the kernel is turned off, gets the same checks.
 TEST(Bf16GemmTest, OneDnnMatmulMatchesReferenceWithTheAmxKernelOff) {
-  SetBf16AmxKernel(false);
+  SetBf16Kernel(Bf16Kernel::kOneDnn);
   for (auto [n_out, k] : {std::pair<int64_t, int64_t>{3, 5}, {67, 129}, {517, 1031}}) {
     std::vector<float> w_rounded;
     PackedBf16Weight w = RandomWeight(n_out, k, 15, &w_rounded);
@@ -168,7 +168,7 @@ TEST(Bf16GemmTest, OneDnnMatmulMatchesReferenceWithTheAmxKernelOff) {
       }
     }
   }
-  SetBf16AmxKernel(true);
+  SetBf16Kernel(Bf16Kernel::kOwn);
 }
 
 TEST(Bf16GemmTest, ConcurrentCallsOnOneWeight) {

@@ -1,0 +1,118 @@
+#include "worker/kernels/cpu/bf16_avx512.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace tpserve {
+namespace bf16_avx512 {
+namespace {
+
+constexpr int64_t kBlockCols = 32;  // k per block of the layout
+constexpr int kMaxRows = 6;         // rows of x per pass: 6 x 4 accumulators + 4 weights
+
+// R rows of x (x_stride elements apart) against one block of 16·T outputs, each output's
+// chain over every k block in order; sums to out ([R][64], row stride 64 floats). The
+// block's next k block is asked for a step ahead (every 8th line: the prefetchers take
+// the rest of a sequential stream).
+template <int R, int T>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void Rows(
+    const uint16_t* x, int64_t x_stride, const uint16_t* w, bf16_amx::Layout layout,
+    int64_t k_blocks, float* out) {
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < T; ++j) acc[r][j] = _mm512_setzero_ps();
+  }
+  const int64_t pair_elements = 16 * T * 2;  // one column pair's outputs
+  for (int64_t kb = 0; kb < k_blocks; ++kb) {
+    const uint16_t* block = w + kb * layout.k_block_stride;
+    const char* ahead = reinterpret_cast<const char*>(block + layout.k_block_stride);
+    for (int64_t line = 0; line < 16 * pair_elements * 2; line += 512) {
+      _mm_prefetch(ahead + line, _MM_HINT_T0);
+    }
+    const uint32_t* pairs = reinterpret_cast<const uint32_t*>(x + kb * kBlockCols);
+#pragma GCC unroll 16
+    for (int p = 0; p < 16; ++p) {
+      __m512bh wv[T];
+#pragma GCC unroll 4
+      for (int j = 0; j < T; ++j) {
+        wv[j] = (__m512bh)_mm512_loadu_si512(block + p * pair_elements + j * 32);
+      }
+#pragma GCC unroll 6
+      for (int r = 0; r < R; ++r) {
+        const __m512bh xv = (__m512bh)_mm512_set1_epi32(
+            static_cast<int>(pairs[r * (x_stride / 2) + p]));
+#pragma GCC unroll 4
+        for (int j = 0; j < T; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], xv, wv[j]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < T; ++j) _mm512_storeu_ps(out + r * 64 + j * 16, acc[r][j]);
+  }
+}
+
+using RowsFn = void (*)(const uint16_t*, int64_t, const uint16_t*, bf16_amx::Layout, int64_t,
+                        float*);
+
+template <int T>
+RowsFn PickRows(int rows) {
+  switch (rows) {
+    case 1: return &Rows<1, T>;
+    case 2: return &Rows<2, T>;
+    case 3: return &Rows<3, T>;
+    case 4: return &Rows<4, T>;
+    case 5: return &Rows<5, T>;
+    default: return &Rows<6, T>;
+  }
+}
+
+RowsFn Pick(int rows, int64_t block_outputs) {
+  switch (block_outputs) {
+    case 16: return PickRows<1>(rows);
+    case 32: return PickRows<2>(rows);
+    case 48: return PickRows<3>(rows);
+    default: return PickRows<4>(rows);
+  }
+}
+
+}  // namespace
+
+bool Available() {
+  static const bool available =
+      __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+  return available;
+}
+
+void MatMulBlocks(const uint16_t* x_bf16, int64_t m, int64_t k, const uint16_t* packed,
+                  bf16_amx::Layout layout, int64_t n_out, int64_t block_begin,
+                  int64_t block_end, float* y, bool accumulate) {
+  const int64_t cols = bf16_amx::PaddedCols(k);
+  const int64_t k_blocks = cols / kBlockCols;
+  alignas(64) float c[kMaxRows * 64];  // [rows][64 outputs]
+  // Rows in passes as even as they go (13 rows: 5, 4, 4), each pass over the whole block.
+  const int64_t passes = (m + kMaxRows - 1) / kMaxRows;
+  for (int64_t block = block_begin; block < block_end; ++block) {
+    const uint16_t* w = packed + block * layout.n_block_stride;
+    const int64_t col = block * layout.block_outputs;
+    const int64_t width = std::min(layout.block_outputs, n_out - col);
+    for (int64_t pass = 0, row = 0; pass < passes; ++pass) {
+      const int rows = static_cast<int>((m - row) / (passes - pass));
+      Pick(rows, layout.block_outputs)(x_bf16 + row * cols, cols, w, layout, k_blocks, c);
+      for (int r = 0; r < rows; ++r) {
+        float* out = y + (row + r) * n_out + col;
+        const float* in = c + r * 64;
+        if (accumulate) {
+          for (int64_t j = 0; j < width; ++j) out[j] += in[j];
+        } else {
+          std::memcpy(out, in, width * sizeof(float));
+        }
+      }
+      row += rows;
+    }
+  }
+}
+
+}  // namespace bf16_avx512
+}  // namespace tpserve

@@ -1,0 +1,36 @@
+// The bf16-weight GEMM kernel for CPUs with AVX512-BF16 but no AMX (AMD Zen 4, Intel
+// Cooper Lake): y = x · wᵀ with vdpbf16ps on the weight oneDNN packed (the layout
+// bf16_amx.h describes), so that a row of y has the same bits whatever other rows share
+// the call, which oneDNN's own matmul does not give (its k blocking follows the row
+// count).
+//
+// Each output is one chain of vdpbf16ps over k in order, two columns per step, from zero:
+// 16 outputs per vector lane set, x's column pair broadcast; rows of x run 1 to 6 at a
+// time (6 x 4 accumulators fill the registers), and the row count only changes how many
+// chains share a pass over the weight, never a chain. Numerics: x rounded to bf16
+// (bf16_amx::PrepareX), the pair's products added in the instruction's fixed order in
+// fp32, bf16 subnormals as zero; y = sum, or y_old + sum when accumulating.
+#ifndef TPSERVE_WORKER_KERNELS_CPU_BF16_AVX512_H_
+#define TPSERVE_WORKER_KERNELS_CPU_BF16_AVX512_H_
+
+#include <cstdint>
+
+#include "worker/kernels/cpu/bf16_amx.h"
+
+namespace tpserve {
+namespace bf16_avx512 {
+
+// True when the CPU has AVX512-BF16 (and AVX512-BW).
+bool Available();
+
+// Output blocks [block_begin, block_end) of y = x_bf16 · wᵀ (y += if accumulate), on the
+// calling thread, as bf16_amx::MatMulBlocks: x_bf16 from bf16_amx::PrepareX. Needs
+// Available().
+void MatMulBlocks(const uint16_t* x_bf16, int64_t m, int64_t k, const uint16_t* packed,
+                  bf16_amx::Layout layout, int64_t n_out, int64_t block_begin,
+                  int64_t block_end, float* y, bool accumulate);
+
+}  // namespace bf16_avx512
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_KERNELS_CPU_BF16_AVX512_H_
