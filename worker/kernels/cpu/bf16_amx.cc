@@ -18,7 +18,8 @@ constexpr int64_t kBlockCols = 32;     // k per block: one tile row of 32 bf16 (
 constexpr int64_t kMaxBlockOutputs = 64;  // outputs per block: up to four B tiles of 16
 constexpr int64_t kTileRows = 16;
 
-// Linux's arch_prctl request for the tile data state (asm/prctl.h, asm/... XFEATURE).
+// Linux's arch_prctl request for an XSAVE state component (asm/prctl.h), and the tile
+// data's component number (XFEATURE_XTILEDATA).
 constexpr int kArchReqXcompPerm = 0x1023;
 constexpr int kXfeatureXtileData = 18;
 
@@ -34,6 +35,16 @@ struct alignas(64) TileConfig {
 // Tiles: 0 x; 2, 3 the weight; 4..7 the sums. Every tile is 16 rows of
 // 64 bytes; rows of x past m are zeros (PrepareX), so one configuration serves every m.
 constexpr int kTiles = 8;
+
+// Every tile 16 rows of 64 bytes, for this thread.
+__attribute__((target("amx-tile"))) void LoadTileConfig() {
+  TileConfig config;
+  for (int t = 0; t < kTiles; ++t) {
+    config.colsb[t] = 64;
+    config.rows[t] = kTileRows;
+  }
+  _tile_loadconfig(&config);
+}
 
 bool CpuHasAmxBf16() {
   unsigned a = 0, b = 0, c = 0, d = 0;
@@ -142,12 +153,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void PrepareX(const float
 __attribute__((target("amx-tile,amx-bf16"))) void MatMulBlocks(
     const uint16_t* x_bf16, int64_t m, int64_t k, const uint16_t* packed, Layout layout,
     int64_t n_out, int64_t block_begin, int64_t block_end, float* y, bool accumulate) {
-  TileConfig config;
-  for (int t = 0; t < kTiles; ++t) {
-    config.colsb[t] = 64;
-    config.rows[t] = kTileRows;
-  }
-  _tile_loadconfig(&config);
+  LoadTileConfig();
   const int64_t cols = PaddedCols(k);
   const int64_t k_blocks = cols / kBlockCols;
   const int64_t x_stride = cols * sizeof(uint16_t);
@@ -178,12 +184,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void MatMulBlocks(
 }
 
 __attribute__((target("amx-tile,amx-bf16"))) double PeakTileFlops(int64_t iterations) {
-  TileConfig config;
-  for (int t = 0; t < kTiles; ++t) {
-    config.colsb[t] = 64;
-    config.rows[t] = kTileRows;
-  }
-  _tile_loadconfig(&config);
+  LoadTileConfig();
   alignas(64) uint16_t ones[kTileRows * kBlockCols];
   std::fill(std::begin(ones), std::end(ones), uint16_t{0x3f80});  // bf16 1.0
   _tile_loadd(0, ones, 64);
