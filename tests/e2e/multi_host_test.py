@@ -34,6 +34,7 @@ VETH_A, VETH_B = "tpsa" + TAG, "tpsb" + TAG
 SUBNET = "10.213.%d" % (os.getpid() % 250 + 1)
 HOST_A, HOST_B = SUBNET + ".1", SUBNET + ".2"
 LOSS_BOUND_S = 5  # a lost remote rank fails in-flight requests within this
+STALL_S = 15  # a lossy stream with no token for this long counts as hung
 HOST_B_SHM = "/tmp/tpserve-host-b-shm-" + TAG  # a tmpfs: host B's /dev/shm
 # nftables (Debian's nftables; /usr/sbin is not on a Bazel test's PATH), or None.
 NFT = shutil.which("nft", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
@@ -216,7 +217,8 @@ def nft_on_host_b(*rules):
 def lossy_link(server, stub, pb, workers, control, token):
     """Host B's packets, both ways, dropped at random (20%, nftables in its namespace)
     while a greedy stream runs: the stream ends with the ids it gives on a clean link, or
-    UNAVAILABLE — never other ids, never a hang. Then every packet dropped (a partition):
+    UNAVAILABLE, or still giving the clean link's ids when the client's deadline passes —
+    never other ids, never a hang (STALL_S without a token). Then every packet dropped (a partition):
     UNAVAILABLE within LOSS_BOUND_S, NOT_SERVING, both workers end; healed, restarted
     workers bring the pool back. Returns (how the lossy stream ended, its seconds, the
     seconds from the partition to the end)."""
@@ -226,15 +228,21 @@ def lossy_link(server, stub, pb, workers, control, token):
     stream = stub.Generate(request, timeout=120)
     ids = list(next(stream).token_ids)
     nft_on_host_b("numgen random mod 100 < 20 drop")
-    start = time.monotonic()
+    start = last_chunk = time.monotonic()
     try:
         for chunk in stream:
             ids += chunk.token_ids
+            last_chunk = time.monotonic()
         ended = "complete"
         assert ids == clean, "a lossy link changed the ids"
     except grpc.RpcError as e:
-        assert e.code() == grpc.StatusCode.UNAVAILABLE, e
-        ended = "UNAVAILABLE"
+        # Retransmits can slow a stream past the client's own deadline; that is not a
+        # hang so long as tokens (the clean link's) were still arriving near its end.
+        slow = (e.code() == grpc.StatusCode.DEADLINE_EXCEEDED and ids == clean[:len(ids)]
+                and time.monotonic() - last_chunk < STALL_S)
+        assert e.code() == grpc.StatusCode.UNAVAILABLE or slow, (e, len(ids),
+                                                                time.monotonic() - last_chunk)
+        ended = "UNAVAILABLE" if e.code() == grpc.StatusCode.UNAVAILABLE else "slow"
     lossy_s = time.monotonic() - start
     if ended == "UNAVAILABLE":  # the pool was lost: bring it back before the partition
         nft_on_host_b()
