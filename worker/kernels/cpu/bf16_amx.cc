@@ -57,21 +57,6 @@ bool CpuHasAmxBf16() {
   return amx_bf16 && amx_tile && avx512_bf16 && __builtin_cpu_supports("avx512bw");
 }
 
-// y rows [row, row + rows) of the block at output `col`, from the sums `c` ([16][64] fp32).
-void StoreBlock(const float* c, int64_t rows, int64_t row, int64_t col, int64_t block_outputs,
-                int64_t n_out, float* y, bool accumulate) {
-  const int64_t width = std::min(block_outputs, n_out - col);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* out = y + (row + r) * n_out + col;
-    const float* in = c + r * kMaxBlockOutputs;
-    if (accumulate) {
-      for (int64_t j = 0; j < width; ++j) out[j] += in[j];
-    } else {
-      std::memcpy(out, in, width * sizeof(float));
-    }
-  }
-}
-
 // One 16-row group of x against one block of 16·T outputs: T sum tiles, one x tile,
 // weight tiles alternating between 2 and 3. (Two groups at once, 2 x 2 sum tiles sharing
 // each weight tile, ran slower in a scratch program.)
@@ -176,11 +161,24 @@ __attribute__((target("amx-tile,amx-bf16"))) void MatMulBlocks(
         continue;
       }
       group(x_group, x_stride, w, layout, k_blocks, c, kMaxBlockOutputs * sizeof(float));
-      StoreBlock(c, std::min(kTileRows, m - row), row, col, layout.block_outputs, n_out, y,
-                 accumulate);
+      StoreSums(c, kMaxBlockOutputs, std::min(kTileRows, m - row), row, col,
+                std::min(layout.block_outputs, n_out - col), n_out, y, accumulate);
     }
   }
   _tile_release();
+}
+
+void StoreSums(const float* sums, int64_t sums_stride, int64_t rows, int64_t row0, int64_t col,
+               int64_t width, int64_t n_out, float* y, bool accumulate) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* out = y + (row0 + r) * n_out + col;
+    const float* in = sums + r * sums_stride;
+    if (accumulate) {
+      for (int64_t j = 0; j < width; ++j) out[j] += in[j];
+    } else {
+      std::memcpy(out, in, width * sizeof(float));
+    }
+  }
 }
 
 __attribute__((target("amx-tile,amx-bf16"))) double PeakTileFlops(int64_t iterations) {

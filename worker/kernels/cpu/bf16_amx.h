@@ -55,6 +55,11 @@ void MatMulBlocks(const uint16_t* x_bf16, int64_t m, int64_t k, const uint16_t* 
                   Layout layout, int64_t n_out, int64_t block_begin, int64_t block_end,
                   float* y, bool accumulate);
 
+// y[row0 + r][col .. col + width) = (or +=, if accumulate) sums[r][0 .. width), r < rows;
+// sums' rows `sums_stride` floats apart. Both kernels' last step for a block.
+void StoreSums(const float* sums, int64_t sums_stride, int64_t rows, int64_t row0, int64_t col,
+               int64_t width, int64_t n_out, float* y, bool accumulate);
+
 // Flops per second of `iterations` x 4 TDPBF16PS on this thread with every operand in
 // tile registers: the tile unit's peak, for benchmarks to put the kernel beside. Needs
 // Available().

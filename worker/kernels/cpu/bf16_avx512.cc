@@ -3,7 +3,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 
 namespace tpserve {
 namespace bf16_avx512 {
@@ -100,15 +99,7 @@ void MatMulBlocks(const uint16_t* x_bf16, int64_t m, int64_t k, const uint16_t* 
     for (int64_t pass = 0, row = 0; pass < passes; ++pass) {
       const int rows = static_cast<int>((m - row) / (passes - pass));
       Pick(rows, layout.block_outputs)(x_bf16 + row * cols, cols, w, layout, k_blocks, c);
-      for (int r = 0; r < rows; ++r) {
-        float* out = y + (row + r) * n_out + col;
-        const float* in = c + r * 64;
-        if (accumulate) {
-          for (int64_t j = 0; j < width; ++j) out[j] += in[j];
-        } else {
-          std::memcpy(out, in, width * sizeof(float));
-        }
-      }
+      bf16_amx::StoreSums(c, 64, rows, row, col, width, n_out, y, accumulate);
       row += rows;
     }
   }
