@@ -4,7 +4,7 @@
 // each rank's peak resident set beside the weight and KV bytes it holds.
 //
 //   bazel run -c opt //worker/tools:model_benchmark -- [--tp 1,2] [--prompt-len 128]
-//       [--prefill-runs 3] [--decode-steps 32] [--batches 1,8,32] [--layers 8] [--hidden 768]
+//       [--prefill-seqs 1] [--prefill-runs 3] [--decode-steps 32] [--batches 1,8,32] [--layers 8] [--hidden 768]
 //       [--intermediate N] [--heads N] [--kv-heads N] [--vocab 32000] [--dtype bfloat16]
 //       [--quantization int8]
 //       [--dir DIR]
@@ -44,7 +44,7 @@ namespace {
 struct Flags {
   std::string tp = "1,2", dir;  // empty: a fresh temporary directory, removed at the end
   std::string batches = "1";
-  int64_t prompt_len = 128, prefill_runs = 3, decode_steps = 32, layers = 8, hidden = 768, vocab = 32000;
+  int64_t prompt_len = 128, prefill_seqs = 1, prefill_runs = 3, decode_steps = 32, layers = 8, hidden = 768, vocab = 32000;
   int64_t intermediate = 0, heads = 0, kv_heads = 0;  // 0: derived from hidden
   int64_t rank = -1, tp_size = 1, store_port = 0;
   bool tcp_only = false;  // collectives over Gloo's TCP even on one host
@@ -74,7 +74,7 @@ absl::Status RunRank(const Flags& f) {
   SetBf16GemmThreads(1);
   std::vector<int32_t> batches;
   TPSERVE_RETURN_IF_ERROR(ParseIdList(f.batches, &batches));
-  int max_batch = 1;
+  int max_batch = static_cast<int>(f.prefill_seqs);
   for (int b : batches) max_batch = std::max(max_batch, b);
   GlooOptions options;
   options.rank = static_cast<int>(f.rank);
@@ -106,9 +106,17 @@ absl::Status RunRank(const Flags& f) {
   for (int i = 0; i < max_batch; ++i) {
     for (int b = 0; b < blocks_per_seq; ++b) tables[i].push_back(i * blocks_per_seq + b);
   }
+  // --prefill-seqs prompts of --prompt-len tokens in one step, as a server's step carries
+  // the prompts that arrived together.
   StepBatch prefill;
-  for (int i = 0; i < f.prompt_len; ++i) prefill.token_ids.push_back((i * 7919) % f.vocab);
-  prefill.seqs.push_back({static_cast<int32_t>(f.prompt_len), static_cast<int32_t>(f.prompt_len), tables[0], false});
+  for (int64_t q = 0; q < f.prefill_seqs; ++q) {
+    for (int64_t i = 0; i < f.prompt_len; ++i) {
+      prefill.token_ids.push_back(static_cast<int32_t>((i * 7919 + q * 104729) % f.vocab));
+    }
+    prefill.seqs.push_back({static_cast<int32_t>(f.prompt_len),
+                            static_cast<int32_t>(f.prompt_len), tables[q], false});
+  }
+  const double prefill_tokens = double(f.prompt_len) * f.prefill_seqs;
   // The first prefill also faults in the forward's scratch and the KV pages; a serving
   // worker pays that once, so the figure is the best of the runs after it.
   double cold_s = 0, prefill_s = 0;
@@ -121,17 +129,18 @@ absl::Status RunRank(const Flags& f) {
     else if (run == 1 || s < prefill_s) prefill_s = s;
   }
   if (f.prefill_runs == 0) prefill_s = cold_s;
-  // Forward's GEMM work in the prefill: 2 flops per weight per token (the head for one row).
+  // Forward's GEMM work in the prefill: 2 flops per weight per token (the head for one row
+  // a sequence).
   const double head = double(files.config.vocab_size) * files.config.hidden_size;
   const double vocab_tables = files.config.tie_word_embeddings ? 1 : 2;  // embedding (+ head)
   const double layer_params =
       double(RankWeightBytes(files.config, 1, 1)) - vocab_tables * head;  // all ranks' layers
-  const double prefill_gflops = 2.0 * layer_params * f.prompt_len / prefill_s / 1e9;
+  const double prefill_gflops = 2.0 * layer_params * prefill_tokens / prefill_s / 1e9;
   if (f.rank == 0) {
     std::printf("RESULT tp=%lld prefill_tok_s=%.1f prefill_gemm_gflop_s=%.1f "
                 "cold_prefill_tok_s=%.1f\n",
-                static_cast<long long>(f.tp_size), f.prompt_len / prefill_s, prefill_gflops,
-                f.prompt_len / cold_s);
+                static_cast<long long>(f.tp_size), prefill_tokens / prefill_s, prefill_gflops,
+                prefill_tokens / cold_s);
   }
   for (int batch : batches) {
     TPSERVE_RETURN_IF_ERROR(comm->Barrier());
@@ -184,6 +193,8 @@ absl::Status RunPool(const Flags& f, int tp) {
                                      std::to_string(store_port),
                                      "--prompt-len",
                                      std::to_string(f.prompt_len),
+                                     "--prefill-seqs",
+                                     std::to_string(f.prefill_seqs),
                                      "--prefill-runs",
                                      std::to_string(f.prefill_runs),
                                      "--decode-steps",
@@ -244,6 +255,8 @@ int Main(int argc, char** argv) {
   p.AddString("dir", &f.dir, "where to write the synthetic checkpoint (kept; default: a "
               "temporary directory, removed afterwards)");
   p.AddInt("prompt-len", &f.prompt_len, "prefill tokens (default 128)");
+  p.AddInt("prefill-seqs", &f.prefill_seqs,
+           "prompts of --prompt-len tokens prefilled together in one step (default 1)");
   p.AddInt("prefill-runs", &f.prefill_runs,
            "timed prefills after the first (cold) one; the best is reported (default 3)");
   p.AddString("dtype", &f.dtype,
@@ -273,8 +286,9 @@ int Main(int argc, char** argv) {
                  f.dtype.c_str());
     return 2;
   }
-  if (f.prompt_len < 1 || f.prefill_runs < 0 || f.decode_steps < 1) {
-    std::fprintf(stderr, "model_benchmark: --prompt-len and --decode-steps must be >= 1, "
+  if (f.prompt_len < 1 || f.prefill_seqs < 1 || f.prefill_runs < 0 || f.decode_steps < 1) {
+    std::fprintf(stderr, "model_benchmark: --prompt-len, --prefill-seqs and --decode-steps "
+                 "must be >= 1, "
                  "--prefill-runs >= 0\n");
     return 2;
   }
