@@ -44,7 +44,7 @@ void* FreshZeroed(size_t bytes) {
 
 class StorageRecycler {
  public:
-  void* Allocate(size_t bytes) {
+  void* Allocate(size_t bytes, bool zeroed) {
     void* reused = nullptr;
     {
       absl::MutexLock lock(&mu_);
@@ -58,7 +58,7 @@ class StorageRecycler {
       }
     }
     if (reused != nullptr) {
-      std::memset(reused, 0, bytes);  // the rest of the block is never handed out
+      if (zeroed) std::memset(reused, 0, bytes);  // the rest of the block is never handed out
       return reused;
     }
     Trim();  // every kept block goes before fresh memory is asked for
@@ -113,9 +113,9 @@ StorageRecycler& Recycler() {
 
 }  // namespace
 
-void* AllocateTensorStorage(size_t bytes) {
+void* AllocateTensorStorage(size_t bytes, bool zeroed) {
   if (bytes < kRecycleMinBytes) return FreshZeroed(bytes);
-  return Recycler().Allocate(bytes);
+  return Recycler().Allocate(bytes, zeroed);
 }
 
 void ReleaseTensorStorage(void* p, size_t bytes) {
@@ -135,6 +135,15 @@ void* AllocateZeroed(size_t bytes) {
 
 Tensor::Tensor(Shape shape)
     : shape_(std::move(shape)), data_(static_cast<size_t>(NumElements(shape_))) {}
+
+Tensor Tensor::Uninitialized(Shape shape) {
+  Tensor t;
+  const auto n = static_cast<size_t>(NumElements(shape));
+  t.shape_ = std::move(shape);
+  // Moved in: the storage is taken over, the member keeps its zeroing allocator.
+  t.data_ = std::vector<float, ZeroedAllocator<float>>(n, ZeroedAllocator<float>(false));
+  return t;
+}
 
 absl::Status CopyToBf16(const WeightView& src, int64_t row0, int64_t rows, int64_t col0,
                         int64_t cols, uint16_t* dst, int64_t dst_stride) {

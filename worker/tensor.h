@@ -34,15 +34,17 @@ std::string ShapeToString(const Shape& shape);
 // (below), as a fresh tensor block would.
 void* AllocateZeroed(size_t bytes);
 
-// Zeroed storage for a tensor, freed with ReleaseTensorStorage(p, bytes) and nothing
+// Zeroed storage for a tensor (or, unless `zeroed`, storage whose contents are
+// unspecified), freed with ReleaseTensorStorage(p, bytes) and nothing
 // else. Blocks of at least kRecycleMinBytes are recycled: a released one is kept, up to
 // kRecycleMaxBytes in all, and handed to a later request it holds (the smallest such, if
-// at most twice the request), zeroed by memset. A forward pass asks for the same activation sizes layer
+// at most twice the request), zeroed by memset if `zeroed` (an output the next call
+// writes whole skips that pass: 5-7% of a prefill, docs/perf.md). A forward pass asks for the same activation sizes layer
 // after layer and step after step, and a fresh block from the OS costs a page fault and
 // a kernel clear per page instead (a tenth of a long prefill's time, docs/perf.md). A
 // request no kept block fits frees them all before it takes fresh memory, so keeping
 // never raises a process's peak (tested by llama_bf16_load_test). Thread-safe.
-void* AllocateTensorStorage(size_t bytes);
+void* AllocateTensorStorage(size_t bytes, bool zeroed = true);
 void ReleaseTensorStorage(void* p, size_t bytes);
 inline constexpr size_t kRecycleMinBytes = size_t{1} << 20;
 inline constexpr size_t kRecycleMaxBytes = size_t{256} << 20;
@@ -56,15 +58,21 @@ RecycledStorage RecycledTensorStorage();
 // the forward pass's).
 void TrimTensorStorage();
 
-// The allocator of Tensor's storage: AllocateTensorStorage, zeroed, so value-initialising
-// an element (what std::vector<T>(n) and resize(n) do) writes nothing.
+// The allocator of Tensor's storage: AllocateTensorStorage, zeroed (unless constructed
+// with zeroed = false, Tensor::Uninitialized's), so value-initialising an element (what
+// std::vector<T>(n) and resize(n) do) writes nothing. Every instance hands out the same
+// kind of storage, so they compare equal; a copied container gets a zeroing one.
 template <typename T>
 struct ZeroedAllocator {
   using value_type = T;
   ZeroedAllocator() = default;
+  explicit ZeroedAllocator(bool zeroed) : zeroed(zeroed) {}
   template <typename U>
-  ZeroedAllocator(const ZeroedAllocator<U>&) {}  // NOLINT: allocators convert implicitly
-  T* allocate(size_t n) { return static_cast<T*>(AllocateTensorStorage(n * sizeof(T))); }
+  ZeroedAllocator(const ZeroedAllocator<U>& other) : zeroed(other.zeroed) {}  // NOLINT
+  ZeroedAllocator select_on_container_copy_construction() const { return ZeroedAllocator(); }
+  T* allocate(size_t n) {
+    return static_cast<T*>(AllocateTensorStorage(n * sizeof(T), zeroed));
+  }
   void deallocate(T* p, size_t n) { ReleaseTensorStorage(p, n * sizeof(T)); }
   template <typename U>
   void construct(U*) noexcept {}  // already zero (or, in Tensor::Resize, unspecified)
@@ -76,6 +84,8 @@ struct ZeroedAllocator {
   bool operator==(const ZeroedAllocator<U>&) const { return true; }
   template <typename U>
   bool operator!=(const ZeroedAllocator<U>&) const { return false; }
+
+  bool zeroed = true;
 };
 
 class Tensor {
@@ -83,6 +93,9 @@ class Tensor {
   Tensor() = default;
   // Zero-filled tensor of `shape`.
   explicit Tensor(Shape shape);
+  // A tensor of `shape` whose elements are unspecified (recycled storage is not cleared):
+  // for an output the next call writes whole, a GEMM's, say.
+  static Tensor Uninitialized(Shape shape);
   // Copies `data`; its size must equal NumElements(shape).
   Tensor(Shape shape, const std::vector<float>& data);
 

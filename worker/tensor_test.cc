@@ -68,6 +68,42 @@ TEST(TensorTest, LargeStorageIsRecycledZeroed) {
   EXPECT_EQ(RecycledTensorStorage().blocks, blocks);
 }
 
+// Tensor::Uninitialized takes a kept block as it is (no clearing pass), small or fresh
+// storage is still whatever the allocator gives, and the tensor's later growth and copies
+// are zeroed again.
+TEST(TensorTest, UninitializedTakesRecycledStorageUncleared) {
+  TrimTensorStorage();
+  const float* first = nullptr;
+  {
+    Tensor t({512, 1024});  // 2 MiB
+    for (float& v : t.span()) v = 7.0f;
+    first = t.data();
+  }
+  {
+    Tensor out = Tensor::Uninitialized({300, 1030});  // 1.2 MiB: the kept block, as left
+    EXPECT_EQ(out.shape(), (Shape{300, 1030}));
+    EXPECT_EQ(out.numel(), 300 * 1030);
+    ASSERT_EQ(out.data(), first);
+    int64_t sevens = 0;
+    for (float v : out.span()) sevens += v == 7.0f;
+    EXPECT_EQ(sevens, out.numel());
+    const Tensor copy = out;  // a copy has its own storage, copied
+    EXPECT_EQ(copy.data()[0], 7.0f);
+    out.Resize({2048, 1024});  // growth: fresh storage, zero-filled as Resize promises
+    EXPECT_EQ(out.data()[out.numel() - 1], 0.0f);
+  }
+  {
+    const Tensor zeroed({300, 1030});  // the zeroing constructor still clears a kept block
+    int64_t nonzero = 0;
+    for (float v : zeroed.span()) nonzero += v != 0.0f;
+    EXPECT_EQ(nonzero, 0);
+  }
+  const Tensor small = Tensor::Uninitialized({3, 5});
+  EXPECT_EQ(small.numel(), 15);
+  const Tensor empty = Tensor::Uninitialized({0, 4});
+  EXPECT_TRUE(empty.empty());
+}
+
 TEST(TensorTest, ResizeReusesStorageThatIsLargeEnough) {
   Tensor t({1024, 1024});
   t.data()[0] = 1.0f;

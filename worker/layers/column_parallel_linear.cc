@@ -52,7 +52,8 @@ absl::StatusOr<LinearOutput> ColumnParallelLinear::Forward(const Tensor& x) cons
         "ColumnParallelLinear: the weight is staged in bf16 but not packed (PackWeight)");
   }
   const int64_t n = x.dim(0), out = output_size_per_partition_;
-  Tensor y({n, out});  // [n, out/T]
+  // [n, out/T]: the packed kernels write every element; the fp32 path keeps zeroed storage.
+  Tensor y = packed_ != nullptr ? Tensor::Uninitialized({n, out}) : Tensor({n, out});
   if (packed_ != nullptr) {
     TPSERVE_RETURN_IF_ERROR(packed_->MatMul(x.data(), n, y.data(), /*accumulate=*/false));
   } else {

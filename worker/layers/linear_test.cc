@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -327,6 +328,40 @@ TEST(LinearBf16LoaderTest, NonFiniteValueInTheSliceIsNamed) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(s.message().find("at [1, 3]"), std::string::npos) << s;
   });
+}
+
+// A layer's output takes recycled storage without clearing it (Tensor::Uninitialized):
+// every packed format must write each element. Storage poisoned with NaN and released
+// just before each call is the block the output gets (same size); a skipped element
+// shows as NaN.
+TEST(LinearOutputTest, EveryOutputElementIsWrittenOverRecycledStorage) {
+  constexpr int64_t kRows = 64, kIn = 64, kOut = 4096;  // output: 1 MiB, a recycled size
+  const Tensor x = RandomTensor({kRows, kIn}, 50), w = RandomTensor({kOut, kIn}, 51);
+  const Tensor want = ReferenceLinear(x, w, Tensor());
+  const auto poison = [] {
+    Tensor garbage({kRows, kOut});
+    for (float& v : garbage.span()) v = std::numeric_limits<float>::quiet_NaN();
+  };
+  for (WeightFormat format : {WeightFormat::kBf16, WeightFormat::kInt8}) {
+    RunOnLocalRanks(1, [&](int, CommGroup& comm) {
+      auto column = *ColumnParallelLinear::Create(&comm, kIn, kOut, false);
+      ASSERT_TRUE(column->WeightLoader(column->weight(), w).ok());
+      ASSERT_TRUE(column->PackWeight(format).ok());
+      auto row = *RowParallelLinear::Create(&comm, kIn, kOut, false);
+      ASSERT_TRUE(row->WeightLoader(row->weight(), w).ok());
+      ASSERT_TRUE(row->PackWeight(format).ok());
+      for (int i = 0; i < 2; ++i) {
+        poison();
+        auto out = i == 0 ? column->Forward(x) : row->Forward(x);
+        ASSERT_TRUE(out.ok()) << out.status();
+        int64_t non_finite = 0;
+        for (float v : out->output.span()) non_finite += !std::isfinite(v);
+        EXPECT_EQ(non_finite, 0) << (i == 0 ? "column" : "row") << " format "
+                                 << static_cast<int>(format);
+        EXPECT_LT(RelativeError(out->output, want), 2e-2);
+      }
+    });
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Tp, LinearTest, ::testing::Values(1, 2, 3, 4));

@@ -61,7 +61,9 @@ absl::StatusOr<LinearOutput> RowParallelLinear::Forward(const Tensor& x) const {
     }
     input = &x_local;
   }
-  Tensor y({n, out});  // [n, out], this rank's partial sum
+  // [n, out], this rank's partial sum: the packed kernels write every element; the fp32
+  // path keeps zeroed storage.
+  Tensor y = packed_ != nullptr ? Tensor::Uninitialized({n, out}) : Tensor({n, out});
   if (packed_ != nullptr) {
     TPSERVE_RETURN_IF_ERROR(packed_->MatMul(input->data(), n, y.data(), /*accumulate=*/false));
   } else {

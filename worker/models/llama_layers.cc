@@ -89,7 +89,9 @@ absl::StatusOr<Tensor> LlamaAttention::Forward(const Tensor& x, const AttentionI
   TPSERVE_ASSIGN_OR_RETURN(LinearOutput qkv, qkv_->Forward(x));  // [n, (n_q + n_kv)·d + n_kv·dv]
   const int64_t n = x.dim(0), d = params_.head_dim, nq = params_.num_heads;
   const int64_t nkv = params_.num_kv_heads, width = qkv.output.dim(1);
-  Tensor q({n, nq, d}), k({n, nkv, d}), v({n, nkv, params_.v_head_dim});
+  // Copied whole from qkv's rows below.
+  Tensor q = Tensor::Uninitialized({n, nq, d}), k = Tensor::Uninitialized({n, nkv, d});
+  Tensor v = Tensor::Uninitialized({n, nkv, params_.v_head_dim});
   for (int64_t i = 0; i < n; ++i) {
     const float* row = qkv.output.row(i);
     std::memcpy(q.row(i), row, nq * d * sizeof(float));
@@ -104,7 +106,7 @@ absl::StatusOr<Tensor> LlamaAttention::Forward(const Tensor& x, const AttentionI
   rope_->Apply(in.positions, nq, q.data(), in.rope_long);
   rope_->Apply(in.positions, nkv, k.data(), in.rope_long);
   WriteKv(k.data(), v.data(), in.slots, layer_, cache);
-  Tensor attn({n, nq * params_.v_head_dim});  // [n, n_q·dv]
+  Tensor attn = Tensor::Uninitialized({n, nq * params_.v_head_dim});  // [n, n_q·dv], whole
   PagedAttention(q.data(), *in.batch, cache, layer_, params_, attn.data());
   TPSERVE_ASSIGN_OR_RETURN(LinearOutput out, o_proj_->Forward(attn));  // [n, hidden]
   return std::move(out.output);
@@ -185,7 +187,7 @@ absl::Status LlamaMlp::LoadWeights(WeightReader& reader, const std::string& pref
 absl::StatusOr<Tensor> LlamaMlp::Forward(const Tensor& x) const {
   TPSERVE_ASSIGN_OR_RETURN(LinearOutput gate_up, gate_up_->Forward(x));  // [n, 2·I/T]
   const int64_t n = x.dim(0), width = gate_up.output.dim(1) / 2;
-  Tensor act({n, width});  // [n, I/T]
+  Tensor act = Tensor::Uninitialized({n, width});  // [n, I/T], every element written
   ActMul(act_, gate_up.output.data(), n, width, act.data());
   TPSERVE_ASSIGN_OR_RETURN(LinearOutput down, down_->Forward(act));  // [n, hidden]
   return std::move(down.output);
