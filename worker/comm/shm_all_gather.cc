@@ -197,6 +197,16 @@ void AddFloatsInto(float* __restrict dst, const float* __restrict src, size_t n)
   for (size_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 
+namespace {
+
+// dst = a + b in one pass (a copy of a and an add of b would read and write dst twice).
+void SumFloatsInto(float* __restrict dst, const float* __restrict a, const float* __restrict b,
+                   size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = a[i] + b[i];
+}
+
+}  // namespace
+
 absl::Status ShmAllGather::InPieces(absl::Span<float> data, absl::Duration timeout, bool write,
                                     const std::function<void(float* part, size_t count,
                                                              int bank)>& then) {
@@ -221,10 +231,15 @@ absl::Status ShmAllGather::AllReduceSum(absl::Span<float> data, absl::Duration t
   return InPieces(
       data, timeout, /*write=*/true,
       [&](float* part, size_t count, int bank) {
-        // In rank order, as a rank-order sum of the gathered rows would.
-        std::memcpy(part, Slot(bank, 0), count * sizeof(float));
-        for (int r = 1; r < size_; ++r) {
-          AddFloatsInto(part, reinterpret_cast<const float*>(Slot(bank, r)), count);
+        // In rank order, as a rank-order sum of the gathered rows would: (s0 + s1) + s2 ...
+        const auto slot = [&](int r) { return reinterpret_cast<const float*>(Slot(bank, r)); };
+        if (size_ == 1) {
+          std::memcpy(part, slot(0), count * sizeof(float));
+        } else {
+          SumFloatsInto(part, slot(0), slot(1), count);
+        }
+        for (int r = 2; r < size_; ++r) {
+          AddFloatsInto(part, slot(r), count);
         }
       });
 }
