@@ -5,29 +5,54 @@
 namespace tpserve {
 namespace {
 
-// Weight of a new, faster observation in the estimate.
+// Weight of a new observation in a running average (a slower large step: 1).
 constexpr double kDecay = 0.25;
 
 }  // namespace
 
+void StepTokenBudget::Mean::Add(double n, double t, double weight) {
+  if (!seen) weight = 1;
+  seen = true;
+  tokens += (n - tokens) * weight;
+  seconds += (t - seconds) * weight;
+}
+
 StepTokenBudget::StepTokenBudget(absl::Duration target, int64_t max_tokens)
     : target_(target), max_tokens_(std::max<int64_t>(max_tokens, 1)) {}
 
-void StepTokenBudget::Observe(int64_t tokens, absl::Duration took) {
-  if (target_ <= absl::ZeroDuration() || tokens < kMinObservedTokens) return;
-  const absl::Duration sample = took / tokens;
-  if (per_token_ == absl::ZeroDuration() || sample > per_token_) {
-    per_token_ = sample;  // slower: at once
-  } else {
-    per_token_ = per_token_ * (1 - kDecay) + sample * kDecay;
+absl::Duration StepTokenBudget::per_token() const {
+  if (!large_.seen) return absl::ZeroDuration();
+  double c = large_.seconds / large_.tokens;  // F counted in: an over-estimate
+  if (small_.seen && large_.tokens - small_.tokens >= kMinSpread) {
+    c = (large_.seconds - small_.seconds) / (large_.tokens - small_.tokens);
   }
+  return absl::Seconds(std::max(c, 0.0));
+}
+
+absl::Duration StepTokenBudget::fixed() const {
+  if (!small_.seen) return absl::ZeroDuration();
+  const double f = small_.seconds - absl::ToDoubleSeconds(per_token()) * small_.tokens;
+  return absl::Seconds(std::max(f, 0.0));
+}
+
+void StepTokenBudget::Observe(int64_t tokens, absl::Duration took) {
+  if (tokens <= 0) return;
+  const double n = static_cast<double>(tokens), t = absl::ToDoubleSeconds(took);
+  if (tokens <= kSmallStepTokens) {
+    small_.Add(n, t, kDecay);
+    return;
+  }
+  const bool slower = large_.seen && took > fixed() + per_token() * n;
+  large_.Add(n, t, slower ? 1.0 : kDecay);
 }
 
 int64_t StepTokenBudget::tokens() const {
   if (target_ <= absl::ZeroDuration()) return max_tokens_;
   const int64_t floor = std::min(kMinTokens, max_tokens_);
-  if (per_token_ <= absl::ZeroDuration()) return std::min(kInitialTokens, max_tokens_);
-  const double fit = absl::FDivDuration(target_, per_token_);
+  if (!large_.seen) return std::min(kInitialTokens, max_tokens_);
+  const absl::Duration c = per_token();
+  if (c <= absl::ZeroDuration()) return max_tokens_;  // more tokens cost nothing seen yet
+  const double fit = absl::FDivDuration(target_ - fixed(), c);
   if (fit >= static_cast<double>(max_tokens_)) return max_tokens_;
   return std::max(floor, static_cast<int64_t>(fit));
 }

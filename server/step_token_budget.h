@@ -1,17 +1,25 @@
 // StepTokenBudget: how many tokens the next engine step may compute so that it takes
 // about a target wall time (`--step-time-target-ms`), learned from the steps that ran.
 //
-// A step's time grows with the tokens it computes (prefill chunks) on top of a part every
-// step pays (streaming the weights once, the collectives). The estimate is the time per
-// token of recent steps that computed at least kMinObservedTokens, whole step time over
-// tokens: it counts the fixed part in, so it over-estimates the cost of a token and the
-// budget errs short. It follows a slower step at once (a budget too large costs a step
-// past the target, decodes waiting behind it) and a faster one gradually. Until a step
-// has been observed the budget is kInitialTokens, so a cold server's first step cannot
-// be a 2,048-token prefill that takes a minute on one CPU core.
+// A step's time is modelled as F + c·n for n tokens: F, the part every step pays
+// (streaming the weights once, the collectives, the round trip to the ranks), and c, the
+// cost of one more token (its share of the GEMMs' compute, attention). Two running
+// averages feed it: steps of at most kSmallStepTokens tokens (decode steps, mostly: they
+// measure F) and larger ones (prefill chunks, wide decode batches); c is the slope
+// between the two, F what is left of the small steps' time. Until a small step has been
+// seen, F is taken as zero and c as the large steps' time per token, which over-estimates
+// c (the budget errs short, as it should on a host not yet measured). A large step
+// slower than the model predicts moves it at once (a budget too large costs a step past
+// the target, decodes waiting behind it), a faster one gradually. Until a step has been
+// observed the budget is kInitialTokens, so a cold server's first step cannot be a
+// 2,048-token prefill that takes a minute on one CPU core.
 //
-// With a target, decodes' time per token while long prompts are prefilled stays near the
-// target (a decode waits at most one step), instead of growing with max_batch_tokens.
+// The budget is (target − F) / c: with a target, decodes' time per token while long
+// prompts are prefilled stays near the target (a decode waits at most one step), instead
+// of growing with max_batch_tokens. Whole-step time over tokens (this class's former
+// estimate) counted F into every token, so a run of decode steps (8 tokens in 80 ms: 10
+// ms "a token" against a prefill's 2) shrank the budget to a fifth of what the target
+// holds.
 //
 // Thread-compatible: the engine thread is its only user.
 #ifndef TPSERVE_SERVER_STEP_TOKEN_BUDGET_H_
@@ -27,7 +35,10 @@ class StepTokenBudget {
  public:
   static constexpr int64_t kInitialTokens = 64;
   static constexpr int64_t kMinTokens = 16;
-  static constexpr int64_t kMinObservedTokens = 8;
+  // Steps of at most this many tokens measure the fixed part F.
+  static constexpr int64_t kSmallStepTokens = 8;
+  // The slope needs the large steps' mean this many tokens past the small ones'.
+  static constexpr double kMinSpread = 8;
 
   // target 0: no target, the budget is max_tokens always. max_tokens ≥ 1.
   StepTokenBudget(absl::Duration target, int64_t max_tokens);
@@ -36,13 +47,23 @@ class StepTokenBudget {
   void Observe(int64_t tokens, absl::Duration took);
   // Tokens for the next step, in [min(kMinTokens, max_tokens), max_tokens].
   int64_t tokens() const;
-  // The estimated time per token; zero before any observation.
-  absl::Duration per_token() const { return per_token_; }
+  // The model's c, the time one more token adds to a step; zero before a large step.
+  absl::Duration per_token() const;
+  // The model's F, the time a step takes whatever its tokens; zero before a small step.
+  absl::Duration fixed() const;
 
  private:
+  // A running average of steps' token counts and times (seconds).
+  struct Mean {
+    bool seen = false;
+    double tokens = 0;
+    double seconds = 0;
+    void Add(double n, double t, double weight);
+  };
+
   absl::Duration target_;
   int64_t max_tokens_;
-  absl::Duration per_token_ = absl::ZeroDuration();
+  Mean small_, large_;
 };
 
 }  // namespace tpserve

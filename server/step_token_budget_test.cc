@@ -15,12 +15,64 @@ TEST(StepTokenBudgetTest, WithoutATargetTheBudgetIsTheLimit) {
 TEST(StepTokenBudgetTest, StartsSmallThenFitsTheTarget) {
   StepTokenBudget budget(absl::Seconds(1), 2048);
   EXPECT_EQ(budget.tokens(), StepTokenBudget::kInitialTokens);
-  // 64 tokens in 3.2 s (50 ms a token, as a 1.1B model's prefill on one slow core).
+  // Decode steps alone give F but no cost per token: still the initial budget.
+  budget.Observe(3, absl::Milliseconds(250));
+  EXPECT_EQ(budget.tokens(), StepTokenBudget::kInitialTokens);
+  // 64 tokens in 3.2 s (about 50 ms a token, as a 1.1B model's prefill on one slow core):
+  // c is (3.2 s - 0.25 s) / 61 tokens, F what is left of the small step's 250 ms.
   budget.Observe(64, absl::Milliseconds(3200));
-  EXPECT_EQ(budget.tokens(), 20);  // 1 s / 50 ms
-  // Decode-only steps say little about a token's cost: ignored.
-  budget.Observe(3, absl::Milliseconds(900));
-  EXPECT_EQ(budget.tokens(), 20);
+  EXPECT_NEAR(absl::ToDoubleMilliseconds(budget.per_token()), 2950.0 / 61, 1e-6);
+  EXPECT_NEAR(absl::ToDoubleMilliseconds(budget.fixed()), 250 - 3 * 2950.0 / 61, 1e-6);
+  EXPECT_EQ(budget.tokens(), 18);  // (1000 - 104.9) / 48.4
+}
+
+// Without a small step the fixed part is counted into every token (the budget errs
+// short); a large step alone is never taken for the fixed part.
+TEST(StepTokenBudgetTest, BeforeASmallStepEveryTokenCarriesTheFixedPart) {
+  StepTokenBudget budget(absl::Milliseconds(500), 4096);
+  budget.Observe(200, absl::Milliseconds(480));
+  EXPECT_EQ(budget.fixed(), absl::ZeroDuration());
+  EXPECT_NEAR(absl::ToDoubleMilliseconds(budget.per_token()), 2.4, 1e-9);
+  EXPECT_EQ(budget.tokens(), 208);  // 500 / 2.4
+}
+
+// The model separates the part every step pays from a token's: a host streaming its
+// weights in 80 ms a step and computing 2 ms a token gets (500 - 80) / 2 = 210 tokens for
+// a 500 ms target, and a run of decode-only steps (8 tokens in 88 ms: 11 ms "a token"
+// counted whole, which shrank the former estimate's budget to 45) does not change it.
+TEST(StepTokenBudgetTest, DecodeStepsMeasureTheFixedPartNotATokensCost) {
+  StepTokenBudget budget(absl::Milliseconds(500), 4096);
+  budget.Observe(4, absl::Milliseconds(88));    // F + 4c
+  budget.Observe(200, absl::Milliseconds(480));  // F + 200c
+  EXPECT_NEAR(absl::ToDoubleMilliseconds(budget.per_token()), 2.0, 1e-9);
+  EXPECT_NEAR(absl::ToDoubleMilliseconds(budget.fixed()), 80.0, 1e-9);
+  EXPECT_GE(budget.tokens(), 209);  // (500 - 80) / 2, truncated after rounding error
+  EXPECT_LE(budget.tokens(), 210);
+  for (int i = 0; i < 50; ++i) budget.Observe(8, absl::Milliseconds(96));  // F + 8c
+  EXPECT_NEAR(absl::ToDoubleMilliseconds(budget.per_token()), 2.0, 1e-6);
+  EXPECT_NEAR(absl::ToDoubleMilliseconds(budget.fixed()), 80.0, 1e-6);
+  EXPECT_GE(budget.tokens(), 209);
+  EXPECT_LE(budget.tokens(), 210);
+  // Wide decode batches and prefill chunks of other sizes on the same line keep it.
+  budget.Observe(32, absl::Milliseconds(144));
+  budget.Observe(600, absl::Milliseconds(1280));
+  EXPECT_NEAR(absl::ToDoubleMilliseconds(budget.per_token()), 2.0, 1e-6);
+  EXPECT_GE(budget.tokens(), 209);
+  EXPECT_LE(budget.tokens(), 210);
+}
+
+// Large steps no slower than small ones (a host whose wide steps are still bound by
+// reading the weights) say a token costs nothing yet: the whole limit, until a slower
+// large step moves the model at once.
+TEST(StepTokenBudgetTest, TokensThatCostNothingSeenGiveTheLimit) {
+  StepTokenBudget budget(absl::Milliseconds(500), 1024);
+  budget.Observe(2, absl::Milliseconds(80));
+  budget.Observe(32, absl::Milliseconds(78));
+  EXPECT_EQ(budget.per_token(), absl::ZeroDuration());
+  EXPECT_EQ(budget.tokens(), 1024);
+  budget.Observe(512, absl::Milliseconds(1100));
+  EXPECT_LT(budget.tokens(), 1024);
+  EXPECT_GT(budget.tokens(), 200);
 }
 
 TEST(StepTokenBudgetTest, FollowsASlowerStepAtOnceAndAFasterOneGradually) {
