@@ -130,8 +130,12 @@ absl::Status Engine::Impl::RunStep(const ScheduledStep& step) {
   scheduler.CompleteStep(step);
   RecordStep(elapsed, result->compute_time_us());
   int64_t tokens = 0;
-  for (const ScheduledSequence& s : step.batch) tokens += s.num_new_tokens;
-  token_budget.Observe(tokens, elapsed);
+  bool prefill = false;  // a sequence computed more than its one decode token
+  for (const ScheduledSequence& s : step.batch) {
+    tokens += s.num_new_tokens;
+    prefill |= s.num_new_tokens > 1;
+  }
+  token_budget.Observe(tokens, elapsed, prefill);
   scheduler.set_token_budget(token_budget.tokens());
   TPSERVE_RETURN_IF_ERROR(ApplyOutputs(step, *result));
   PublishStats();

@@ -79,6 +79,56 @@ TEST(EngineTest, LongPromptIsChunkedAndDecodesContinue) {
   EXPECT_GE(t.fake.num_partial_prefills(), 100 / 8);
 }
 
+// --step-time-target-ms beside running decodes: a fake host whose step of n tokens takes
+// 40 ms + 2 ms·n, a 160 ms target. Twelve decoders run alone first (64 ms steps), then a
+// 600-token prompt arrives: its chunks are sized from the model F + c·n that the
+// decoders' prompt step and their decode steps gave, (160 - 40) / 2 = 60 tokens a step
+// with the 12 decodes in it, from the first chunk on. (Whole-step time per token, the
+// former estimate, read 64 ms / 12 = 5.3 ms "a token" off the decode steps and started the
+// prompt at 30-token steps.)
+TEST(EngineTest, StepTimeTargetSizesChunksFromTheStepCostModel) {
+  FakeExecutorConfig config{/*num_blocks=*/400, /*block_size=*/4, kVocab};
+  config.step_delay = absl::Milliseconds(40);
+  config.token_delay = absl::Milliseconds(2);
+  EngineOptions options = Options(1024, 16);
+  options.step_time_target = absl::Milliseconds(160);
+  TestEngine t(config, options);
+  std::vector<EngineRequest> decoders;
+  std::vector<std::unique_ptr<Collector>> results;
+  for (int i = 0; i < 12; ++i) {
+    decoders.push_back(Request(4, 60, i));
+    results.push_back(std::make_unique<Collector>());
+    ASSERT_TRUE(t.engine->Submit(decoders.back(), results.back()->OnChunk(),
+                                 results.back()->OnDone()).ok());
+  }
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (results[0]->chunks().size() < 6 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const EngineRequest long_prompt = Request(600, 2, 99);
+  Collector long_result;
+  ASSERT_TRUE(t.engine->Submit(long_prompt, long_result.OnChunk(), long_result.OnDone()).ok());
+  ASSERT_TRUE(long_result.WaitDone());
+  EXPECT_TRUE(long_result.status().ok()) << long_result.status();
+  for (auto& r : results) ASSERT_TRUE(r->WaitDone());
+  ExpectSoloOutputs(decoders, results);
+  EXPECT_TRUE(t.fake.errors().empty()) << t.fake.errors()[0];
+
+  const std::vector<int64_t> steps = t.fake.step_tokens();
+  ASSERT_EQ(steps[0], 48);  // the decoders' prompts (the initial budget is 64)
+  size_t i = 1;
+  while (i < steps.size() && steps[i] == 12) ++i;
+  ASSERT_GE(i, 5u) << "decode-only steps before the long prompt";
+  std::vector<int64_t> chunk_steps;  // steps with the long prompt's chunks beside 12 decodes
+  for (; i < steps.size() && steps[i] > 13; ++i) chunk_steps.push_back(steps[i]);
+  ASSERT_GE(chunk_steps.size(), 10u);  // 600 tokens at 48 a step
+  for (size_t j = 0; j + 1 < chunk_steps.size(); ++j) {
+    // 60 when sleeps are exact; a late wake-up counts into F and shrinks it a little.
+    EXPECT_GE(chunk_steps[j], 45) << "step " << j << " of the prompt";
+    EXPECT_LE(chunk_steps[j], 62) << "step " << j << " of the prompt";
+  }
+}
+
 TEST(EngineTest, LastChunkCarriesLengthAndUsage) {
   TestEngine t(FakeExecutorConfig{}, Options(64, 8));
   auto results = t.RunAll({Request(5, 4, 1)});

@@ -5,7 +5,7 @@
 namespace tpserve {
 namespace {
 
-// Weight of a new observation in a running average (a slower large step: 1).
+// Weight of a new observation in a running average (a slower prefill step: 1).
 constexpr double kDecay = 0.25;
 
 }  // namespace
@@ -21,35 +21,35 @@ StepTokenBudget::StepTokenBudget(absl::Duration target, int64_t max_tokens)
     : target_(target), max_tokens_(std::max<int64_t>(max_tokens, 1)) {}
 
 absl::Duration StepTokenBudget::per_token() const {
-  if (!large_.seen) return absl::ZeroDuration();
-  double c = large_.seconds / large_.tokens;  // F counted in: an over-estimate
-  if (small_.seen && large_.tokens - small_.tokens >= kMinSpread) {
-    c = (large_.seconds - small_.seconds) / (large_.tokens - small_.tokens);
+  if (!prefill_.seen) return absl::ZeroDuration();
+  double c = prefill_.seconds / prefill_.tokens;  // F counted in: an over-estimate
+  if (decode_.seen && prefill_.tokens - decode_.tokens >= kMinSpread) {
+    c = (prefill_.seconds - decode_.seconds) / (prefill_.tokens - decode_.tokens);
   }
   return absl::Seconds(std::max(c, 0.0));
 }
 
 absl::Duration StepTokenBudget::fixed() const {
-  if (!small_.seen) return absl::ZeroDuration();
-  const double f = small_.seconds - absl::ToDoubleSeconds(per_token()) * small_.tokens;
+  if (!decode_.seen) return absl::ZeroDuration();
+  const double f = decode_.seconds - absl::ToDoubleSeconds(per_token()) * decode_.tokens;
   return absl::Seconds(std::max(f, 0.0));
 }
 
-void StepTokenBudget::Observe(int64_t tokens, absl::Duration took) {
+void StepTokenBudget::Observe(int64_t tokens, absl::Duration took, bool prefill) {
   if (tokens <= 0) return;
   const double n = static_cast<double>(tokens), t = absl::ToDoubleSeconds(took);
-  if (tokens <= kSmallStepTokens) {
-    small_.Add(n, t, kDecay);
+  if (!prefill) {
+    decode_.Add(n, t, kDecay);
     return;
   }
-  const bool slower = large_.seen && took > fixed() + per_token() * n;
-  large_.Add(n, t, slower ? 1.0 : kDecay);
+  const bool slower = prefill_.seen && took > fixed() + per_token() * n;
+  prefill_.Add(n, t, slower ? 1.0 : kDecay);
 }
 
 int64_t StepTokenBudget::tokens() const {
   if (target_ <= absl::ZeroDuration()) return max_tokens_;
   const int64_t floor = std::min(kMinTokens, max_tokens_);
-  if (!large_.seen) return std::min(kInitialTokens, max_tokens_);
+  if (!prefill_.seen) return std::min(kInitialTokens, max_tokens_);
   const absl::Duration c = per_token();
   if (c <= absl::ZeroDuration()) return max_tokens_;  // more tokens cost nothing seen yet
   const double fit = absl::FDivDuration(target_ - fixed(), c);

@@ -57,8 +57,13 @@ std::vector<int32_t> FakeStepExecutor::HashContinuation(std::vector<int32_t> pro
 }
 
 absl::StatusOr<StepResult> FakeStepExecutor::RunStep(const StepPlan& plan) {
-  if (config_.step_delay > absl::ZeroDuration()) absl::SleepFor(config_.step_delay);
+  int64_t tokens = 0;
+  for (const auto& added : plan.new_sequences()) tokens += added.num_new_tokens();
+  for (const auto& delta : plan.running()) tokens += delta.num_new_tokens();
+  const absl::Duration delay = config_.step_delay + config_.token_delay * tokens;
+  if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
   absl::MutexLock lock(&mu_);
+  step_tokens_.push_back(tokens);
   if (failed_ || (config_.fail_at_step != 0 && plan.step() >= config_.fail_at_step)) {
     failed_ = true;
     return absl::UnavailableError(absl::StrCat("fake rank failed at step ", plan.step()));
@@ -296,6 +301,11 @@ int64_t FakeStepExecutor::num_computed_positions() const {
 int64_t FakeStepExecutor::num_cached_positions() const {
   absl::MutexLock lock(&mu_);
   return cached_positions_;
+}
+
+std::vector<int64_t> FakeStepExecutor::step_tokens() const {
+  absl::MutexLock lock(&mu_);
+  return step_tokens_;
 }
 
 int FakeStepExecutor::num_partial_prefills() const {

@@ -49,6 +49,9 @@ struct FakeExecutorConfig {
   // Applied to each result before it is returned: a rank that breaks the protocol.
   std::function<void(worker::v1::StepResult*)> corrupt;
   absl::Duration step_delay = absl::ZeroDuration();
+  // Slept for each token a plan computes, after step_delay: a step of n tokens takes
+  // step_delay + n · token_delay, as a host's weight streaming plus its compute.
+  absl::Duration token_delay = absl::ZeroDuration();
 };
 
 class FakeStepExecutor : public StepExecutor {
@@ -79,6 +82,8 @@ class FakeStepExecutor : public StepExecutor {
   // Positions computed, and new sequences' positions taken from the cache
   // (num_cached_tokens), over all steps.
   int64_t num_computed_positions() const;
+  // Each step's tokens (new sequences' and deltas' num_new_tokens), in step order.
+  std::vector<int64_t> step_tokens() const;
   int64_t num_cached_positions() const;
 
  private:
@@ -118,6 +123,7 @@ class FakeStepExecutor : public StepExecutor {
   std::vector<std::string> errors_ ABSL_GUARDED_BY(mu_);
   int recomputes_ ABSL_GUARDED_BY(mu_) = 0;
   int partial_prefills_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<int64_t> step_tokens_ ABSL_GUARDED_BY(mu_);
   int64_t computed_positions_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t cached_positions_ ABSL_GUARDED_BY(mu_) = 0;
 };
