@@ -374,9 +374,15 @@ class Group:
         return "127.0.0.1:%d" % self.grpc_port
 
     def wait_serving(self):
+        """Until the leader serves, a rank container that exits is started again, as the
+        kubelet restarts it (a pool that failed to start ends its ranks; the leader's
+        retry needs them back)."""
         for _ in range(1200):
             if health_status(self.address) == "SERVING":
                 return
+            for container, proc in list(self.ranks.items()):
+                if proc.poll() is not None:
+                    self.start_rank(container)
             time.sleep(0.1)
         raise AssertionError("the group did not serve: %r" % self.server.lines[-20:])
 
@@ -476,13 +482,20 @@ def lose_worker_pod(where, group, stub, pb, f):
         f.check(e.code() == grpc.StatusCode.UNAVAILABLE and took <= LOSS_BOUND_S, where,
                 "the worker pod's loss ended the stream %s after %.1f s" % (e.code(), took))
     f.check(health_status(group.address) == "NOT_SERVING", where, "health is not NOT_SERVING")
-    for container, proc in group.ranks.items():  # the kubelet restarts each as it exits
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            f.check(False, where, "rank %s did not exit after the pool was lost" % container.name)
-            proc.kill()
-            proc.wait(30)
+    # The kubelet restarts each rank container as it exits, not one after another: ranks
+    # restarted a container's exit apart can miss the pool's join timeout.
+    pending = dict(group.ranks)
+    deadline = time.monotonic() + 30
+    while pending and time.monotonic() < deadline:
+        for container, proc in list(pending.items()):
+            if proc.poll() is not None:
+                group.start_rank(container)
+                del pending[container]
+        time.sleep(0.05)
+    for container, proc in pending.items():
+        f.check(False, where, "rank %s did not exit after the pool was lost" % container.name)
+        proc.kill()
+        proc.wait(30)
         group.start_rank(container)
     group.wait_serving()
 
