@@ -11,9 +11,9 @@
 // time per token, which over-estimates c (the budget errs short, as it should on a host
 // not yet measured). A prefill step slower than the model predicts moves it at once (a
 // budget too large costs a step past the target, decodes waiting behind it), a faster
-// one gradually. Until a step has been
-// observed the budget is kInitialTokens, so a cold server's first step cannot be a
-// 2,048-token prefill that takes a minute on one CPU core.
+// one gradually. Until a prefill step has been observed the budget is kInitialTokens, so
+// a cold server's first step cannot be a 2,048-token prefill that takes a minute on one
+// CPU core.
 //
 // The budget is (target − F) / c: with a target, decodes' time per token while long
 // prompts are prefilled stays near the target (a decode waits at most one step), instead
