@@ -41,8 +41,14 @@ void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float 
 
 void AddRmsNorm(float* residual, const float* x, const float* weight, int64_t n, int64_t dim,
                 float eps, float* out) {
-  for (int64_t i = 0; i < n * dim; ++i) residual[i] += x[i];
-  RmsNorm(residual, weight, n, dim, eps, out);
+  // A row at a time: the sum, its squares and the normalised row read the row while it
+  // is still in L1 (whole-tensor passes streamed a prefill's residual from memory twice).
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = residual + i * dim;
+    const float* add = x + i * dim;
+    for (int64_t j = 0; j < dim; ++j) row[j] += add[j];
+    RmsNorm(row, weight, 1, dim, eps, out + i * dim);
+  }
 }
 
 namespace {
