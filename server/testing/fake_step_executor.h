@@ -82,9 +82,9 @@ class FakeStepExecutor : public StepExecutor {
   // Positions computed, and new sequences' positions taken from the cache
   // (num_cached_tokens), over all steps.
   int64_t num_computed_positions() const;
+  int64_t num_cached_positions() const;
   // Each step's tokens (new sequences' and deltas' num_new_tokens), in step order.
   std::vector<int64_t> step_tokens() const;
-  int64_t num_cached_positions() const;
 
  private:
   struct Seq {

@@ -373,6 +373,13 @@ class Group:
     def address(self):
         return "127.0.0.1:%d" % self.grpc_port
 
+    def restart_exited(self, containers):
+        """Starts again each of `containers` whose rank process has exited; returns them."""
+        exited = [c for c in containers if self.ranks[c].poll() is not None]
+        for container in exited:
+            self.start_rank(container)
+        return exited
+
     def wait_serving(self):
         """Until the leader serves, a rank container that exits is started again, as the
         kubelet restarts it (a pool that failed to start ends its ranks; the leader's
@@ -380,9 +387,7 @@ class Group:
         for _ in range(1200):
             if health_status(self.address) == "SERVING":
                 return
-            for container, proc in list(self.ranks.items()):
-                if proc.poll() is not None:
-                    self.start_rank(container)
+            self.restart_exited(list(self.ranks))
             time.sleep(0.1)
         raise AssertionError("the group did not serve: %r" % self.server.lines[-20:])
 
@@ -484,18 +489,15 @@ def lose_worker_pod(where, group, stub, pb, f):
     f.check(health_status(group.address) == "NOT_SERVING", where, "health is not NOT_SERVING")
     # The kubelet restarts each rank container as it exits, not one after another: ranks
     # restarted a container's exit apart can miss the pool's join timeout.
-    pending = dict(group.ranks)
+    pending = set(group.ranks)
     deadline = time.monotonic() + 30
     while pending and time.monotonic() < deadline:
-        for container, proc in list(pending.items()):
-            if proc.poll() is not None:
-                group.start_rank(container)
-                del pending[container]
+        pending -= set(group.restart_exited(pending))
         time.sleep(0.05)
-    for container, proc in pending.items():
+    for container in pending:
         f.check(False, where, "rank %s did not exit after the pool was lost" % container.name)
-        proc.kill()
-        proc.wait(30)
+        group.ranks[container].kill()
+        group.ranks[container].wait(30)
         group.start_rank(container)
     group.wait_serving()
 

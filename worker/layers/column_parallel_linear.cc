@@ -52,11 +52,12 @@ absl::StatusOr<LinearOutput> ColumnParallelLinear::Forward(const Tensor& x) cons
         "ColumnParallelLinear: the weight is staged in bf16 but not packed (PackWeight)");
   }
   const int64_t n = x.dim(0), out = output_size_per_partition_;
-  // [n, out/T]: the packed kernels write every element; the fp32 path keeps zeroed storage.
-  Tensor y = packed_ != nullptr ? Tensor::Uninitialized({n, out}) : Tensor({n, out});
+  Tensor y;  // [n, out/T]
   if (packed_ != nullptr) {
+    y = Tensor::Uninitialized({n, out});  // the packed kernels write every element
     TPSERVE_RETURN_IF_ERROR(packed_->MatMul(x.data(), n, y.data(), /*accumulate=*/false));
   } else {
+    y = Tensor({n, out});
     MatMulTransB(x.data(), weight_.data(), n, input_size_, out, y.data());
   }
   LinearOutput result;

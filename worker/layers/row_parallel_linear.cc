@@ -61,12 +61,12 @@ absl::StatusOr<LinearOutput> RowParallelLinear::Forward(const Tensor& x) const {
     }
     input = &x_local;
   }
-  // [n, out], this rank's partial sum: the packed kernels write every element; the fp32
-  // path keeps zeroed storage.
-  Tensor y = packed_ != nullptr ? Tensor::Uninitialized({n, out}) : Tensor({n, out});
+  Tensor y;  // [n, out], this rank's partial sum
   if (packed_ != nullptr) {
+    y = Tensor::Uninitialized({n, out});  // the packed kernels write every element
     TPSERVE_RETURN_IF_ERROR(packed_->MatMul(input->data(), n, y.data(), /*accumulate=*/false));
   } else {
+    y = Tensor({n, out});
     MatMulTransB(input->data(), weight_.data(), n, in_local, out, y.data());
   }
   LinearOutput result;
