@@ -45,6 +45,10 @@ struct EngineOptions {
   // When positive, steps are sized to take about this long (StepTokenBudget): prefill
   // chunks shrink on a slow host so decodes keep their pace; zero: max_batch_tokens.
   absl::Duration step_time_target = absl::ZeroDuration();
+  // A burst of prompts is admitted in groups sized for the lowest mean time to first
+  // token, from the step cost model measured as steps run (Scheduler::GroupTokens);
+  // false: each step admits as many as the token budget allows.
+  bool staggered_admission = true;
 
   absl::Status Validate() const;
 };

@@ -137,6 +137,9 @@ absl::Status Engine::Impl::RunStep(const ScheduledStep& step) {
   }
   token_budget.Observe(tokens, elapsed, prefill);
   scheduler.set_token_budget(token_budget.tokens());
+  if (options.staggered_admission && token_budget.modelled()) {
+    scheduler.set_step_cost(token_budget.fixed(), token_budget.per_token());
+  }
   TPSERVE_RETURN_IF_ERROR(ApplyOutputs(step, *result));
   PublishStats();
   return absl::OkStatus();

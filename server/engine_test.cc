@@ -3,6 +3,7 @@
 // whatever the batching, chunking or preemption.
 #include "server/engine.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -126,6 +127,56 @@ TEST(EngineTest, StepTimeTargetSizesChunksFromTheStepCostModel) {
     // 60 when sleeps are exact; a late wake-up counts into F and shrinks it a little.
     EXPECT_GE(chunk_steps[j], 45) << "step " << j << " of the prompt";
     EXPECT_LE(chunk_steps[j], 62) << "step " << j << " of the prompt";
+  }
+}
+
+// Staggered admission wired to the measured step cost: on a fake host whose step of n
+// tokens takes 20 ms + 4 ms·n, a burst of eight 64-token prompts arriving while another
+// request decodes is prefilled one prompt a step (the group, sqrt(Q·F'/c), stays under
+// two prompts even if late wake-ups tripled F), each step at most one prompt beside the
+// decodes; with staggered_admission off, the burst's prompts share a step.
+TEST(EngineTest, StaggeredAdmissionPrefillsABurstInGroupsFromTheStepCostModel) {
+  for (const bool staggered : {true, false}) {
+    SCOPED_TRACE(staggered ? "staggered" : "whole");
+    FakeExecutorConfig config{/*num_blocks=*/400, /*block_size=*/4, kVocab};
+    config.step_delay = absl::Milliseconds(20);
+    config.token_delay = absl::Milliseconds(4);
+    EngineOptions options = Options(1024, 16);
+    options.staggered_admission = staggered;
+    TestEngine t(config, options);
+    const EngineRequest first = Request(64, 40, 100);
+    Collector first_result;
+    ASSERT_TRUE(t.engine->Submit(first, first_result.OnChunk(), first_result.OnDone()).ok());
+    const absl::Time give_up = absl::Now() + absl::Seconds(30);
+    while (first_result.chunks().size() < 4 && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    std::vector<EngineRequest> burst;
+    std::vector<std::unique_ptr<Collector>> results;
+    for (int i = 0; i < 8; ++i) {
+      burst.push_back(Request(64, 4, i));
+      results.push_back(std::make_unique<Collector>());
+      ASSERT_TRUE(t.engine->Submit(burst.back(), results.back()->OnChunk(),
+                                   results.back()->OnDone()).ok());
+    }
+    for (auto& r : results) ASSERT_TRUE(r->WaitDone());
+    ASSERT_TRUE(first_result.WaitDone());
+    ExpectSoloOutputs(burst, results);
+    EXPECT_TRUE(t.fake.errors().empty()) << t.fake.errors()[0];
+
+    const std::vector<int64_t> steps = t.fake.step_tokens();
+    ASSERT_EQ(steps[0], 64);  // the first request's prompt
+    std::vector<int64_t> prompt_steps;  // later steps that prefill (decodes: at most 9)
+    for (size_t i = 1; i < steps.size(); ++i) {
+      if (steps[i] > 9) prompt_steps.push_back(steps[i]);
+    }
+    if (staggered) {
+      ASSERT_EQ(prompt_steps.size(), 8u);
+      for (int64_t n : prompt_steps) EXPECT_LE(n, 64 + 9);
+    } else {
+      ASSERT_FALSE(prompt_steps.empty());
+      EXPECT_GE(*std::max_element(prompt_steps.begin(), prompt_steps.end()), 2 * 64);
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
@@ -28,8 +29,9 @@ ScheduledStep Scheduler::Schedule() {
   ScheduledStep step;
   int64_t budget = std::min<int64_t>(limits_.max_batch_tokens(),
                                      std::max(token_budget_, NumDecodes() + kMinPrefillTokens));
+  const int64_t group = GroupTokens();
   const bool preempted = !ScheduleRunning(budget, step);
-  if (!preempted) AdmitWaiting(budget, step);
+  if (!preempted) AdmitWaiting(budget, group, step);
   if (step.batch.empty()) return ScheduledStep();
   step.plan.set_step(next_step_++);
   for (uint64_t id : drops_) step.plan.add_drop_seq_ids(id);
@@ -81,8 +83,32 @@ bool Scheduler::ScheduleRunning(int64_t& budget, ScheduledStep& step) {
   return running_.size() == num_running_before;
 }
 
-void Scheduler::AdmitWaiting(int64_t& budget, ScheduledStep& step) {
+void Scheduler::set_step_cost(absl::Duration fixed, absl::Duration per_token) {
+  fixed_cost_ = std::max(fixed, absl::ZeroDuration());
+  per_token_cost_ = std::max(per_token, absl::ZeroDuration());
+}
+
+int64_t Scheduler::GroupTokens() const {
+  if (per_token_cost_ <= absl::ZeroDuration()) return INT64_MAX;
+  double queued = 0;  // Q
+  for (const Sequence* seq : waiting_) {
+    queued += static_cast<double>(seq->num_tokens() - seq->num_computed_tokens());
+  }
+  for (const Sequence* seq : running_) {
+    if (seq->num_uncomputed_tokens() > 1) queued += static_cast<double>(seq->num_uncomputed_tokens());
+  }
+  const double c = absl::ToDoubleSeconds(per_token_cost_);
+  const double base = absl::ToDoubleSeconds(fixed_cost_) + c * static_cast<double>(NumDecodes());
+  const double g = std::sqrt(queued * base / c);
+  return g >= static_cast<double>(INT64_MAX / 2) ? INT64_MAX : static_cast<int64_t>(g);
+}
+
+void Scheduler::AdmitWaiting(int64_t& budget, int64_t group, ScheduledStep& step) {
   std::vector<ScheduledSequence> admitted;
+  int64_t prefill = 0;  // this step's prompt tokens so far (running chunks, admissions)
+  for (const ScheduledSequence& s : step.batch) {
+    if (s.num_new_tokens > 1) prefill += s.num_new_tokens;
+  }
   while (!waiting_.empty() && num_running() < limits_.max_sequences() && budget > 0) {
     Sequence* seq = waiting_.front();
     const std::vector<int32_t> tokens = seq->TokenRange(0, seq->num_tokens());
@@ -104,6 +130,7 @@ void Scheduler::AdmitWaiting(int64_t& budget, ScheduledStep& step) {
     const int64_t count =
         AdmissibleTokens(std::min(seq->num_tokens() - num_cached, budget), cached);
     if (count == 0) break;
+    if (prefill > 0 && prefill + count > group) break;  // the next group's (FIFO kept)
     TPSERVE_CHECK(blocks_.Allocate(seq->id(), num_cached + count, cached).ok());
     if (looks_up && seq->status() == SequenceStatus::kWaiting) {  // not a recompute
       seq->set_num_cached_prompt_tokens(num_cached);
@@ -127,6 +154,7 @@ void Scheduler::AdmitWaiting(int64_t& budget, ScheduledStep& step) {
     running_.push_back(seq);
     admitted.push_back({seq, num_cached, count});
     budget -= count;
+    prefill += count;
   }
   step.batch.insert(step.batch.begin(), admitted.begin(), admitted.end());
 }

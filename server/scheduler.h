@@ -10,7 +10,9 @@
 //     from prompt + generated tokens, sent again in full as a NewSequence.
 //  2. Prefill part (skipped in a step that preempted): waiting sequences, in FIFO
 //     order, are admitted while max_sequences, max_batch_tokens and the KV watermark
-//     allow; a prompt that does not fit in the budget is prefilled in chunks. With
+//     allow; a prompt that does not fit in the budget is prefilled in chunks. Given a
+//     step cost model (set_step_cost), a burst of prompts is admitted in groups sized
+//     for the lowest mean time to first token (GroupTokens below). With
 //     prefix caching, the whole blocks a new sequence shares with cached KV (all but
 //     its last token at most, none when it asks for prompt logprobs) are not computed:
 //     the NewSequence names them as num_cached_tokens. Every block a step fills is
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "server/block_manager.h"
 #include "server/sequence.h"
 #include "tpserve/v1/batch_limits.h"
@@ -75,6 +78,22 @@ class Scheduler {
   // cap applies to prefill chunks, which get at least kMinPrefillTokens when any wait.
   void set_token_budget(int64_t tokens) { token_budget_ = tokens; }
   static constexpr int64_t kMinPrefillTokens = 16;
+  // The step cost model, a step of n tokens taking fixed + per_token·n (StepTokenBudget).
+  // With it (per_token > 0), a prompt joins a step that already prefills only while the
+  // step's prefill tokens stay within GroupTokens(): a burst of prompts is admitted over
+  // several steps, each prompt's first token coming out with its group's step, instead
+  // of all of them waiting for one step that computes every prompt. per_token zero (the
+  // default): as many as the budget allows.
+  void set_step_cost(absl::Duration fixed, absl::Duration per_token);
+  // Prefill tokens a step may carry, past its first prompt or chunk, for the lowest
+  // mean time to first token of the prompts queued now (waiting, or running with more
+  // than one token to compute: Q tokens). Prefilling them g tokens a step takes Q/g
+  // steps of F' + c·g each, F' the step's cost without prefill (fixed plus its
+  // decodes); the prompts' mean wait is about (Q/g + 1)/2 such steps, least at
+  // g = sqrt(Q·F'/c). A host whose steps cost mostly per token (a CPU prefilling) gets
+  // small groups, one whose steps cost mostly their fixed part (a GPU, weights streamed
+  // once whatever the batch) takes the burst at once. INT64_MAX without a model.
+  int64_t GroupTokens() const;
   // Records that `step` ran: its sequences' tokens are computed.
   void CompleteStep(const ScheduledStep& step);
 
@@ -96,7 +115,7 @@ class Scheduler {
   // The decode part: returns false when it preempted.
   bool ScheduleRunning(int64_t& budget, ScheduledStep& step);
   // The prefill part.
-  void AdmitWaiting(int64_t& budget, ScheduledStep& step);
+  void AdmitWaiting(int64_t& budget, int64_t group, ScheduledStep& step);
   // Preempts running sequences, newest first, until `index` can grow by one token;
   // false when `index` itself was preempted.
   bool MakeRoom(size_t index);
@@ -113,6 +132,8 @@ class Scheduler {
   int64_t AdmissibleTokens(int64_t limit, absl::Span<const int32_t> cached) const;
   int64_t NumDecodes() const;
   int64_t token_budget_ = INT64_MAX;
+  absl::Duration fixed_cost_ = absl::ZeroDuration();
+  absl::Duration per_token_cost_ = absl::ZeroDuration();
 
   const BatchLimits limits_;
   BlockManager& blocks_;

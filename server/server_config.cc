@@ -83,6 +83,10 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, std::vector<std::st
   args.AddBool("no-prefix-caching,no-enable-prefix-caching", &c.no_prefix_caching,
                "compute every prompt in full instead of sharing cached KV blocks of common "
                "prefixes");
+  args.AddBool("no-staggered-admission", &c.no_staggered_admission,
+               "admit a burst of prompts in as few steps as --max-batch-tokens allows instead "
+               "of in groups sized from measured step times for the lowest mean time to "
+               "first token");
   args.AddBool("allow-reset-prefix-cache", &c.allow_reset_prefix_cache,
                "serve the ResetPrefixCache RPC and POST /reset_prefix_cache (benchmarks; any "
                "client may then empty the cache)");

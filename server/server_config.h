@@ -49,6 +49,7 @@ struct ServerConfig {
   bool exit_on_pool_failure = false;  // exit non-zero instead of rebuilding the pool
   bool enforce_eager = false;         // cuda: decode steps without CUDA graphs
   bool no_prefix_caching = false;     // compute every prompt in full
+  bool no_staggered_admission = false;  // a burst's prompts in as few steps as fit
   bool allow_reset_prefix_cache = false;  // serve ResetPrefixCache (benchmarks)
   std::string worker_binary;          // empty: DefaultWorkerBinary(device)
   std::string control_address;        // empty: a Unix socket in a fresh temporary folder

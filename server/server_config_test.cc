@@ -51,7 +51,8 @@ TEST(ServerConfigTest, ParsesEveryFlag) {
                                           "/w",
                                           "--metrics-port",
                                           "9090",
-                                          "--no-prefix-caching"});
+                                          "--no-prefix-caching",
+                                          "--no-staggered-admission"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->model_dir, "/m");
   EXPECT_EQ(c->tp, 2);
@@ -68,6 +69,7 @@ TEST(ServerConfigTest, ParsesEveryFlag) {
   EXPECT_EQ(c->worker_binary, "/w");
   EXPECT_EQ(c->metrics_port, 9090);
   EXPECT_TRUE(c->no_prefix_caching);
+  EXPECT_TRUE(c->no_staggered_admission);
   EXPECT_EQ(c->ComputeDType(DType::kF32), "bfloat16");  // cuda's auto
 }
 
@@ -90,6 +92,7 @@ TEST(ServerConfigTest, DtypeAndGpuMemoryFraction) {
   EXPECT_FALSE(Parse({"--model", "/m", "--port", "0", "--dtype", "float16"}).ok());
   EXPECT_EQ(c->metrics_port, -1);  // off unless asked
   EXPECT_FALSE(c->no_prefix_caching);
+  EXPECT_FALSE(c->no_staggered_admission);
   EXPECT_EQ(c->quantization, "none");
   // int8 keeps the embedding table in bf16: auto serves bfloat16, even an fp32 checkpoint.
   c = Parse({"--model", "/m", "--port", "0", "--quantization", "int8"});

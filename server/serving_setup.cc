@@ -251,6 +251,7 @@ absl::StatusOr<ServingSetup> PrepareServing(const ServerConfig& config) {
   engine.limits = limits;
   engine.max_queue = config.max_queue;
   engine.prefix_caching = !config.no_prefix_caching;
+  engine.staggered_admission = !config.no_staggered_admission;
   engine.step_time_target = absl::Milliseconds(config.step_time_target_ms);
   engine.vocab_size = model.vocab_size;
   // Hugging Face's generate stops at generation_config.json's eos ids; config.json's

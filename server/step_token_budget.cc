@@ -20,10 +20,14 @@ void StepTokenBudget::Mean::Add(double n, double t, double weight) {
 StepTokenBudget::StepTokenBudget(absl::Duration target, int64_t max_tokens)
     : target_(target), max_tokens_(std::max<int64_t>(max_tokens, 1)) {}
 
+bool StepTokenBudget::modelled() const {
+  return decode_.seen && prefill_.seen && prefill_.tokens - decode_.tokens >= kMinSpread;
+}
+
 absl::Duration StepTokenBudget::per_token() const {
   if (!prefill_.seen) return absl::ZeroDuration();
   double c = prefill_.seconds / prefill_.tokens;  // F counted in: an over-estimate
-  if (decode_.seen && prefill_.tokens - decode_.tokens >= kMinSpread) {
+  if (modelled()) {
     c = (prefill_.seconds - decode_.seconds) / (prefill_.tokens - decode_.tokens);
   }
   return absl::Seconds(std::max(c, 0.0));

@@ -51,6 +51,9 @@ class StepTokenBudget {
   absl::Duration per_token() const;
   // The model's F, the time a step takes whatever its tokens; zero before a decode step.
   absl::Duration fixed() const;
+  // Whether F and c are both measured: decode-only and prefill steps seen, their mean
+  // token counts at least kMinSpread apart.
+  bool modelled() const;
 
  private:
   // A running average of steps' token counts and times (seconds).
