@@ -95,7 +95,8 @@ int64_t Scheduler::GroupTokens() const {
     queued += static_cast<double>(seq->num_tokens() - seq->num_computed_tokens());
   }
   for (const Sequence* seq : running_) {
-    if (seq->num_uncomputed_tokens() > 1) queued += static_cast<double>(seq->num_uncomputed_tokens());
+    const int64_t uncomputed = seq->num_uncomputed_tokens();
+    if (uncomputed > 1) queued += static_cast<double>(uncomputed);
   }
   const double c = absl::ToDoubleSeconds(per_token_cost_);
   const double base = absl::ToDoubleSeconds(fixed_cost_) + c * static_cast<double>(NumDecodes());

@@ -85,8 +85,8 @@ class Scheduler {
   // of all of them waiting for one step that computes every prompt. per_token zero (the
   // default): as many as the budget allows.
   void set_step_cost(absl::Duration fixed, absl::Duration per_token);
-  // Prefill tokens a step may carry, past its first prompt or chunk, for the lowest
-  // mean time to first token of the prompts queued now (waiting, or running with more
+  // Prompt tokens a step may carry (its first prompt or chunk goes whatever its size)
+  // for the lowest mean time to first token of the prompts queued now (waiting, or running with more
   // than one token to compute: Q tokens). Prefilling them g tokens a step takes Q/g
   // steps of F' + c·g each, F' the step's cost without prefill (fixed plus its
   // decodes); the prompts' mean wait is about (Q/g + 1)/2 such steps, least at

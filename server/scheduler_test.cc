@@ -214,7 +214,8 @@ TEST(SchedulerTest, RandomWorkloadsMatchSoloRuns) {
     const int num_blocks = (max_len + block_size - 1) / block_size + rng() % 8;
     Harness h(num_blocks, block_size, rng() % 2, {batch, 1 + static_cast<int>(rng() % 6)});
     if (trial % 2 == 1) {  // staggered admission from some step cost model
-      h.scheduler_.set_step_cost(absl::Milliseconds(rng() % 50), absl::Microseconds(1 + rng() % 3000));
+      h.scheduler_.set_step_cost(absl::Milliseconds(rng() % 50),
+                                 absl::Microseconds(1 + rng() % 3000));
     }
     for (int i = 0; i < 12; ++i) {
       const int prompt = 1 + rng() % 16;
