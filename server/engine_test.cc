@@ -32,6 +32,14 @@ void ExpectSoloOutputs(const std::vector<EngineRequest>& requests,
   }
 }
 
+// Waits (30 s at most) until `result` has streamed `n` chunks.
+void WaitForChunks(const Collector& result, size_t n) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (result.chunks().size() < n && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+}
+
 std::vector<EngineRequest> MixedRequests(int n) {
   std::vector<EngineRequest> requests;
   for (int i = 0; i < n; ++i) requests.push_back(Request(1 + (i * 7) % 40, 1 + (i * 5) % 30, i));
@@ -95,17 +103,9 @@ TEST(EngineTest, StepTimeTargetSizesChunksFromTheStepCostModel) {
   options.step_time_target = absl::Milliseconds(160);
   TestEngine t(config, options);
   std::vector<EngineRequest> decoders;
-  std::vector<std::unique_ptr<Collector>> results;
-  for (int i = 0; i < 12; ++i) {
-    decoders.push_back(Request(4, 60, i));
-    results.push_back(std::make_unique<Collector>());
-    ASSERT_TRUE(t.engine->Submit(decoders.back(), results.back()->OnChunk(),
-                                 results.back()->OnDone()).ok());
-  }
-  const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (results[0]->chunks().size() < 6 && absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  for (int i = 0; i < 12; ++i) decoders.push_back(Request(4, 60, i));
+  std::vector<std::unique_ptr<Collector>> results = t.SubmitAll(decoders);
+  WaitForChunks(*results[0], 6);
   const EngineRequest long_prompt = Request(600, 2, 99);
   Collector long_result;
   ASSERT_TRUE(t.engine->Submit(long_prompt, long_result.OnChunk(), long_result.OnDone()).ok());
@@ -144,23 +144,12 @@ TEST(EngineTest, StaggeredAdmissionPrefillsABurstInGroupsFromTheStepCostModel) {
     EngineOptions options = Options(1024, 16);
     options.staggered_admission = staggered;
     TestEngine t(config, options);
-    const EngineRequest first = Request(64, 40, 100);
-    Collector first_result;
-    ASSERT_TRUE(t.engine->Submit(first, first_result.OnChunk(), first_result.OnDone()).ok());
-    const absl::Time give_up = absl::Now() + absl::Seconds(30);
-    while (first_result.chunks().size() < 4 && absl::Now() < give_up) {
-      absl::SleepFor(absl::Milliseconds(2));
-    }
+    std::vector<std::unique_ptr<Collector>> first = t.SubmitAll({Request(64, 40, 100)});
+    WaitForChunks(*first[0], 4);
     std::vector<EngineRequest> burst;
-    std::vector<std::unique_ptr<Collector>> results;
-    for (int i = 0; i < 8; ++i) {
-      burst.push_back(Request(64, 4, i));
-      results.push_back(std::make_unique<Collector>());
-      ASSERT_TRUE(t.engine->Submit(burst.back(), results.back()->OnChunk(),
-                                   results.back()->OnDone()).ok());
-    }
-    for (auto& r : results) ASSERT_TRUE(r->WaitDone());
-    ASSERT_TRUE(first_result.WaitDone());
+    for (int i = 0; i < 8; ++i) burst.push_back(Request(64, 4, i));
+    std::vector<std::unique_ptr<Collector>> results = t.RunAll(burst);
+    ASSERT_TRUE(first[0]->WaitDone());
     ExpectSoloOutputs(burst, results);
     EXPECT_TRUE(t.fake.errors().empty()) << t.fake.errors()[0];
 

@@ -37,10 +37,7 @@ stop_all() {
   rm -rf "$work"
 }
 trap stop_all EXIT
-bazel-bin/worker/tools/model_benchmark --dir "$work/model" --layers "$layers" --hidden 2048 \
-  --intermediate 5632 --heads 32 --kv-heads 4 --vocab 32000 --tp 1 --prompt-len 8 \
-  --decode-steps 1 --dtype bfloat16 >"$work/model.log"
-head -1 "$work/model.log"
+serving_tinyllama "$work/model" "$layers"
 declare -A addr
 for mode in staggered whole; do
   flags=()

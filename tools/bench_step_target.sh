@@ -27,10 +27,7 @@ serving_build
 model=$(mktemp -d)
 log=$(mktemp)
 trap 'serving_stop; rm -rf "$model" "$log"' EXIT
-bazel-bin/worker/tools/model_benchmark --dir "$model" --layers "$layers" --hidden 2048 \
-  --intermediate 5632 --heads 32 --kv-heads 4 --vocab 32000 --tp 1 --prompt-len 8 \
-  --decode-steps 1 --dtype bfloat16 >"$log"
-head -1 "$log"
+serving_tinyllama "$model" "$layers"
 for t in 0 "$target"; do
   # shellcheck disable=SC2086
   serving_start "$log" --model "$model" --tp "$tp" --device cpu --step-time-target-ms "$t" \

@@ -19,6 +19,19 @@ serving_model() {
   rm -f "$log"
 }
 
+# serving_tinyllama DIR LAYERS: a synthetic checkpoint of the 1.1B TinyLlama shape (hidden
+# 2048, heads 32/4, intermediate 5632, vocab 32000, random bf16 weights) with LAYERS layers
+# in DIR; prints model_benchmark's line describing it.
+serving_tinyllama() {
+  local log
+  log=$(mktemp)
+  bazel-bin/worker/tools/model_benchmark --dir "$1" --layers "$2" --hidden 2048 \
+    --intermediate 5632 --heads 32 --kv-heads 4 --vocab 32000 --tp 1 --prompt-len 8 \
+    --decode-steps 1 --dtype bfloat16 >"$log"
+  head -1 "$log"
+  rm -f "$log"
+}
+
 # serving_start LOG ARGS...: starts tpserve with ARGS (port 0), logging to LOG; sets
 # server_pid and server_addr once it serves, or prints the log and returns 1.
 serving_start() {

@@ -93,14 +93,20 @@ struct TestEngine {
     engine->Start();
   }
 
-  // Submits every request at once and waits for all of them.
-  std::vector<std::unique_ptr<Collector>> RunAll(const std::vector<EngineRequest>& requests) {
+  // Submits every request at once; their results arrive in the collectors.
+  std::vector<std::unique_ptr<Collector>> SubmitAll(const std::vector<EngineRequest>& requests) {
     std::vector<std::unique_ptr<Collector>> out;
     for (const EngineRequest& request : requests) {
       out.push_back(std::make_unique<Collector>());
       auto id = engine->Submit(request, out.back()->OnChunk(), out.back()->OnDone());
       EXPECT_TRUE(id.ok()) << id.status();
     }
+    return out;
+  }
+
+  // Submits every request at once and waits for all of them.
+  std::vector<std::unique_ptr<Collector>> RunAll(const std::vector<EngineRequest>& requests) {
+    std::vector<std::unique_ptr<Collector>> out = SubmitAll(requests);
     for (auto& collector : out) EXPECT_TRUE(collector->WaitDone());
     return out;
   }
