@@ -76,6 +76,30 @@ TEST(ForwardToolTest, ReproducesTransformersLogitsAcrossProcesses) {
   }
 }
 
+// --quantization int8 loads the int8 weights the server's `--quantization int8` does: the
+// logits stay within the golden test's int8 bound of transformers' and are not the fp32
+// path's (the flag reaches the ranks).
+TEST(ForwardToolTest, Int8QuantizationStaysWithinItsBound) {
+  const auto dirs = ListFixtures(Runfile("tests/data/models"));
+  ASSERT_FALSE(dirs.empty());
+  absl::StatusOr<GoldenFixture> g = LoadFixture(dirs[0]);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const int tp = g->tp_sizes.back();
+  std::vector<Tensor> logits;
+  for (const char* quantization : {"none", "int8"}) {
+    const std::string out = absl::StrCat(std::getenv("TEST_TMPDIR"), "/", quantization, ".npy");
+    RunResult r = RunForward(absl::StrCat("--model ", dirs[0], " --tp ", tp, " --token-ids ",
+                                          absl::StrJoin(g->prompts[0], ","), " --output ", out,
+                                          " --quantization ", quantization));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    absl::StatusOr<Tensor> t = ReadNpy(out);
+    ASSERT_TRUE(t.ok()) << t.status();
+    logits.push_back(*t);
+  }
+  EXPECT_LT(RelativeError(logits[1], g->logits[0]), 5e-2) << g->name;
+  EXPECT_GT(RelativeError(logits[1], logits[0]), 1e-5) << g->name;
+}
+
 // A valid two-shard checkpoint to break in one way per test case.
 std::string MakeModel(const std::string& name, int shards = 1) {
   const std::string dir = TmpDir(name);
@@ -210,7 +234,10 @@ TEST(ForwardToolArgsTest, BadArgumentsPointAtHelpAndExit2) {
        {std::string("--tp 1 --token-ids 1 --output ") + out,
         absl::StrCat("--model ", dir, " --token-ids 1,x --output ", out),
         absl::StrCat("--model ", dir, " --token-ids 1 --output ", out, " --tp 0"),
-        absl::StrCat("--model ", dir, " --token-ids 1 --output ", out, " --bogus")}) {
+        absl::StrCat("--model ", dir, " --token-ids 1 --output ", out, " --bogus"),
+        absl::StrCat("--model ", dir, " --token-ids 1 --output ", out, " --quantization int4"),
+        absl::StrCat("--model ", dir, " --token-ids 1 --output ", out,
+                     " --quantization int8 --device cuda")}) {
     RunResult r = RunForward(args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
     EXPECT_NE(r.output.find("run 'forward --help' for the flags"), std::string::npos) << r.output;

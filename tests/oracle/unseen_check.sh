@@ -15,7 +15,8 @@
 #   -a ARG   one more argument for the tool (repeatable), e.g. the CUDA path on the
 #            CPU emulator: -t bazel-bin/worker/tools/forward_emu -a --device -a cuda
 #   -c ARG   one more argument for compare_forward.py (repeatable), e.g. bf16's
-#            tolerance: -a --dtype -a bfloat16 -c --tol=5e-2 -c --no-greedy
+#            tolerance: -a --dtype -a bfloat16 -c --tol=5e-2 -c --no-greedy (int8:
+#            -a --quantization -a int8, the same -c)
 #   -o DIR   where to put the fixtures (default a fresh temp dir)
 #   -k       keep the fixtures directory
 #   -S       also check greedy generation through tpserve (bazel build //server:tpserve

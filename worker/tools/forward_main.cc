@@ -2,12 +2,13 @@
 // fp32 logits of every position as .npy [num_tokens, vocab_size].
 //
 //   forward --model DIR --tp N --token-ids 1,2,3 --output logits.npy [--incremental]
-//           [--device cpu|cuda] [--dtype float32|bfloat16]
+//           [--device cpu|cuda] [--dtype float32|bfloat16] [--quantization none|int8]
 //
 // The invoking process is the coordinator: it validates the model, owns the rendezvous
 // store, and re-executes itself once per rank (--rank). CPU ranks talk through Gloo;
 // CUDA ranks (rank r on GPU r) through NCCL, computing in --dtype (default float32, the
-// precision of the goldens). Rank 0 writes the output. Any failure exits non-zero with a
+// precision of the goldens). --quantization int8 (cpu) loads the linears and the LM head
+// as int8 per output channel, as `tpserve --quantization int8` does. Rank 0 writes the output. Any failure exits non-zero with a
 // message naming its cause.
 #include <algorithm>
 #include <cstdio>
@@ -31,7 +32,8 @@ namespace tpserve {
 namespace {
 
 struct Flags {
-  std::string model, token_ids, output, device = "cpu", dtype = "float32";
+  std::string model, token_ids, output, device = "cpu", dtype = "float32",
+      quantization = "none";
   int64_t tp = 1;
   bool incremental = false;
   int64_t rank = -1, store_port = 0;  // set by the coordinator for its rank processes
@@ -90,10 +92,11 @@ absl::Status RunRank(const Flags& f, const std::vector<int32_t>& ids) {
   options.connect_timeout = absl::Seconds(f.timeout_s);
   TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<GlooCommGroup> comm, GlooCommGroup::Create(options));
   TPSERVE_ASSIGN_OR_RETURN(ModelFiles files, OpenModel(f.model, static_cast<int>(f.tp)));
-  TPSERVE_ASSIGN_OR_RETURN(
-      std::unique_ptr<LlamaModel> model,
-      LoadModel(files, comm.get(),
-                f.dtype == "bfloat16" ? CpuWeights::kBFloat16 : CpuWeights::kFloat32));
+  const CpuWeights weights = f.quantization == "int8"    ? CpuWeights::kInt8
+                             : f.dtype == "bfloat16" ? CpuWeights::kBFloat16
+                                                     : CpuWeights::kFloat32;
+  TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
+                           LoadModel(files, comm.get(), weights));
   TPSERVE_ASSIGN_OR_RETURN(std::vector<Tensor> logits, ForwardSequences(*model, {ids}, Mode(f)));
   if (f.rank == 0) return WriteNpy(f.output, logits[0]);
   return absl::OkStatus();
@@ -123,7 +126,9 @@ absl::Status Coordinate(const Flags& f, const std::vector<int32_t>& ids) {
                                      "--device",
                                      f.device,
                                      "--dtype",
-                                     f.dtype};
+                                     f.dtype,
+                                     "--quantization",
+                                     f.quantization};
     if (f.incremental) args.push_back("--incremental");
     return args;
   });
@@ -140,6 +145,8 @@ int Main(int argc, char** argv) {
   p.AddString("device", &f.device, "cpu (default) or cuda (rank r on GPU r)");
   p.AddString("dtype", &f.dtype,
               "float32 (default) or bfloat16 (cpu: the layers' weights in bf16, fp32 compute)");
+  p.AddString("quantization", &f.quantization,
+              "none (default) or int8 (cpu: linears and LM head in int8 per output channel)");
   p.AddInt("timeout-s", &f.timeout_s, "bound on rendezvous and each collective (default 60)");
   p.AddInt("rank", &f.rank, "internal: run as this rank");
   p.AddInt("store-port", &f.store_port, "internal: the coordinator's rendezvous store port");
@@ -154,6 +161,13 @@ int Main(int argc, char** argv) {
         absl::StrCat("--device ", f.device, ": expected cpu or cuda"));
   }
   if (s.ok()) s = ParseDeviceDType(f.dtype).status();
+  if (s.ok() && f.quantization != "none" && f.quantization != "int8") {
+    s = absl::InvalidArgumentError(
+        absl::StrCat("--quantization ", f.quantization, ": expected none or int8"));
+  }
+  if (s.ok() && f.quantization == "int8" && f.device != "cpu") {
+    s = absl::InvalidArgumentError("--quantization int8: only with --device cpu");
+  }
   if (s.ok()) {
     s = ParseIdList(f.token_ids, &ids);
     if (!s.ok()) s = absl::InvalidArgumentError(absl::StrCat("--token-ids: ", s.message()));
