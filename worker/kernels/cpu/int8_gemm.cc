@@ -394,9 +394,12 @@ void Int8Weight::Impl::Quantize(Get get) {
     float amax = 0.0f;
     for (int64_t c = 0; c < k; ++c) amax = std::max(amax, std::fabs(get(r, c)));
     scales[r] = amax / 127.0f;
+    // 127 / amax overflows for a row of subnormals (amax < 127 / FLT_MAX, about 3.7e-37),
+    // and 0 · inf would be NaN: such a row divides by amax instead.
     const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const bool tiny = std::isinf(inv);
     for (int64_t c = 0; c < k; ++c) {
-      const float v = std::nearbyint(get(r, c) * inv);
+      const float v = std::nearbyint(tiny ? get(r, c) / amax * 127.0f : get(r, c) * inv);
       q[Offset(r, c, k_pad)] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
     }
   }

@@ -73,6 +73,31 @@ TEST(Int8QuantizeTest, GridIsPerRowSymmetricAndWithinHalfAStep) {
   EXPECT_EQ(q->scale(5), 0.0f);
 }
 
+// A row of subnormal weights (127 / amax overflows to inf) still quantizes onto its grid,
+// with no 0 · inf = NaN turned into an integer: the largest weight at ±127, a zero at 0.
+TEST(Int8QuantizeTest, SubnormalRowsStayOnTheirGrid) {
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  const float w[] = {1000 * tiny, -500 * tiny, 0.0f, 7 * tiny,  // [2, 4]
+                     1e-38f,      -1e-38f,     0.0f, 2e-39f};
+  absl::StatusOr<Int8Weight> q = Int8Weight::QuantizeFloat(w, 2, 4);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->q(0, 0), 127);
+  EXPECT_EQ(q->q(0, 1), -64);  // -63.5 rounds to even
+  EXPECT_EQ(q->q(0, 2), 0);
+  EXPECT_EQ(q->q(0, 3), 1);    // 0.889
+  EXPECT_EQ(q->q(1, 0), 127);
+  EXPECT_EQ(q->q(1, 1), -127);
+  EXPECT_EQ(q->q(1, 2), 0);
+  EXPECT_EQ(q->q(1, 3), 25);   // 25.4
+  const uint16_t bits[] = {0x0001, 0x8001, 0x0000, 0x0002};  // bf16 subnormals, [1, 4]
+  absl::StatusOr<Int8Weight> b = Int8Weight::QuantizeBf16(bits, 1, 4);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->q(0, 0), 64);   // 63.5 rounds to even
+  EXPECT_EQ(b->q(0, 1), -64);
+  EXPECT_EQ(b->q(0, 2), 0);
+  EXPECT_EQ(b->q(0, 3), 127);
+}
+
 // QuantizeFloat quantizes the fp32 value, not its bf16 rounding: 0.5 + 2⁻¹⁰ rounds to
 // 0.5 in bf16, which would quantize to 0 (ties to even) instead of 1.
 TEST(Int8QuantizeTest, FloatsAreNotRoundedToBf16First) {
