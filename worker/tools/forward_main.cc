@@ -8,8 +8,8 @@
 // store, and re-executes itself once per rank (--rank). CPU ranks talk through Gloo;
 // CUDA ranks (rank r on GPU r) through NCCL, computing in --dtype (default float32, the
 // precision of the goldens). --quantization int8 (cpu) loads the linears and the LM head
-// as int8 per output channel, as `tpserve --quantization int8` does. Rank 0 writes the output. Any failure exits non-zero with a
-// message naming its cause.
+// as int8 per output channel, as `tpserve --quantization int8` does. Rank 0 writes the
+// output. Any failure exits non-zero with a message naming its cause.
 #include <algorithm>
 #include <cstdio>
 #include <memory>

@@ -394,8 +394,8 @@ void Int8Weight::Impl::Quantize(Get get) {
     float amax = 0.0f;
     for (int64_t c = 0; c < k; ++c) amax = std::max(amax, std::fabs(get(r, c)));
     scales[r] = amax / 127.0f;
-    // 127 / amax overflows for a row of subnormals (amax < 127 / FLT_MAX, about 3.7e-37),
-    // and 0 · inf would be NaN: such a row divides by amax instead.
+    // 127 / amax overflows where amax < 127 / FLT_MAX (about 3.7e-37: subnormal rows and
+    // the smallest normal ones), and 0 · inf would be NaN: such a row divides by amax.
     const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
     const bool tiny = std::isinf(inv);
     for (int64_t c = 0; c < k; ++c) {
