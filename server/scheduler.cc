@@ -29,7 +29,7 @@ ScheduledStep Scheduler::Schedule() {
   ScheduledStep step;
   int64_t budget = std::min<int64_t>(limits_.max_batch_tokens(),
                                      std::max(token_budget_, NumDecodes() + kMinPrefillTokens));
-  const int64_t group = GroupTokens();
+  const int64_t group = waiting_.empty() ? INT64_MAX : GroupTokens();
   const bool preempted = !ScheduleRunning(budget, step);
   if (!preempted) AdmitWaiting(budget, group, step);
   if (step.batch.empty()) return ScheduledStep();
@@ -91,9 +91,7 @@ void Scheduler::set_step_cost(absl::Duration fixed, absl::Duration per_token) {
 int64_t Scheduler::GroupTokens() const {
   if (per_token_cost_ <= absl::ZeroDuration()) return INT64_MAX;
   double queued = 0;  // Q
-  for (const Sequence* seq : waiting_) {
-    queued += static_cast<double>(seq->num_tokens() - seq->num_computed_tokens());
-  }
+  for (const Sequence* seq : waiting_) queued += static_cast<double>(seq->num_uncomputed_tokens());
   for (const Sequence* seq : running_) {
     const int64_t uncomputed = seq->num_uncomputed_tokens();
     if (uncomputed > 1) queued += static_cast<double>(uncomputed);

@@ -7,14 +7,14 @@ serving_build() {
     //worker/tools:model_benchmark >/dev/null 2>&1
 }
 
-# serving_model DIR LAYERS HIDDEN: a synthetic Llama-shaped checkpoint in DIR; prints
-# model_benchmark's line describing it.
+# serving_model DIR LAYERS HIDDEN [MODEL_BENCHMARK FLAGS...]: a synthetic Llama-shaped
+# checkpoint in DIR; prints model_benchmark's line describing it.
 serving_model() {
   local log
   log=$(mktemp)
   # --tp 1 --decode-steps 1 keeps model_benchmark's own run short.
   bazel-bin/worker/tools/model_benchmark --dir "$1" --layers "$2" --hidden "$3" \
-    --tp 1 --prompt-len 8 --decode-steps 1 >"$log"
+    --tp 1 --prompt-len 8 --decode-steps 1 "${@:4}" >"$log"
   head -1 "$log"
   rm -f "$log"
 }
@@ -23,13 +23,8 @@ serving_model() {
 # 2048, heads 32/4, intermediate 5632, vocab 32000, random bf16 weights) with LAYERS layers
 # in DIR; prints model_benchmark's line describing it.
 serving_tinyllama() {
-  local log
-  log=$(mktemp)
-  bazel-bin/worker/tools/model_benchmark --dir "$1" --layers "$2" --hidden 2048 \
-    --intermediate 5632 --heads 32 --kv-heads 4 --vocab 32000 --tp 1 --prompt-len 8 \
-    --decode-steps 1 --dtype bfloat16 >"$log"
-  head -1 "$log"
-  rm -f "$log"
+  serving_model "$1" "$2" 2048 --intermediate 5632 --heads 32 --kv-heads 4 --vocab 32000 \
+    --dtype bfloat16
 }
 
 # serving_start LOG ARGS...: starts tpserve with ARGS (port 0), logging to LOG; sets

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "worker/kernels/cpu/norm_activation.h"
 #include "worker/models/llama_tensors.h"
@@ -129,6 +130,16 @@ absl::StatusOr<std::unique_ptr<LlamaMlp>> LlamaMlp::Create(const ModelConfig& co
   mlp->gate_up_ = std::move(gate_up);
   mlp->down_ = std::move(down);
   return mlp;
+}
+
+absl::StatusOr<CpuWeights> ParseCpuWeights(const std::string& dtype,
+                                           const std::string& quantization) {
+  if (quantization == "int8") return CpuWeights::kInt8;
+  if (quantization != "none") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--quantization ", quantization, ": expected none or int8"));
+  }
+  return dtype == "bfloat16" ? CpuWeights::kBFloat16 : CpuWeights::kFloat32;
 }
 
 std::optional<WeightFormat> PackedWeightFormat(CpuWeights weights) {

@@ -77,6 +77,12 @@ enum class CpuWeights { kFloat32, kBFloat16, kInt8 };
 
 // Whether `weights` loads through the layers' bf16 loaders (kBFloat16 and kInt8).
 inline bool LoadsBf16(CpuWeights weights) { return weights != CpuWeights::kFloat32; }
+// The tools' --dtype and --quantization flags as CpuWeights: int8 whatever the dtype
+// (its embedding table is bf16 anyway), else bf16 for "bfloat16" and fp32 otherwise
+// (the caller checks the dtype's name); a quantization other than "none" or "int8" is
+// InvalidArgument naming the flag.
+absl::StatusOr<CpuWeights> ParseCpuWeights(const std::string& dtype,
+                                           const std::string& quantization);
 // The format the linear layers pack their weights in; nullopt for kFloat32.
 std::optional<WeightFormat> PackedWeightFormat(CpuWeights weights);
 

@@ -92,9 +92,7 @@ absl::Status RunRank(const Flags& f, const std::vector<int32_t>& ids) {
   options.connect_timeout = absl::Seconds(f.timeout_s);
   TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<GlooCommGroup> comm, GlooCommGroup::Create(options));
   TPSERVE_ASSIGN_OR_RETURN(ModelFiles files, OpenModel(f.model, static_cast<int>(f.tp)));
-  const CpuWeights weights = f.quantization == "int8"    ? CpuWeights::kInt8
-                             : f.dtype == "bfloat16" ? CpuWeights::kBFloat16
-                                                     : CpuWeights::kFloat32;
+  TPSERVE_ASSIGN_OR_RETURN(const CpuWeights weights, ParseCpuWeights(f.dtype, f.quantization));
   TPSERVE_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
                            LoadModel(files, comm.get(), weights));
   TPSERVE_ASSIGN_OR_RETURN(std::vector<Tensor> logits, ForwardSequences(*model, {ids}, Mode(f)));
@@ -161,10 +159,7 @@ int Main(int argc, char** argv) {
         absl::StrCat("--device ", f.device, ": expected cpu or cuda"));
   }
   if (s.ok()) s = ParseDeviceDType(f.dtype).status();
-  if (s.ok() && f.quantization != "none" && f.quantization != "int8") {
-    s = absl::InvalidArgumentError(
-        absl::StrCat("--quantization ", f.quantization, ": expected none or int8"));
-  }
+  if (s.ok()) s = ParseCpuWeights(f.dtype, f.quantization).status();
   if (s.ok() && f.quantization == "int8" && f.device != "cpu") {
     s = absl::InvalidArgumentError("--quantization int8: only with --device cpu");
   }

@@ -85,11 +85,7 @@ absl::Status RunRank(const Flags& f) {
   options.shared_memory = !f.tcp_only;
   TPSERVE_ASSIGN_OR_RETURN(auto comm, GlooCommGroup::Create(options));
   TPSERVE_ASSIGN_OR_RETURN(auto files, OpenModel(f.dir, static_cast<int>(f.tp_size)));
-  const bool int8 = f.quantization == "int8";
-  const bool bf16 = f.dtype == "bfloat16" || int8;
-  const CpuWeights weights = int8   ? CpuWeights::kInt8
-                             : bf16 ? CpuWeights::kBFloat16
-                                    : CpuWeights::kFloat32;
+  TPSERVE_ASSIGN_OR_RETURN(const CpuWeights weights, ParseCpuWeights(f.dtype, f.quantization));
   TPSERVE_ASSIGN_OR_RETURN(auto model, LoadModel(files, comm.get(), weights));
   const int64_t weight_bytes =
       CpuWeightBytes(files.config, static_cast<int>(f.tp_size), weights);
@@ -100,7 +96,7 @@ absl::Status RunRank(const Flags& f) {
   const int blocks_per_seq = (total + block - 1) / block;
   TPSERVE_ASSIGN_OR_RETURN(
       auto cache, KvCache::Create(model->CacheShape(blocks_per_seq * max_batch, block,
-                                                    bf16 ? 2 : 4),  // as served by default
+                                                    LoadsBf16(weights) ? 2 : 4),  // as served
                                   1LL << 36));
   std::vector<std::vector<int32_t>> tables(max_batch);  // sequence i: its own blocks
   for (int i = 0; i < max_batch; ++i) {
@@ -292,9 +288,8 @@ int Main(int argc, char** argv) {
                  "--prefill-runs >= 0\n");
     return 2;
   }
-  if (f.quantization != "none" && f.quantization != "int8") {
-    std::fprintf(stderr, "model_benchmark: --quantization must be none or int8, got %s\n",
-                 f.quantization.c_str());
+  if (absl::Status s = ParseCpuWeights(f.dtype, f.quantization).status(); !s.ok()) {
+    std::fprintf(stderr, "model_benchmark: %s\n", std::string(s.message()).c_str());
     return 2;
   }
   std::string temp_dir;
