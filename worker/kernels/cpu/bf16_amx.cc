@@ -60,12 +60,15 @@ bool CpuHasAmxBf16() {
 // One 16-row group of x against one block of 16·T outputs: T sum tiles, one x tile,
 // weight tiles alternating between 2 and 3. (Two groups at once, 2 x 2 sum tiles sharing
 // each weight tile, ran slower in a scratch program.)
-// The sums go to `out`, rows `out_stride` bytes apart.
+// The sums go to `out`, rows `out_stride` bytes apart. Each k step also asks for
+// `prefetch_step` bytes from `prefetch` on into L2 (none when null): the next block.
 template <int T>
 __attribute__((target("amx-tile,amx-bf16"))) void OneGroup(const uint16_t* x, int64_t x_stride,
                                                             const uint16_t* w, Layout layout,
                                                             int64_t k_blocks, float* out,
-                                                            int64_t out_stride) {
+                                                            int64_t out_stride,
+                                                            const char* prefetch,
+                                                            int64_t prefetch_step) {
   static_assert(T >= 1 && T <= 4);
   const int64_t pair_bytes = 16 * T * 2 * sizeof(uint16_t);  // one column pair's outputs
   _tile_zero(4);
@@ -74,6 +77,10 @@ __attribute__((target("amx-tile,amx-bf16"))) void OneGroup(const uint16_t* x, in
   if (T > 3) _tile_zero(7);
   for (int64_t kb = 0; kb < k_blocks; ++kb) {
     const uint16_t* block = w + kb * layout.k_block_stride;
+    if (prefetch != nullptr) {
+      const char* p = prefetch + kb * prefetch_step;
+      for (int64_t b = 0; b < prefetch_step; b += 64) _mm_prefetch(p + b, _MM_HINT_T1);
+    }
     _tile_loadd(0, x + kb * kBlockCols, x_stride);
     _tile_loadd(2, block, pair_bytes);
     _tile_dpbf16ps(4, 0, 2);
@@ -148,19 +155,31 @@ __attribute__((target("amx-tile,amx-bf16"))) void MatMulBlocks(
                : layout.block_outputs == 32 ? &OneGroup<2>
                                             : &OneGroup<1>;
   // Each block of the weight (64 outputs × k: 256 KiB at k = 2048) is read from memory
-  // once and stays in L2 while every row group passes over it.
+  // once and stays in L2 while every row group passes over it. With more than one group,
+  // the passes over a block also bring the next block into L2, their k steps sharing its
+  // bytes evenly, so that memory streams while the tiles work on L2.
+  const int64_t passes = PaddedRows(m) / kTileRows;
+  const int64_t block_bytes = k_blocks * layout.k_block_stride * sizeof(uint16_t);
+  const int64_t step_lines = (block_bytes / 64 + passes * k_blocks - 1) / (passes * k_blocks);
+  const int64_t prefetch_step = step_lines * 64;
   for (int64_t block = block_begin; block < block_end; ++block) {
     const uint16_t* w = packed + block * layout.n_block_stride;
     const int64_t col = block * layout.block_outputs;
     const bool full_width = col + layout.block_outputs <= n_out;
+    const char* next = passes > 1 && block + 1 < block_end
+                           ? reinterpret_cast<const char*>(w + layout.n_block_stride)
+                           : nullptr;
     for (int64_t row = 0; row < m; row += kTileRows) {
       const uint16_t* x_group = x_bf16 + row * cols;
+      const char* prefetch =
+          next == nullptr ? nullptr : next + row / kTileRows * k_blocks * prefetch_step;
       if (!accumulate && full_width && row + kTileRows <= m) {  // straight into y
         group(x_group, x_stride, w, layout, k_blocks, y + row * n_out + col,
-              n_out * sizeof(float));
+              n_out * sizeof(float), prefetch, prefetch_step);
         continue;
       }
-      group(x_group, x_stride, w, layout, k_blocks, c, kMaxBlockOutputs * sizeof(float));
+      group(x_group, x_stride, w, layout, k_blocks, c, kMaxBlockOutputs * sizeof(float),
+            prefetch, prefetch_step);
       StoreSums(c, kMaxBlockOutputs, std::min(kTileRows, m - row), row, col,
                 std::min(layout.block_outputs, n_out - col), n_out, y, accumulate);
     }
