@@ -29,6 +29,7 @@
 #include "spdlog/spdlog.h"
 #include "worker/kernels/cpu/bf16_gemm.h"
 #include "worker/kernels/cpu/gemm.h"
+#include "worker/kernels/cpu/openblas_core.h"
 #include "worker/rank/cuda_backend.h"
 #include "worker/rank/worker_loop.h"
 
@@ -119,6 +120,8 @@ absl::Status CheckFlags(const WorkerLoopOptions& options, int64_t connect_timeou
 }
 
 int Main(int argc, char** argv) {
+  // First, before the token's descriptor is read: this may re-execute the program.
+  const std::string openblas_note = UseOpenBlasKernelsForThisCpu(argv);
   WorkerLoopOptions options;
   int64_t connect_timeout_s = 30;
   TokenFlags token;
@@ -161,6 +164,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "tpserve_worker: %s\n%s\n", std::string(s.message()).c_str(), p.HelpHint().c_str());
     return 2;
   }
+  if (!openblas_note.empty()) spdlog::info("{}", openblas_note);
   options.token = *std::move(secret);
   options.rank = *requested;
   options.connect_timeout = absl::Seconds(connect_timeout_s);

@@ -22,6 +22,7 @@
 #include "base/subprocess.h"
 #include "worker/comm/gloo_comm_group.h"
 #include "worker/comm/rank_launcher.h"
+#include "worker/kernels/cpu/openblas_core.h"
 #include "worker/kernels/cpu/bf16_gemm.h"
 #include "worker/kernels/cpu/gemm.h"
 #include "worker/loader/npy.h"
@@ -133,6 +134,8 @@ absl::Status Coordinate(const Flags& f, const std::vector<int32_t>& ids) {
 }
 
 int Main(int argc, char** argv) {
+  const std::string openblas_note = UseOpenBlasKernelsForThisCpu(argv);  // may re-execute
+  if (!openblas_note.empty()) std::fprintf(stderr, "forward: %s\n", openblas_note.c_str());
   Flags f;
   ArgParser p("forward");
   p.AddString("model", &f.model, "Hugging Face model directory (config.json + safetensors)");

@@ -33,6 +33,7 @@
 #include "worker/comm/rank_launcher.h"
 #include "worker/kernels/cpu/bf16_gemm.h"
 #include "worker/kernels/cpu/gemm.h"
+#include "worker/kernels/cpu/openblas_core.h"
 #include "worker/models/llama_tensors.h"
 #include "worker/tools/forward_lib.h"
 #include "worker/tools/membw.h"
@@ -245,6 +246,8 @@ absl::Status Coordinate(const Flags& f) {
 }
 
 int Main(int argc, char** argv) {
+  const std::string openblas_note = UseOpenBlasKernelsForThisCpu(argv);  // may re-execute
+  if (!openblas_note.empty()) std::fprintf(stderr, "model_benchmark: %s\n", openblas_note.c_str());
   Flags f;
   ArgParser p("model_benchmark");
   p.AddString("tp", &f.tp, "comma-separated tp sizes to measure (default 1,2)");

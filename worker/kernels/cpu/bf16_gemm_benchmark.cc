@@ -37,6 +37,7 @@
 #include "worker/kernels/cpu/bf16_gemm.h"
 #include "worker/kernels/cpu/gemm.h"
 #include "worker/kernels/cpu/int8_gemm.h"
+#include "worker/kernels/cpu/openblas_core.h"
 
 namespace tpserve {
 namespace {
@@ -343,6 +344,8 @@ absl::Status Run(const Flags& f) {
 }  // namespace tpserve
 
 int main(int argc, char** argv) {
+  const std::string openblas_note = tpserve::UseOpenBlasKernelsForThisCpu(argv);  // may re-execute
+  if (!openblas_note.empty()) std::printf("%s\n", openblas_note.c_str());
   tpserve::Flags f;
   tpserve::ArgParser p("bf16_gemm_benchmark");
   p.AddString("threads", &f.threads, "thread counts to run, e.g. 1,2");
