@@ -64,9 +64,9 @@ bool CpuHasAmxBf16() {
 // `prefetch_step` bytes from `prefetch` on into L2 (none when null): the next block; and,
 // if `stream_l1`, for the next k step's weight tiles and x rows into L1, so that a pass
 // reading its block from memory (the only pass, at 16 rows or fewer) finds each tile's
-// rows there when it loads it: 1.2-1.3x at 1 and 16 rows on the AMX host, interleaved in
-// one process; at 32 rows and more, where later passes read the block from L2, it cost
-// 7-20%.
+// rows there when it loads it. (Timed interleaved in one process on an AMX host: faster
+// at 1 and 16 rows; slower at 32 rows and more, where later passes read the block from
+// L2, so callers ask for it only for a single pass.)
 template <int T>
 __attribute__((target("amx-tile,amx-bf16"))) void OneGroup(const uint16_t* x, int64_t x_stride,
                                                             const uint16_t* w, Layout layout,
