@@ -36,8 +36,9 @@ struct alignas(64) TileConfig {
 // 64 bytes; rows of x past m are zeros (PrepareX), so one configuration serves every m.
 constexpr int kTiles = 8;
 
-// Every tile 16 rows of 64 bytes, for this thread.
-__attribute__((target("amx-tile"))) void LoadTileConfig() {
+}  // namespace
+
+__attribute__((target("amx-tile"))) void ConfigureTiles() {
   TileConfig config;
   for (int t = 0; t < kTiles; ++t) {
     config.colsb[t] = 64;
@@ -45,6 +46,10 @@ __attribute__((target("amx-tile"))) void LoadTileConfig() {
   }
   _tile_loadconfig(&config);
 }
+
+__attribute__((target("amx-tile"))) void ReleaseTiles() { _tile_release(); }
+
+namespace {
 
 bool CpuHasAmxBf16() {
   unsigned a = 0, b = 0, c = 0, d = 0;
@@ -157,7 +162,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void PrepareX(const float
 __attribute__((target("amx-tile,amx-bf16"))) void MatMulBlocks(
     const uint16_t* x_bf16, int64_t m, int64_t k, const uint16_t* packed, Layout layout,
     int64_t n_out, int64_t block_begin, int64_t block_end, float* y, bool accumulate) {
-  LoadTileConfig();
+  ConfigureTiles();
   const int64_t cols = PaddedCols(k);
   const int64_t k_blocks = cols / kBlockCols;
   const int64_t x_stride = cols * sizeof(uint16_t);
@@ -213,7 +218,7 @@ void StoreSums(const float* sums, int64_t sums_stride, int64_t rows, int64_t row
 }
 
 __attribute__((target("amx-tile,amx-bf16"))) double PeakTileFlops(int64_t iterations) {
-  LoadTileConfig();
+  ConfigureTiles();
   alignas(64) uint16_t ones[kTileRows * kBlockCols];
   std::fill(std::begin(ones), std::end(ones), uint16_t{0x3f80});  // bf16 1.0
   _tile_loadd(0, ones, 64);

@@ -32,6 +32,12 @@ namespace bf16_amx {
 // tile registers (arch_prctl(ARCH_REQ_XCOMP_PERM), asked once on the first call).
 bool Available();
 
+// Every tile register 16 rows of 64 bytes, for the calling thread: the configuration
+// MatMulBlocks (which sets it itself) and the attention kernel (attention_amx.h) run
+// under. ReleaseTiles() when done. Both need Available().
+void ConfigureTiles();
+void ReleaseTiles();
+
 struct Layout {
   int64_t block_outputs = 64;  // outputs per block: 16, 32, 48 or 64 (oneDNN: 48 or 64)
   int64_t k_block_stride = 0;  // elements from block (kb, nb) to (kb + 1, nb)

@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "worker/dtype.h"
+#include "worker/kernels/cpu/attention_amx.h"
 #include "worker/kernels/cpu/norm_activation.h"
 #include "worker/kernels/cpu/paged_attention.h"
 #include "worker/kernels/cpu/rope.h"
@@ -181,11 +183,13 @@ TEST(RopeTest, CosSinTableRotatesBitForBitAsApply) {
   }
 }
 
-// Dense causal attention of one sequence, straight from the definition.
+// Dense causal attention of one sequence, straight from the definition (values dv wide,
+// d when 0).
 std::vector<float> DenseAttention(const std::vector<float>& q, const std::vector<float>& k,
                                   const std::vector<float>& v, int len, int nq, int nkv, int d,
-                                  int window) {
-  std::vector<float> out(len * nq * d, 0.0f);
+                                  int window, int dv = 0) {
+  if (dv == 0) dv = d;
+  std::vector<float> out(len * nq * dv, 0.0f);
   for (int t = 0; t < len; ++t) {
     for (int h = 0; h < nq; ++h) {
       const int kh = h / (nq / nkv);
@@ -200,8 +204,8 @@ std::vector<float> DenseAttention(const std::vector<float>& q, const std::vector
       }
       for (double& x : s) den += (x = std::exp(x - mx));
       for (int j = lo; j <= t; ++j) {
-        for (int e = 0; e < d; ++e) {
-          out[(t * nq + h) * d + e] += s[j - lo] / den * v[(j * nkv + kh) * d + e];
+        for (int e = 0; e < dv; ++e) {
+          out[(t * nq + h) * dv + e] += s[j - lo] / den * v[(j * nkv + kh) * dv + e];
         }
       }
     }
@@ -308,6 +312,135 @@ TEST(PagedAttentionTest, WideScoreRangeMatchesDense) {
   std::vector<float> got(len * nq * d);
   PagedAttention(q.data(), batch, *cache, 0, p, got.data());
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5) << i;
+}
+
+// The AMX kernel (bf16 cache) against the definition across the shapes models use: GQA
+// groups from 1 to 32 query heads a kv head (a 16-row tile holding part of a token's heads,
+// one token's, or several tokens'), head sizes that are not multiples of a tile's 32
+// columns, values narrower than keys, windows, and prompts spanning many 64-position
+// blocks; each prefilled in three chunks and then decoded a token at a time. The same
+// shapes through PagedAttentionSgemm (the path without AMX) must agree as closely.
+struct AttentionShape {
+  int nq, nkv, d, dv, window, len;
+};
+
+TEST(PagedAttentionTest, Bf16CacheMatchesDenseAcrossShapes) {
+  const AttentionShape shapes[] = {{32, 4, 64, 64, 0, 200},  {16, 8, 128, 128, 0, 150},
+                                   {8, 1, 80, 80, 0, 130},   {32, 1, 64, 64, 0, 70},
+                                   {4, 4, 64, 64, 37, 300},  {6, 2, 96, 48, 0, 90},
+                                   {2, 1, 8, 8, 5, 40}};
+  for (const AttentionShape& a : shapes) {
+    SCOPED_TRACE(testing::Message() << "nq " << a.nq << " nkv " << a.nkv << " d " << a.d
+                                    << " dv " << a.dv << " window " << a.window);
+    auto q = Random(a.len * a.nq * a.d, 31), k = Random(a.len * a.nkv * a.d, 32),
+         v = Random(a.len * a.nkv * a.dv, 33);
+    const auto want = DenseAttention(q, k, v, a.len, a.nq, a.nkv, a.d, a.window, a.dv);
+    const int block = 16, blocks = (a.len + block - 1) / block;
+    auto cache = KvCache::Create({1, blocks + 3, block, a.nkv, a.d, a.dv, 2}, 1 << 26);
+    ASSERT_TRUE(cache.ok());
+    std::vector<int32_t> table;
+    for (int b = 0; b < blocks; ++b) table.push_back(blocks - 1 - b + 3);  // reversed
+    AttentionParams p{a.nq, a.nkv, a.d, a.dv, 1.0f / std::sqrt(float(a.d)), a.window};
+    std::vector<float> got(a.len * a.nq * a.dv), sgemm(got.size());
+    const int third = a.len / 3;
+    std::vector<int> chunks = {third, a.len - 2 * third - 4, third};
+    for (int i = 0; i < 4; ++i) chunks.push_back(1);
+    int done = 0;
+    for (int chunk : chunks) {
+      StepBatch batch;
+      batch.token_ids.assign(chunk, 0);
+      batch.seqs.push_back({chunk, done + chunk, table, true});
+      WriteKv(&k[done * a.nkv * a.d], &v[done * a.nkv * a.dv], batch.Slots(block), 0, *cache);
+      PagedAttention(&q[done * a.nq * a.d], batch, *cache, 0, p, &got[done * a.nq * a.dv]);
+      PagedAttentionSgemm(&q[done * a.nq * a.d], batch, *cache, 0, p,
+                          &sgemm[done * a.nq * a.dv]);
+      done += chunk;
+    }
+    ASSERT_EQ(done, a.len);
+    double worst = 0, worst_sgemm = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      worst = std::max(worst, std::abs(double(got[i]) - want[i]));
+      worst_sgemm = std::max(worst_sgemm, std::abs(double(sgemm[i]) - want[i]));
+    }
+    // Keys and values in bf16 (both paths), q and the weights too on AMX: a few units of
+    // bf16's 2^-8 on outputs of order 1.
+    EXPECT_LT(worst, 2e-2);
+    EXPECT_LT(worst_sgemm, 2e-2);
+  }
+}
+
+// On AMX, a query row's bits depend on nothing but its own q, position and the cache: the
+// same prompt prefilled whole, in uneven chunks beside another sequence, or decoded a
+// token at a time gives identical outputs at every position.
+TEST(PagedAttentionTest, Bf16RowsDoNotDependOnChunkingOrBatch) {
+  if (!attention_amx::Available()) GTEST_SKIP() << "no AMX on this CPU";
+  const int nq = 32, nkv = 4, d = 64, block = 16, len = 150;
+  for (int window : {0, 40}) {
+    auto q = Random(len * nq * d, 41), k = Random(len * nkv * d, 42), v = Random(len * nkv * d, 43);
+    auto other_q = Random(70 * nq * d, 44), other_k = Random(70 * nkv * d, 45);
+    AttentionParams p{nq, nkv, d, d, 0.125f, window};
+    std::vector<int32_t> table, other_table;
+    for (int b = 0; b < 10; ++b) table.push_back(b);
+    for (int b = 0; b < 5; ++b) other_table.push_back(10 + b);
+    // Run `chunks` of the prompt; with `beside`, each step also carries a 70-token prompt of
+    // another sequence (a fresh one every step, its rows after ours).
+    auto run = [&](const std::vector<int>& chunks, bool beside) {
+      auto cache = KvCache::Create({1, 16, block, nkv, d, d, 2}, 1 << 24);
+      EXPECT_TRUE(cache.ok());
+      std::vector<float> out(len * nq * d);
+      int done = 0;
+      for (int chunk : chunks) {
+        StepBatch batch;
+        batch.token_ids.assign(chunk + (beside ? 70 : 0), 0);
+        batch.seqs.push_back({chunk, done + chunk, table, true});
+        if (beside) batch.seqs.push_back({70, 70, other_table, true});
+        std::vector<float> step_q(&q[done * nq * d], &q[(done + chunk) * nq * d]);
+        std::vector<float> step_k(&k[done * nkv * d], &k[(done + chunk) * nkv * d]);
+        std::vector<float> step_v(&v[done * nkv * d], &v[(done + chunk) * nkv * d]);
+        if (beside) {
+          step_q.insert(step_q.end(), other_q.begin(), other_q.end());
+          step_k.insert(step_k.end(), other_k.begin(), other_k.end());
+          step_v.insert(step_v.end(), other_k.begin(), other_k.end());
+        }
+        WriteKv(step_k.data(), step_v.data(), batch.Slots(block), 0, *cache);
+        std::vector<float> step_out(step_q.size());
+        PagedAttention(step_q.data(), batch, *cache, 0, p, step_out.data());
+        std::copy_n(step_out.begin(), chunk * nq * d, out.begin() + done * nq * d);
+        done += chunk;
+      }
+      return out;
+    };
+    const std::vector<float> whole = run({len}, false);
+    EXPECT_EQ(run({1, 63, 2, 64, 20}, true), whole) << "window " << window;
+    EXPECT_EQ(run(std::vector<int>(len, 1), false), whole) << "window " << window;
+  }
+}
+
+// Scores of tens (softmax weights spanning e^±80) over a bf16 cache: the running max and
+// the rescaling keep the result at the definition's.
+TEST(PagedAttentionTest, Bf16WideScoreRangeMatchesDense) {
+  const int len = 150, nq = 2, nkv = 1, d = 32;
+  auto q = Random(len * nq * d, 51), k = Random(len * nkv * d, 52), v = Random(len * nkv * d, 53);
+  for (float& x : q) x *= 20.0f;
+  // The reference sees the cache's bf16 keys and values, and q as the kernel in use has it
+  // (AMX rounds q to bf16: at scores of tens that alone moves a score by ~0.05).
+  for (std::vector<float>* x : {&q, &k, &v}) {
+    if (x == &q && !attention_amx::Available()) continue;
+    std::vector<uint16_t> bits(x->size());
+    FloatsToBf16(x->data(), x->size(), bits.data());
+    Bf16ToFloats(bits.data(), bits.size(), x->data());
+  }
+  const auto want = DenseAttention(q, k, v, len, nq, nkv, d, 0);
+  auto cache = KvCache::Create({1, 12, 16, nkv, d, d, 2}, 1 << 22);
+  ASSERT_TRUE(cache.ok());
+  StepBatch batch;
+  batch.token_ids.assign(len, 0);
+  batch.seqs.push_back({len, len, {3, 0, 1, 11, 4, 5, 6, 7, 8, 9}, true});
+  WriteKv(k.data(), v.data(), batch.Slots(16), 0, *cache);
+  AttentionParams p{nq, nkv, d, d, 1.0f / std::sqrt(float(d)), 0};
+  std::vector<float> got(len * nq * d);
+  PagedAttention(q.data(), batch, *cache, 0, p, got.data());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-2) << i;
 }
 
 }  // namespace

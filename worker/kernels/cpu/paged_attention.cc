@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "worker/dtype.h"
+#include "worker/kernels/cpu/attention_amx.h"
 #include "worker/kernels/cpu/vec_math.h"
 
 namespace tpserve {
@@ -69,6 +70,19 @@ constexpr int64_t kRowsPerChunk = 256;
 
 void PagedAttention(const float* q, const StepBatch& batch, const KvCache& cache, int layer,
                     const AttentionParams& p, float* out) {
+  if (!cache.bf16() || !attention_amx::Available()) {
+    PagedAttentionSgemm(q, batch, cache, layer, p, out);
+    return;
+  }
+  int64_t t0 = 0;  // flattened index of the sequence's first new token
+  for (const SequenceStep& seq : batch.seqs) {
+    attention_amx::AttendSequence(q, seq, t0, cache, layer, p, out);
+    t0 += seq.num_new_tokens;
+  }
+}
+
+void PagedAttentionSgemm(const float* q, const StepBatch& batch, const KvCache& cache, int layer,
+                         const AttentionParams& p, float* out) {
   const int64_t group = p.num_heads / p.num_kv_heads;  // query heads per kv head
   const int64_t d = p.head_dim, dv = p.v_head_dim;
   const int block_size = cache.shape().block_size;

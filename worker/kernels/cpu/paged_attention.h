@@ -2,8 +2,8 @@
 //
 // The new tokens' keys and values must already be in the cache (WriteKv). Each query
 // token at position p attends to positions [max(0, p − window + 1), p] of its own
-// sequence; GQA maps local query head h to local kv head h / (n_q / n_kv). fp32 math
-// over an fp32 or a bf16 cache (WriteKv rounds to bf16; reads widen exactly).
+// sequence; GQA maps local query head h to local kv head h / (n_q / n_kv). The cache holds
+// fp32 or bf16 keys and values (WriteKv rounds to bf16).
 #ifndef TPSERVE_WORKER_KERNELS_CPU_PAGED_ATTENTION_H_
 #define TPSERVE_WORKER_KERNELS_CPU_PAGED_ATTENTION_H_
 
@@ -28,9 +28,17 @@ struct AttentionParams {
 void WriteKv(const float* k, const float* v, absl::Span<const int64_t> slots, int layer,
              KvCache& cache);
 
-// q: [num_tokens, n_q, d] -> out: [num_tokens, n_q, dv].
+// q: [num_tokens, n_q, d] -> out: [num_tokens, n_q, dv]. Over a bf16 cache on a CPU
+// with AMX, the tile kernel (attention_amx.h: q and the softmax weights rounded to bf16,
+// a row's bits independent of its batch and of how its prompt was chunked); otherwise
+// PagedAttentionSgemm.
 void PagedAttention(const float* q, const StepBatch& batch, const KvCache& cache, int layer,
                     const AttentionParams& params, float* out);
+
+// The same in fp32 on any CPU: each sequence's keys and values widened (exactly) out of
+// the cache, then OpenBLAS's sgemm for q·kᵀ and P·V, softmax between.
+void PagedAttentionSgemm(const float* q, const StepBatch& batch, const KvCache& cache,
+                         int layer, const AttentionParams& params, float* out);
 
 }  // namespace tpserve
 

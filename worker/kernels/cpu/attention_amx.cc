@@ -1,0 +1,404 @@
+#include "worker/kernels/cpu/attention_amx.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "worker/dtype.h"
+#include "worker/kernels/cpu/bf16_amx.h"
+#include "worker/kernels/cpu/vec_math.h"
+
+// GCC 12's AVX-512 intrinsics pass an undefined vector (_mm512_undefined) to their masked
+// builtins, which -Wmaybe-uninitialized reports at every use.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace tpserve {
+namespace attention_amx {
+namespace {
+
+constexpr int64_t kRows = 16;       // query rows per tile
+constexpr int64_t kPairCols = 32;   // bf16 values along k per tile row (64 bytes)
+constexpr int64_t kPosTile = 16;    // positions per score tile (a B tile's 16 columns)
+constexpr int64_t kBlock = kPositionsPerBlock;
+constexpr int64_t kScoreTiles = kBlock / kPosTile;  // 4: tiles 4..7
+constexpr int64_t kValueSteps = kBlock / kPairCols;  // 2 k steps of P·V per block
+static_assert(kScoreTiles == 4 && kValueSteps == 2);
+
+int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// A 64-byte-aligned scratch buffer of one thread, grown as needed, never shrunk.
+template <typename T>
+class Scratch {
+ public:
+  T* Get(int64_t count) {
+    if (count > capacity_) {
+      const size_t bytes = RoundUp(count * static_cast<int64_t>(sizeof(T)), 64);
+      data_.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
+      capacity_ = count;
+    }
+    return data_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
+  };
+  std::unique_ptr<T, Free> data_;
+  int64_t capacity_ = 0;
+};
+
+// One sequence's view for one kv head, in the tiles' layouts.
+struct Shape {
+  int64_t d_steps;        // ceil(d / 32): k steps of q·kᵀ
+  int64_t value_tiles;    // ceil(dv / 16): 16-column tiles of the output
+  int64_t blocks;         // position blocks from `base`
+  int32_t base;           // first position of block 0 (a multiple of kBlock)
+};
+
+// keys -> [position tile][d step][16 pair rows][16 positions][2]: the B operand of q·kᵀ
+// (16 positions as its 16 columns); values -> [32-position step][value tile][16 position
+// pairs][16 columns][2]: the B operand of P·V. Positions outside [lo, context_len) and
+// columns past d, dv are zeros. Every tile is written whole.
+
+// The cache's bf16 row of `pos` for kv head `head` (keys or values), or null outside
+// [lo, context_len).
+struct RowFinder {
+  const SequenceStep& seq;
+  const KvCache& cache;
+  int layer;
+  int32_t lo;
+  const uint16_t* Key(int32_t pos, int64_t head, int64_t d) const {
+    return pos < lo || pos >= seq.context_len ? nullptr : cache.key_bf16(layer, Slot(pos)) + head * d;
+  }
+  const uint16_t* Value(int32_t pos, int64_t head, int64_t dv) const {
+    return pos < lo || pos >= seq.context_len ? nullptr
+                                              : cache.value_bf16(layer, Slot(pos)) + head * dv;
+  }
+  int64_t Slot(int32_t pos) const {
+    const int bs = cache.shape().block_size;
+    return int64_t{seq.block_table[pos / bs]} * bs + pos % bs;
+  }
+};
+
+// Mask of the first n of 32 bf16 lanes (n clamped to [0, 32]).
+__mmask32 FirstLanes(int64_t n) {
+  return n >= 32 ? 0xffffffffu : n <= 0 ? 0u : (__mmask32{1} << n) - 1;
+}
+
+// out[c] = column c of the 16 x 16 matrix of 32-bit lanes whose rows are `in`.
+__attribute__((target("avx512f"))) void Transpose16(const __m512i in[16], __m512i out[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
+  }
+  // u[4g + c], rows 4g..4g+3: 128-bit lane L holds their column 4L + c.
+  for (int g = 0; g < 4; ++g) {
+    u[4 * g] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512i v01 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88);  // lanes 0, 2
+    const __m512i w01 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xdd);  // lanes 1, 3
+    const __m512i v23 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512i w23 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xdd);
+    out[c] = _mm512_shuffle_i32x4(v01, v23, 0x88);       // column c
+    out[8 + c] = _mm512_shuffle_i32x4(v01, v23, 0xdd);   // column 8 + c
+    out[4 + c] = _mm512_shuffle_i32x4(w01, w23, 0x88);   // column 4 + c
+    out[12 + c] = _mm512_shuffle_i32x4(w01, w23, 0xdd);  // column 12 + c
+  }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void GatherKv(
+    const RowFinder& rows, int64_t kv_head, int64_t d, int64_t dv, const Shape& s,
+    uint16_t* keys, uint16_t* values) {
+  const int64_t tile = kRows * kPairCols;
+  for (int64_t pt = 0; pt < s.blocks * kScoreTiles; ++pt) {  // 16 positions
+    const int32_t pos0 = s.base + static_cast<int32_t>(pt * kPosTile);
+    const uint16_t* src[kPosTile];
+    for (int64_t j = 0; j < kPosTile; ++j) src[j] = rows.Key(pos0 + j, kv_head, d);
+    for (int64_t ds = 0; ds < s.d_steps; ++ds) {
+      const __mmask32 lanes = FirstLanes(d - ds * kPairCols);
+      __m512i in[16], out[16];
+      for (int64_t j = 0; j < kPosTile; ++j) {
+        in[j] = src[j] == nullptr ? _mm512_setzero_si512()
+                                  : _mm512_maskz_loadu_epi16(lanes, src[j] + ds * kPairCols);
+      }
+      Transpose16(in, out);  // out[r]: pair r of the 16 positions
+      uint16_t* dst = keys + (pt * s.d_steps + ds) * tile;
+      for (int r = 0; r < 16; ++r) _mm512_store_si512(dst + r * kPairCols, out[r]);
+    }
+  }
+  // Lane 2i of a row takes position 2r's column i, lane 2i + 1 position 2r + 1's.
+  alignas(64) uint16_t interleave[32];
+  for (int i = 0; i < 16; ++i) {
+    interleave[2 * i] = static_cast<uint16_t>(i);
+    interleave[2 * i + 1] = static_cast<uint16_t>(16 + i);
+  }
+  const __m512i order = _mm512_load_si512(interleave);
+  for (int64_t ks = 0; ks < s.blocks * kValueSteps; ++ks) {  // 32 positions
+    const int32_t pos0 = s.base + static_cast<int32_t>(ks * kPairCols);
+    for (int64_t r = 0; r < kRows; ++r) {
+      const uint16_t* even = rows.Value(pos0 + 2 * r, kv_head, dv);
+      const uint16_t* odd = rows.Value(pos0 + 2 * r + 1, kv_head, dv);
+      for (int64_t c = 0; c < s.value_tiles; ++c) {
+        const __mmask16 lanes = static_cast<__mmask16>(FirstLanes(dv - c * 16));
+        const __m256i a = even == nullptr ? _mm256_setzero_si256()
+                                          : _mm256_maskz_loadu_epi16(lanes, even + c * 16);
+        const __m256i b = odd == nullptr ? _mm256_setzero_si256()
+                                         : _mm256_maskz_loadu_epi16(lanes, odd + c * 16);
+        const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+        _mm512_store_si512(values + ((ks * s.value_tiles + c) * kRows + r) * kPairCols,
+                           _mm512_permutexvar_epi16(order, both));
+      }
+    }
+  }
+}
+
+// The largest lane of four vectors, and the sum of one's lanes: the same tree every call.
+__attribute__((target("avx512f"))) float MaxOf(__m512 a, __m512 b, __m512 c, __m512 d) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, _mm512_max_ps(_mm512_max_ps(a, b), _mm512_max_ps(c, d)));
+  for (int w = 8; w > 0; w /= 2) {
+    for (int i = 0; i < w; ++i) lanes[i] = std::max(lanes[i], lanes[i + w]);
+  }
+  return lanes[0];
+}
+__attribute__((target("avx512f"))) float SumOf(__m512 a) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, a);
+  for (int w = 8; w > 0; w /= 2) {
+    for (int i = 0; i < w; ++i) lanes[i] += lanes[i + w];
+  }
+  return lanes[0];
+}
+
+// e^x of 16 lanes, as vec_math's Exp (the same bits).
+__attribute__((target("avx512f"))) __m512 Exp16(__m512 x) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, x);
+  const V8 lo = Exp(Load8(lanes)), hi = Exp(Load8(lanes + 8));
+  Store8(lanes, lo);
+  Store8(lanes + 8, hi);
+  return _mm512_load_ps(lanes);
+}
+
+// The running state of one tile's query rows.
+struct RowState {
+  float max[kRows];                      // of the scaled scores seen, -inf before any
+  float sum[kRows];                      // of the bf16 weights, relative to max
+  float alpha[kRows];                    // this block's e^(max_old − max_new)
+  alignas(64) float scores[kRows * kBlock];      // [16 rows][64 positions]
+  alignas(64) uint16_t weights[kRows * kBlock];  // bf16 [16 rows][64 positions]
+};
+
+// Scores of one block -> the rows' weights (bf16) and running max and sum. Row r sees
+// positions [lo[r], pos[r]]; the others, and rows past `rows`, get weight 0 and alpha 1.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void Softmax(
+    RowState& st, int64_t rows, int32_t block_first, const int32_t* lo, const int32_t* pos,
+    float scale) {
+  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  for (int64_t r = 0; r < kRows; ++r) {
+    uint16_t* w = st.weights + r * kBlock;
+    st.alpha[r] = 1.0f;
+    const int32_t first = r < rows ? std::max(lo[r] - block_first, 0) : kBlock;
+    const int32_t last = r < rows ? std::min<int32_t>(pos[r] - block_first, kBlock - 1) : -1;
+    if (first > last) {  // nothing of this block in the row's window
+      std::memset(w, 0, kBlock * sizeof(uint16_t));
+      continue;
+    }
+    __m512 s[4];
+    for (int q = 0; q < 4; ++q) {
+      const __m512 col = _mm512_add_ps(iota, _mm512_set1_ps(static_cast<float>(16 * q)));
+      const __mmask16 in = _mm512_cmp_ps_mask(col, _mm512_set1_ps(static_cast<float>(first)),
+                                              _CMP_GE_OQ) &
+                           _mm512_cmp_ps_mask(col, _mm512_set1_ps(static_cast<float>(last)),
+                                              _CMP_LE_OQ);
+      const __m512 scaled =
+          _mm512_mul_ps(_mm512_load_ps(st.scores + r * kBlock + 16 * q), _mm512_set1_ps(scale));
+      s[q] = _mm512_mask_blend_ps(in, neg_inf, scaled);
+    }
+    const float block_max = MaxOf(s[0], s[1], s[2], s[3]);
+    const float new_max = std::max(st.max[r], block_max);
+    if (!(new_max > -INFINITY)) {  // every score -inf (or NaN): weights 0, state kept
+      std::memset(w, 0, kBlock * sizeof(uint16_t));
+      continue;
+    }
+    if (st.max[r] > -INFINITY) {
+      alignas(64) float x[16] = {st.max[r] - new_max};
+      st.alpha[r] = _mm512_cvtss_f32(Exp16(_mm512_load_ps(x)));
+    }
+    st.max[r] = new_max;
+    __m512 total = _mm512_setzero_ps();
+    for (int q = 0; q < 4; q += 2) {
+      const __m512 a = Exp16(_mm512_sub_ps(s[q], _mm512_set1_ps(new_max)));
+      const __m512 b = Exp16(_mm512_sub_ps(s[q + 1], _mm512_set1_ps(new_max)));
+      const __m512i pair = (__m512i)_mm512_cvtne2ps_pbh(b, a);  // a low, b high
+      _mm512_store_si512(w + 16 * q, pair);
+      // The sum of the weights as rounded: bf16 widens exactly by a 16-bit shift.
+      const __m512 ra = _mm512_castsi512_ps(
+          _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(pair)), 16));
+      const __m512 rb = _mm512_castsi512_ps(
+          _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(pair, 1)), 16));
+      total = _mm512_add_ps(total, _mm512_add_ps(ra, rb));
+    }
+    st.sum[r] = st.sum[r] * st.alpha[r] + SumOf(total);
+  }
+}
+
+// One tile of query rows against the blocks [block_begin, block_end).
+// q_tiles: [d step][16 rows][32] bf16; out: [16 rows][value_tiles · 16] fp32, zeroed.
+__attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16"))) void AttendTile(
+    const uint16_t* q_tiles, const uint16_t* keys, const uint16_t* values, const Shape& s,
+    int64_t block_begin, int64_t block_end, int64_t rows, const int32_t* lo, const int32_t* pos,
+    float scale, RowState& st, float* out, float* block_out) {
+  const int64_t out_cols = s.value_tiles * 16;
+  const int64_t key_tile_elems = kRows * kPairCols;
+  for (int64_t r = 0; r < kRows; ++r) {
+    st.max[r] = -INFINITY;
+    st.sum[r] = 0.0f;
+  }
+  for (int64_t b = block_begin; b < block_end; ++b) {
+    // Scores: tiles 4..7 = q · kᵀ for the block's four 16-position tiles.
+    _tile_zero(4);
+    _tile_zero(5);
+    _tile_zero(6);
+    _tile_zero(7);
+    const uint16_t* block_keys = keys + b * kScoreTiles * s.d_steps * key_tile_elems;
+    for (int64_t ds = 0; ds < s.d_steps; ++ds) {
+      _tile_loadd(0, q_tiles + ds * key_tile_elems, kPairCols * sizeof(uint16_t));
+      const uint16_t* k = block_keys + ds * key_tile_elems;
+      const int64_t next_tile = s.d_steps * key_tile_elems;  // the next 16 positions
+      _tile_loadd(2, k, kPairCols * sizeof(uint16_t));
+      _tile_dpbf16ps(4, 0, 2);
+      _tile_loadd(3, k + next_tile, kPairCols * sizeof(uint16_t));
+      _tile_dpbf16ps(5, 0, 3);
+      _tile_loadd(2, k + 2 * next_tile, kPairCols * sizeof(uint16_t));
+      _tile_dpbf16ps(6, 0, 2);
+      _tile_loadd(3, k + 3 * next_tile, kPairCols * sizeof(uint16_t));
+      _tile_dpbf16ps(7, 0, 3);
+    }
+    const int64_t score_stride = kBlock * sizeof(float);
+    _tile_stored(4, st.scores, score_stride);
+    _tile_stored(5, st.scores + 16, score_stride);
+    _tile_stored(6, st.scores + 32, score_stride);
+    _tile_stored(7, st.scores + 48, score_stride);
+    Softmax(st, rows, s.base + static_cast<int32_t>(b * kBlock), lo, pos, scale);
+
+    // O_block = P · V, four 16-column tiles at a time, then O = O · alpha + O_block.
+    const uint16_t* block_values = values + b * kValueSteps * s.value_tiles * key_tile_elems;
+    for (int64_t c0 = 0; c0 < s.value_tiles; c0 += 4) {
+      const int64_t n = std::min<int64_t>(4, s.value_tiles - c0);
+      _tile_zero(4);
+      if (n > 1) _tile_zero(5);
+      if (n > 2) _tile_zero(6);
+      if (n > 3) _tile_zero(7);
+      for (int64_t ks = 0; ks < kValueSteps; ++ks) {
+        _tile_loadd(0, st.weights + ks * kPairCols, kBlock * sizeof(uint16_t));
+        const uint16_t* v = block_values + (ks * s.value_tiles + c0) * key_tile_elems;
+        _tile_loadd(2, v, kPairCols * sizeof(uint16_t));
+        _tile_dpbf16ps(4, 0, 2);
+        if (n > 1) {
+          _tile_loadd(3, v + key_tile_elems, kPairCols * sizeof(uint16_t));
+          _tile_dpbf16ps(5, 0, 3);
+        }
+        if (n > 2) {
+          _tile_loadd(2, v + 2 * key_tile_elems, kPairCols * sizeof(uint16_t));
+          _tile_dpbf16ps(6, 0, 2);
+        }
+        if (n > 3) {
+          _tile_loadd(3, v + 3 * key_tile_elems, kPairCols * sizeof(uint16_t));
+          _tile_dpbf16ps(7, 0, 3);
+        }
+      }
+      const int64_t stride = out_cols * sizeof(float);
+      float* dst = block_out + c0 * 16;
+      _tile_stored(4, dst, stride);
+      if (n > 1) _tile_stored(5, dst + 16, stride);
+      if (n > 2) _tile_stored(6, dst + 32, stride);
+      if (n > 3) _tile_stored(7, dst + 48, stride);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const __m512 alpha = _mm512_set1_ps(st.alpha[r]);
+      float* o = out + r * out_cols;
+      const float* ob = block_out + r * out_cols;
+      for (int64_t c = 0; c < out_cols; c += 16) {
+        _mm512_storeu_ps(o + c, _mm512_fmadd_ps(_mm512_loadu_ps(o + c), alpha,
+                                                _mm512_loadu_ps(ob + c)));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool Available() { return bf16_amx::Available(); }
+
+void AttendSequence(const float* q, const SequenceStep& seq, int64_t t0, const KvCache& cache,
+                    int layer, const AttentionParams& p, float* out) {
+  const int64_t group = p.num_heads / p.num_kv_heads;
+  const int64_t d = p.head_dim, dv = p.v_head_dim;
+  const int32_t first_pos = seq.context_len - seq.num_new_tokens;
+  const int32_t window = p.sliding_window;
+  const int32_t lo_all = window > 0 ? std::max(0, first_pos - window + 1) : 0;
+  Shape s;
+  s.d_steps = RoundUp(d, kPairCols) / kPairCols;
+  s.value_tiles = RoundUp(dv, 16) / 16;
+  s.base = lo_all / kBlock * kBlock;
+  s.blocks = RoundUp(seq.context_len - s.base, kBlock) / kBlock;
+  const int64_t out_cols = s.value_tiles * 16;
+
+  thread_local Scratch<uint16_t> key_buf, value_buf, q_buf;
+  thread_local Scratch<float> out_buf, block_out_buf;
+  uint16_t* keys = key_buf.Get(s.blocks * kBlock * s.d_steps * kPairCols);
+  uint16_t* values = value_buf.Get(s.blocks * kBlock * s.value_tiles * 16);
+  uint16_t* q_tiles = q_buf.Get(s.d_steps * kRows * kPairCols);
+  float* tile_out = out_buf.Get(kRows * out_cols);
+  float* block_out = block_out_buf.Get(kRows * out_cols);
+  thread_local RowState st;
+  std::vector<float> q_row(s.d_steps * kPairCols, 0.0f);
+
+  const int64_t num_rows = int64_t{seq.num_new_tokens} * group;  // row = token · G + g
+  bf16_amx::ConfigureTiles();
+  for (int64_t kv_head = 0; kv_head < p.num_kv_heads; ++kv_head) {
+    GatherKv(RowFinder{seq, cache, layer, lo_all}, kv_head, d, dv, s, keys, values);
+    for (int64_t r0 = 0; r0 < num_rows; r0 += kRows) {
+      const int64_t rows = std::min(kRows, num_rows - r0);
+      int32_t lo[kRows], pos[kRows];
+      std::memset(q_tiles, 0, s.d_steps * kRows * kPairCols * sizeof(uint16_t));
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t token = (r0 + r) / group, head = kv_head * group + (r0 + r) % group;
+        pos[r] = first_pos + static_cast<int32_t>(token);
+        lo[r] = window > 0 ? std::max(0, pos[r] - window + 1) : 0;
+        std::copy_n(q + ((t0 + token) * p.num_heads + head) * d, d, q_row.begin());
+        for (int64_t ds = 0; ds < s.d_steps; ++ds) {
+          FloatsToBf16(q_row.data() + ds * kPairCols, kPairCols,
+                       q_tiles + (ds * kRows + r) * kPairCols);
+        }
+      }
+      // Rows are in position order: the first sees from the lowest, the last to the highest.
+      const int64_t block_begin = (lo[0] - s.base) / kBlock;
+      const int64_t block_end = (pos[rows - 1] - s.base) / kBlock + 1;
+      std::memset(tile_out, 0, kRows * out_cols * sizeof(float));
+      AttendTile(q_tiles, keys, values, s, block_begin, block_end, rows, lo, pos, p.scale, st,
+                 tile_out, block_out);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t token = (r0 + r) / group, head = kv_head * group + (r0 + r) % group;
+        float* dst = out + ((t0 + token) * p.num_heads + head) * dv;
+        const float inv_sum = 1.0f / st.sum[r];
+        for (int64_t c = 0; c < dv; ++c) dst[c] = tile_out[r * out_cols + c] * inv_sum;
+      }
+    }
+  }
+  bf16_amx::ReleaseTiles();
+}
+
+}  // namespace attention_amx
+}  // namespace tpserve
