@@ -10,7 +10,6 @@
 
 #include "worker/dtype.h"
 #include "worker/kernels/cpu/bf16_amx.h"
-#include "worker/kernels/cpu/vec_math.h"
 
 // GCC 12's AVX-512 intrinsics pass an undefined vector (_mm512_undefined) to their masked
 // builtins, which -Wmaybe-uninitialized reports at every use.
@@ -179,14 +178,28 @@ __attribute__((target("avx512f"))) float SumOf(__m512 a) {
   return lanes[0];
 }
 
-// e^x of 16 lanes, as vec_math's Exp (the same bits).
-__attribute__((target("avx512f"))) __m512 Exp16(__m512 x) {
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, x);
-  const V8 lo = Exp(Load8(lanes)), hi = Exp(Load8(lanes + 8));
-  Store8(lanes, lo);
-  Store8(lanes + 8, hi);
-  return _mm512_load_ps(lanes);
+// e^x of 16 lanes by vec_math's method (x = n·ln2 + r, a degree-7 polynomial in r, 2^n
+// through the exponent bits; 0 at or below -87, e^88.3 above 88.3, NaN kept), in AVX-512.
+inline __attribute__((always_inline, target("avx512f"))) __m512 Exp16(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.0f);
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __m512 c = _mm512_min_ps(_mm512_max_ps(x, lo), _mm512_set1_ps(88.3f));
+  const __m512 t = _mm512_mul_ps(c, _mm512_set1_ps(1.44269504088896341f));
+  const __m512 half = _mm512_castsi512_ps(_mm512_or_si512(
+      _mm512_and_si512(_mm512_castps_si512(t), _mm512_set1_epi32(INT32_MIN)),
+      _mm512_castps_si512(_mm512_set1_ps(0.5f))));  // ±0.5, t's sign: round half away
+  const __m512i n = _mm512_cvttps_epi32(_mm512_add_ps(t, half));
+  const __m512 nf = _mm512_cvtepi32_ps(n);
+  __m512 r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(0.693145751953125f), c);
+  r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(1.428606765330187e-06f), r);
+  __m512 poly = _mm512_set1_ps(1.0f / 5040);
+  for (const float k : {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f}) {
+    poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(k));
+  }
+  const __m512i bits = _mm512_add_epi32(_mm512_castps_si512(poly), _mm512_slli_epi32(n, 23));
+  __m512 out = _mm512_castsi512_ps(bits);
+  out = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(c, lo, _CMP_LE_OQ), out, _mm512_setzero_ps());
+  return _mm512_mask_blend_ps(nan, out, x);
 }
 
 // The running state of one tile's query rows.
