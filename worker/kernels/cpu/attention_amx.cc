@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
+#include <vector>
 
 #include "worker/dtype.h"
 #include "worker/kernels/cpu/bf16_amx.h"
@@ -37,6 +39,7 @@ class Scratch {
     if (count > capacity_) {
       const size_t bytes = RoundUp(count * static_cast<int64_t>(sizeof(T)), 64);
       data_.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
+      if (data_ == nullptr) throw std::bad_alloc();  // as a std::vector would
       capacity_ = count;
     }
     return data_.get();
@@ -160,22 +163,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void GatherKv(
   }
 }
 
-// The largest lane of four vectors, and the sum of one's lanes: the same tree every call.
-__attribute__((target("avx512f"))) float MaxOf(__m512 a, __m512 b, __m512 c, __m512 d) {
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, _mm512_max_ps(_mm512_max_ps(a, b), _mm512_max_ps(c, d)));
-  for (int w = 8; w > 0; w /= 2) {
-    for (int i = 0; i < w; ++i) lanes[i] = std::max(lanes[i], lanes[i + w]);
-  }
-  return lanes[0];
+// The largest lane of four vectors, and the sum of one's lanes (GCC's fixed shuffle trees).
+inline __attribute__((always_inline, target("avx512f"))) float MaxOf(__m512 a, __m512 b,
+                                                                     __m512 c, __m512 d) {
+  return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(a, b), _mm512_max_ps(c, d)));
 }
-__attribute__((target("avx512f"))) float SumOf(__m512 a) {
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, a);
-  for (int w = 8; w > 0; w /= 2) {
-    for (int i = 0; i < w; ++i) lanes[i] += lanes[i + w];
-  }
-  return lanes[0];
+inline __attribute__((always_inline, target("avx512f"))) float SumOf(__m512 a) {
+  return _mm512_reduce_add_ps(a);
 }
 
 // e^x of 16 lanes by vec_math's method (x = n·ln2 + r, a degree-7 polynomial in r, 2^n
@@ -227,16 +221,17 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Softmax(
       std::memset(w, 0, kBlock * sizeof(uint16_t));
       continue;
     }
+    const bool whole = first == 0 && last == kBlock - 1;  // most blocks of a long context
     __m512 s[4];
     for (int q = 0; q < 4; ++q) {
+      s[q] = _mm512_mul_ps(_mm512_load_ps(st.scores + r * kBlock + 16 * q), _mm512_set1_ps(scale));
+      if (whole) continue;
       const __m512 col = _mm512_add_ps(iota, _mm512_set1_ps(static_cast<float>(16 * q)));
       const __mmask16 in = _mm512_cmp_ps_mask(col, _mm512_set1_ps(static_cast<float>(first)),
                                               _CMP_GE_OQ) &
                            _mm512_cmp_ps_mask(col, _mm512_set1_ps(static_cast<float>(last)),
                                               _CMP_LE_OQ);
-      const __m512 scaled =
-          _mm512_mul_ps(_mm512_load_ps(st.scores + r * kBlock + 16 * q), _mm512_set1_ps(scale));
-      s[q] = _mm512_mask_blend_ps(in, neg_inf, scaled);
+      s[q] = _mm512_mask_blend_ps(in, neg_inf, s[q]);
     }
     const float block_max = MaxOf(s[0], s[1], s[2], s[3]);
     const float new_max = std::max(st.max[r], block_max);
@@ -244,7 +239,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Softmax(
       std::memset(w, 0, kBlock * sizeof(uint16_t));
       continue;
     }
-    if (st.max[r] > -INFINITY) {
+    if (st.max[r] > -INFINITY && new_max != st.max[r]) {  // else alpha = e^0 = 1 exactly
       alignas(64) float x[16] = {st.max[r] - new_max};
       st.alpha[r] = _mm512_cvtss_f32(Exp16(_mm512_load_ps(x)));
     }
