@@ -329,43 +329,46 @@ TEST(PagedAttentionTest, Bf16CacheMatchesDenseAcrossShapes) {
                                    {8, 1, 80, 80, 0, 130},   {32, 1, 64, 64, 0, 70},
                                    {4, 4, 64, 64, 37, 300},  {6, 2, 96, 48, 0, 90},
                                    {2, 1, 8, 8, 5, 40}};
-  for (const AttentionShape& a : shapes) {
-    SCOPED_TRACE(testing::Message() << "nq " << a.nq << " nkv " << a.nkv << " d " << a.d
-                                    << " dv " << a.dv << " window " << a.window);
-    auto q = Random(a.len * a.nq * a.d, 31), k = Random(a.len * a.nkv * a.d, 32),
-         v = Random(a.len * a.nkv * a.dv, 33);
-    const auto want = DenseAttention(q, k, v, a.len, a.nq, a.nkv, a.d, a.window, a.dv);
-    const int block = 16, blocks = (a.len + block - 1) / block;
-    auto cache = KvCache::Create({1, blocks + 3, block, a.nkv, a.d, a.dv, 2}, 1 << 26);
-    ASSERT_TRUE(cache.ok());
-    std::vector<int32_t> table;
-    for (int b = 0; b < blocks; ++b) table.push_back(blocks - 1 - b + 3);  // reversed
-    AttentionParams p{a.nq, a.nkv, a.d, a.dv, 1.0f / std::sqrt(float(a.d)), a.window};
-    std::vector<float> got(a.len * a.nq * a.dv), sgemm(got.size());
-    const int third = a.len / 3;
-    std::vector<int> chunks = {third, a.len - 2 * third - 4, third};
-    for (int i = 0; i < 4; ++i) chunks.push_back(1);
-    int done = 0;
-    for (int chunk : chunks) {
-      StepBatch batch;
-      batch.token_ids.assign(chunk, 0);
-      batch.seqs.push_back({chunk, done + chunk, table, true});
-      WriteKv(&k[done * a.nkv * a.d], &v[done * a.nkv * a.dv], batch.Slots(block), 0, *cache);
-      PagedAttention(&q[done * a.nq * a.d], batch, *cache, 0, p, &got[done * a.nq * a.dv]);
-      PagedAttentionSgemm(&q[done * a.nq * a.d], batch, *cache, 0, p,
-                          &sgemm[done * a.nq * a.dv]);
-      done += chunk;
+  for (int block : {16, 8, 32}) {  // cache blocks smaller and larger than a 16-row tile
+    for (const AttentionShape& a : shapes) {
+      SCOPED_TRACE(testing::Message() << "nq " << a.nq << " nkv " << a.nkv << " d " << a.d
+                                      << " dv " << a.dv << " window " << a.window << " block "
+                                      << block);
+      auto q = Random(a.len * a.nq * a.d, 31), k = Random(a.len * a.nkv * a.d, 32),
+           v = Random(a.len * a.nkv * a.dv, 33);
+      const auto want = DenseAttention(q, k, v, a.len, a.nq, a.nkv, a.d, a.window, a.dv);
+      const int blocks = (a.len + block - 1) / block;
+      auto cache = KvCache::Create({1, blocks + 3, block, a.nkv, a.d, a.dv, 2}, 1 << 26);
+      ASSERT_TRUE(cache.ok());
+      std::vector<int32_t> table;
+      for (int b = 0; b < blocks; ++b) table.push_back(blocks - 1 - b + 3);  // reversed
+      AttentionParams p{a.nq, a.nkv, a.d, a.dv, 1.0f / std::sqrt(float(a.d)), a.window};
+      std::vector<float> got(a.len * a.nq * a.dv), sgemm(got.size());
+      const int third = a.len / 3;
+      std::vector<int> chunks = {third, a.len - 2 * third - 4, third};
+      for (int i = 0; i < 4; ++i) chunks.push_back(1);
+      int done = 0;
+      for (int chunk : chunks) {
+        StepBatch batch;
+        batch.token_ids.assign(chunk, 0);
+        batch.seqs.push_back({chunk, done + chunk, table, true});
+        WriteKv(&k[done * a.nkv * a.d], &v[done * a.nkv * a.dv], batch.Slots(block), 0, *cache);
+        PagedAttention(&q[done * a.nq * a.d], batch, *cache, 0, p, &got[done * a.nq * a.dv]);
+        PagedAttentionSgemm(&q[done * a.nq * a.d], batch, *cache, 0, p,
+                            &sgemm[done * a.nq * a.dv]);
+        done += chunk;
+      }
+      ASSERT_EQ(done, a.len);
+      double worst = 0, worst_sgemm = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        worst = std::max(worst, std::abs(double(got[i]) - want[i]));
+        worst_sgemm = std::max(worst_sgemm, std::abs(double(sgemm[i]) - want[i]));
+      }
+      // Keys and values in bf16 (both paths), q and the weights too on AMX: a few units of
+      // bf16's 2^-8 on outputs of order 1.
+      EXPECT_LT(worst, 2e-2);
+      EXPECT_LT(worst_sgemm, 2e-2);
     }
-    ASSERT_EQ(done, a.len);
-    double worst = 0, worst_sgemm = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      worst = std::max(worst, std::abs(double(got[i]) - want[i]));
-      worst_sgemm = std::max(worst_sgemm, std::abs(double(sgemm[i]) - want[i]));
-    }
-    // Keys and values in bf16 (both paths), q and the weights too on AMX: a few units of
-    // bf16's 2^-8 on outputs of order 1.
-    EXPECT_LT(worst, 2e-2);
-    EXPECT_LT(worst_sgemm, 2e-2);
   }
 }
 
