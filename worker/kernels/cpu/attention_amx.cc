@@ -74,7 +74,8 @@ struct RowFinder {
   int layer;
   int32_t lo;
   const uint16_t* Key(int32_t pos, int64_t head, int64_t d) const {
-    return pos < lo || pos >= seq.context_len ? nullptr : cache.key_bf16(layer, Slot(pos)) + head * d;
+    return pos < lo || pos >= seq.context_len ? nullptr
+                                              : cache.key_bf16(layer, Slot(pos)) + head * d;
   }
   const uint16_t* Value(int32_t pos, int64_t head, int64_t dv) const {
     return pos < lo || pos >= seq.context_len ? nullptr

@@ -64,7 +64,8 @@ std::pair<double, double> TimePair(AttentionFn fn, AttentionFn gn, const std::ve
     for (int which = 0; which < 2; ++which) {
       const auto start = std::chrono::steady_clock::now();
       (which == 0 ? fn : gn)(q.data(), batch, cache, 0, p, out.data());
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       (which == 0 ? a : b).push_back(s);
       spent += s;
     }
@@ -136,7 +137,8 @@ absl::Status Run(const Flags& f) {
     const double visible = static_cast<double>(ctx) * (ctx + 1) / 2;  // causal prefill
     const Case cases[] = {
         {"prefill", &prefill, visible * f.heads * 4.0 * f.head_dim},
-        {"decode", &decode, static_cast<double>(f.decode_batch) * ctx * f.heads * 4.0 * f.head_dim}};
+        {"decode", &decode,
+         static_cast<double>(f.decode_batch) * ctx * f.heads * 4.0 * f.head_dim}};
     for (const Case& c : cases) {
       const std::vector<float> q = Random(c.batch->token_ids.size() * f.heads * f.head_dim, rng);
       const auto [sgemm, tiles] =
