@@ -380,7 +380,8 @@ TEST(PagedAttentionTest, Bf16RowsDoNotDependOnChunkingOrBatch) {
   const int nq = 32, nkv = 4, d = 64, block = 16, len = 150;
   for (int window : {0, 40}) {
     auto q = Random(len * nq * d, 41), k = Random(len * nkv * d, 42), v = Random(len * nkv * d, 43);
-    auto other_q = Random(70 * nq * d, 44), other_k = Random(70 * nkv * d, 45);
+    auto other_q = Random(70 * nq * d, 44), other_k = Random(70 * nkv * d, 45),
+         other_v = Random(70 * nkv * d, 46);
     AttentionParams p{nq, nkv, d, d, 0.125f, window};
     std::vector<int32_t> table, other_table;
     for (int b = 0; b < 10; ++b) table.push_back(b);
@@ -403,7 +404,7 @@ TEST(PagedAttentionTest, Bf16RowsDoNotDependOnChunkingOrBatch) {
         if (beside) {
           step_q.insert(step_q.end(), other_q.begin(), other_q.end());
           step_k.insert(step_k.end(), other_k.begin(), other_k.end());
-          step_v.insert(step_v.end(), other_k.begin(), other_k.end());
+          step_v.insert(step_v.end(), other_v.begin(), other_v.end());
         }
         WriteKv(step_k.data(), step_v.data(), batch.Slots(block), 0, *cache);
         std::vector<float> step_out(step_q.size());
