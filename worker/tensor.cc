@@ -2,15 +2,18 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <new>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -46,6 +49,7 @@ class StorageRecycler {
  public:
   void* Allocate(size_t bytes, bool zeroed) {
     void* reused = nullptr;
+    std::vector<void*> dropped;  // kept blocks to free, outside the lock
     {
       absl::MutexLock lock(&mu_);
       // The smallest kept block that holds it, if it is not more than twice as large.
@@ -53,18 +57,34 @@ class StorageRecycler {
       if (it != kept_.end() && it->first <= 2 * bytes) {
         reused = it->second;
         live_[reused] = it->first;
+        live_bytes_ += it->first;
+        peak_live_bytes_ = std::max(peak_live_bytes_, live_bytes_);
         kept_bytes_ -= it->first;
         kept_.erase(it);
+      } else {
+        // Fresh memory: kept blocks go, the largest first, until live + kept + this
+        // request is within the slack above the live high-water mark.
+        ++fresh_requests_;
+        const size_t live_after = live_bytes_ + bytes;
+        peak_live_bytes_ = std::max(peak_live_bytes_, live_after);
+        const auto budget = static_cast<size_t>(peak_live_bytes_ * (1.0 + kRecycleSlack));
+        while (!kept_.empty() && live_after + kept_bytes_ > budget) {
+          auto largest = std::prev(kept_.end());
+          kept_bytes_ -= largest->first;
+          dropped.push_back(largest->second);
+          kept_.erase(largest);
+        }
       }
     }
     if (reused != nullptr) {
       if (zeroed) std::memset(reused, 0, bytes);  // the rest of the block is never handed out
       return reused;
     }
-    Trim();  // every kept block goes before fresh memory is asked for
+    for (void* p : dropped) std::free(p);
     void* fresh = FreshZeroed(bytes);
     absl::MutexLock lock(&mu_);
     live_[fresh] = bytes;
+    live_bytes_ += bytes;
     return fresh;
   }
 
@@ -75,6 +95,7 @@ class StorageRecycler {
       TPSERVE_CHECK(it != live_.end());  // released twice, or never allocated here
       const size_t size = it->second;
       live_.erase(it);
+      live_bytes_ -= size;
       if (kept_bytes_ + size <= kRecycleMaxBytes) {
         kept_.emplace(size, p);
         kept_bytes_ += size;
@@ -90,13 +111,14 @@ class StorageRecycler {
       absl::MutexLock lock(&mu_);
       kept.swap(kept_);
       kept_bytes_ = 0;
+      peak_live_bytes_ = live_bytes_;
     }
     for (auto& [unused, p] : kept) std::free(p);
   }
 
   RecycledStorage Kept() {
     absl::MutexLock lock(&mu_);
-    return RecycledStorage{kept_bytes_, kept_.size()};
+    return RecycledStorage{kept_bytes_, kept_.size(), fresh_requests_};
   }
 
  private:
@@ -104,6 +126,9 @@ class StorageRecycler {
   std::multimap<size_t, void*> kept_ ABSL_GUARDED_BY(mu_);     // block bytes -> block
   std::unordered_map<void*, size_t> live_ ABSL_GUARDED_BY(mu_);  // handed out -> bytes
   size_t kept_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t live_bytes_ ABSL_GUARDED_BY(mu_) = 0;       // the blocks' bytes, kept ones' whole
+  size_t peak_live_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // since the last Trim
+  size_t fresh_requests_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 StorageRecycler& Recycler() {
@@ -129,7 +154,7 @@ RecycledStorage RecycledTensorStorage() { return Recycler().Kept(); }
 void TrimTensorStorage() { Recycler().Trim(); }
 
 void* AllocateZeroed(size_t bytes) {
-  if (bytes >= kRecycleMinBytes) Recycler().Trim();  // as a fresh tensor block would
+  if (bytes >= kRecycleMinBytes) Recycler().Trim();  // packed weights, at load: long-lived
   return FreshZeroed(bytes);
 }
 

@@ -30,8 +30,8 @@ std::string ShapeToString(const Shape& shape);
 // large tensor is not written before its first real use, and it asks for transparent
 // huge pages before that first touch (one fault per 2 MiB instead of per 4 KiB, which
 // is most of what loading a model costs; advice only). Throws std::bad_alloc as new does.
-// Freed with std::free. A large request first frees the tensor blocks kept for reuse
-// (below), as a fresh tensor block would.
+// Freed with std::free. A large request (a packed weight, at load) first frees every
+// tensor block kept for reuse (below).
 void* AllocateZeroed(size_t bytes);
 
 // Zeroed storage for a tensor (or, unless `zeroed`, storage whose contents are
@@ -39,23 +39,32 @@ void* AllocateZeroed(size_t bytes);
 // else. Blocks of at least kRecycleMinBytes are recycled: a released one is kept, up to
 // kRecycleMaxBytes in all, and handed to a later request it holds (the smallest such, if
 // at most twice the request), zeroed by memset if `zeroed` (an output the next call
-// writes whole skips that pass: 5-7% of a prefill, docs/perf.md). A forward pass asks for the same activation sizes layer
-// after layer and step after step, and a fresh block from the OS costs a page fault and
-// a kernel clear per page instead (a tenth of a long prefill's time, docs/perf.md). A
-// request no kept block fits frees them all before it takes fresh memory, so keeping
-// never raises a process's peak (tested by llama_bf16_load_test). Thread-safe.
+// writes whole skips that pass: 5-7% of a prefill, docs/perf.md). A forward pass asks for
+// the same activation sizes layer after layer, and a fresh block from the OS costs a
+// page fault and a kernel clear per page instead (a tenth of a long prefill's time,
+// docs/perf.md). A request no kept block fits takes fresh memory, and kept blocks go,
+// the largest first, until what is live and kept is at most kRecycleSlack above the most
+// ever live at once since the last trim: so after a forward pass's first layer, the next
+// layers' requests all find a block (a layer's outputs are live at different times, so
+// a set of blocks that serves every one of them is more than is live at any moment),
+// while keeping adds at most half to the activations' own peak (tested by tensor_test
+// and llama_bf16_load_test). Thread-safe.
 void* AllocateTensorStorage(size_t bytes, bool zeroed = true);
 void ReleaseTensorStorage(void* p, size_t bytes);
 inline constexpr size_t kRecycleMinBytes = size_t{1} << 20;
 inline constexpr size_t kRecycleMaxBytes = size_t{256} << 20;
-// What the recycler keeps now: bytes and blocks (for tests and benchmarks).
+inline constexpr double kRecycleSlack = 0.5;
+// What the recycler keeps now: bytes and blocks; and, since the process began, how many
+// recyclable requests took fresh memory (for tests and benchmarks).
 struct RecycledStorage {
   size_t bytes = 0;
   size_t blocks = 0;
+  size_t fresh_requests = 0;
 };
 RecycledStorage RecycledTensorStorage();
 // Frees every kept block (after loading a model, say: its staging buffers' sizes are not
-// the forward pass's).
+// the forward pass's), and starts the high-water mark of live bytes again from what is
+// live now.
 void TrimTensorStorage();
 
 // The allocator of Tensor's storage: AllocateTensorStorage, zeroed (unless constructed

@@ -1,5 +1,6 @@
 #include "worker/tensor.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -20,8 +21,9 @@ TEST(TensorTest, NewTensorsAreZeroFilledLargeOnesToo) {
 }
 
 // Large tensors' storage is kept when they go and handed to the next tensor it holds
-// (up to twice its size), zeroed again; small tensors' is not kept; nor is anything past
-// the cap.
+// (up to twice its size), zeroed again; a fresh request lets kept blocks go, the largest
+// first, only as far as the slack needs; small tensors' storage is not kept; nor is
+// anything past the cap.
 TEST(TensorTest, LargeStorageIsRecycledZeroed) {
   TrimTensorStorage();
   EXPECT_EQ(RecycledTensorStorage().blocks, 0u);
@@ -45,9 +47,12 @@ TEST(TensorTest, LargeStorageIsRecycledZeroed) {
     for (float& v : again.span()) v = 3.0f;
   }
   {
-    Tensor larger({1024, 1024});  // 4 MiB: nothing kept holds it, so all kept blocks go
-    EXPECT_EQ(RecycledTensorStorage().blocks, 0u);
-    const Tensor two({512, 1024});  // fresh too (nothing kept)
+    // 4 MiB: nothing kept holds it, so it is fresh; the kept 2 MiB block stays, since
+    // live + kept (6 MiB) is within the slack above the live peak (4 MiB).
+    Tensor larger({1024, 1024});
+    EXPECT_EQ(RecycledTensorStorage().blocks, 1u);
+    const Tensor two({512, 1024});  // the kept 2 MiB block
+    EXPECT_EQ(two.data(), first);
     EXPECT_EQ(RecycledTensorStorage().blocks, 0u);
   }
   EXPECT_EQ(RecycledTensorStorage().blocks, 2u);
@@ -55,6 +60,14 @@ TEST(TensorTest, LargeStorageIsRecycledZeroed) {
     const Tensor tiny({300, 1024});  // 1.2 MiB: the smallest kept block that holds it
     const Tensor two({512, 1024});   // 2 MiB: the 4 MiB one, at most twice as large
     EXPECT_EQ(RecycledTensorStorage().blocks, 0u);
+  }
+  EXPECT_EQ(RecycledTensorStorage().bytes, size_t{6} << 20);
+  {
+    // 9 MiB, fresh: live (9) + kept (6) would be past 1.5 x the live peak (9), so kept
+    // blocks go, the largest (4 MiB) first, until it is not.
+    const Tensor nine({2304, 1024});
+    EXPECT_EQ(RecycledTensorStorage().blocks, 1u);
+    EXPECT_EQ(RecycledTensorStorage().bytes, size_t{2} << 20);
   }
   {
     std::vector<Tensor> many;
@@ -102,6 +115,50 @@ TEST(TensorTest, UninitializedTakesRecycledStorageUncleared) {
   EXPECT_EQ(small.numel(), 15);
   const Tensor empty = Tensor::Uninitialized({0, 4});
   EXPECT_TRUE(empty.empty());
+}
+
+// A decoder layer's activations, in MiB, live at different times: a 10 MiB tensor that
+// the kept 22 and 44 MiB blocks are too large for (more than twice) among them. After
+// the first layer every request finds a kept block; what is live and kept stays within
+// the slack above the most ever live at once. (Freeing every kept block on a miss, as
+// before, took fresh memory five times a layer here, page faults and kernel clearing
+// each time.)
+TEST(TensorTest, LayerAfterLayerFindsKeptBlocks) {
+  TrimTensorStorage();
+  auto mib = [](int64_t n) { return Shape{n, 262144}; };  // n MiB of floats
+  int64_t peak_live = 0, peak_footprint = 0;
+  auto note = [&](int64_t live_mib) {
+    peak_live = std::max(peak_live, live_mib << 20);
+    peak_footprint = std::max(
+        peak_footprint, (live_mib << 20) + static_cast<int64_t>(RecycledTensorStorage().bytes));
+  };
+  auto layer = [&] {
+    {
+      Tensor q = Tensor::Uninitialized(mib(10));
+      {
+        Tensor k = Tensor::Uninitialized(mib(8));
+        note(18);
+      }
+      Tensor o = Tensor::Uninitialized(mib(8));
+      note(18);
+    }
+    Tensor act;
+    {
+      Tensor gate_up = Tensor::Uninitialized(mib(44));
+      act = Tensor::Uninitialized(mib(22));
+      note(66);
+    }
+    Tensor down(mib(8));
+    note(30);
+    for (float v : down.span()) ASSERT_EQ(v, 0.0f);  // zeroed, recycled or not
+  };
+  layer();
+  const size_t fresh_after_first = RecycledTensorStorage().fresh_requests;
+  for (int i = 0; i < 5; ++i) layer();
+  EXPECT_EQ(RecycledTensorStorage().fresh_requests, fresh_after_first);
+  EXPECT_LE(peak_footprint, peak_live + static_cast<int64_t>(peak_live * kRecycleSlack));
+  TrimTensorStorage();
+  EXPECT_EQ(RecycledTensorStorage().bytes, 0u);
 }
 
 TEST(TensorTest, ResizeReusesStorageThatIsLargeEnough) {

@@ -35,6 +35,7 @@
 #include "worker/kernels/cpu/gemm.h"
 #include "worker/kernels/cpu/openblas_core.h"
 #include "worker/models/llama_tensors.h"
+#include "worker/tensor.h"
 #include "worker/tools/forward_lib.h"
 #include "worker/tools/membw.h"
 #include "worker/tools/synthetic_checkpoint.h"
@@ -117,8 +118,10 @@ absl::Status RunRank(const Flags& f) {
   // The first prefill also faults in the forward's scratch and the KV pages; a serving
   // worker pays that once, so the figure is the best of the runs after it.
   double cold_s = 0, prefill_s = 0;
+  size_t fresh_before_warm = 0;  // tensor blocks of 1 MiB+ the warm runs took fresh
   for (int64_t run = 0; run <= f.prefill_runs; ++run) {
     TPSERVE_RETURN_IF_ERROR(comm->Barrier());
+    if (run == 1) fresh_before_warm = RecycledTensorStorage().fresh_requests;
     const auto start = std::chrono::steady_clock::now();
     TPSERVE_ASSIGN_OR_RETURN(auto logits, model->Forward(prefill, cache));
     const double s = Seconds(start);
@@ -126,6 +129,10 @@ absl::Status RunRank(const Flags& f) {
     else if (run == 1 || s < prefill_s) prefill_s = s;
   }
   if (f.prefill_runs == 0) prefill_s = cold_s;
+  const double fresh_per_run =
+      f.prefill_runs == 0
+          ? 0
+          : double(RecycledTensorStorage().fresh_requests - fresh_before_warm) / f.prefill_runs;
   // Forward's GEMM work in the prefill: 2 flops per weight per token (the head for one row
   // a sequence).
   const double head = double(files.config.vocab_size) * files.config.hidden_size;
@@ -135,9 +142,9 @@ absl::Status RunRank(const Flags& f) {
   const double prefill_gflops = 2.0 * layer_params * prefill_tokens / prefill_s / 1e9;
   if (f.rank == 0) {
     std::printf("RESULT tp=%lld prefill_tok_s=%.1f prefill_gemm_gflop_s=%.1f "
-                "cold_prefill_tok_s=%.1f\n",
+                "cold_prefill_tok_s=%.1f fresh_blocks_per_prefill=%.1f\n",
                 static_cast<long long>(f.tp_size), prefill_tokens / prefill_s, prefill_gflops,
-                prefill_tokens / cold_s);
+                prefill_tokens / cold_s, fresh_per_run);
   }
   for (int batch : batches) {
     TPSERVE_RETURN_IF_ERROR(comm->Barrier());
