@@ -48,9 +48,9 @@ inline uint16_t FloatToBf16(float f) {
   return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
-// dst[i] = FloatToBf16(src[i]) for i < count, in one loop the compiler vectorises.
+// dst[i] = FloatToBf16(src[i]) for i < count, eight lanes at a time.
 void FloatsToBf16(const float* src, size_t count, uint16_t* dst);
-// dst[i] = Bf16ToFloat(src[i]) for i < count (exact), likewise vectorised.
+// dst[i] = Bf16ToFloat(src[i]) for i < count (exact), likewise.
 void Bf16ToFloats(const uint16_t* src, size_t count, float* dst);
 
 // The index of the first NaN or ±Inf among `count` bf16 values, or -1 when all are finite.

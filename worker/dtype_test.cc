@@ -48,6 +48,19 @@ TEST(DTypeTest, BulkBf16ConversionMatchesTheScalarOneAndKeepsNaN) {
   EXPECT_EQ(out[6], 0xff80);  // -inf
   EXPECT_TRUE(std::isnan(Bf16ToFloat(out[7])));
   EXPECT_EQ(out[5], 0x7f62);  // 3e38 rounds to a finite bf16
+  // Bit patterns spread over all of fp32 (signalling and quiet NaNs of both signs, ±Inf,
+  // subnormals, rounding ties and carries into the exponent), eight-lane and tail alike.
+  std::vector<uint32_t> patterns = {0x7f800001, 0xff800001, 0x7fffffff, 0xffffffff,
+                                    0x7fc00000, 0x7f800000, 0xff800000, 0x7f7fffff,
+                                    0x00008000, 0x00018000, 0x3f808000, 0x3f818000, 0x7f7f8000};
+  for (uint32_t i = 0; i < (1u << 20); ++i) patterns.push_back(i * 4099u ^ (i << 20));
+  std::vector<float> spread(patterns.size());
+  std::memcpy(spread.data(), patterns.data(), patterns.size() * sizeof(float));
+  std::vector<uint16_t> bulk(spread.size());
+  FloatsToBf16(spread.data(), spread.size(), bulk.data());
+  for (size_t i = 0; i < spread.size(); ++i) {
+    ASSERT_EQ(bulk[i], FloatToBf16(spread[i])) << std::hex << patterns[i];
+  }
   // And back, exactly, every bit pattern through the bulk widening.
   std::vector<uint16_t> all(65536);
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);

@@ -17,6 +17,7 @@
 #include "base/spin_wait.h"
 #include "base/status_macros.h"
 #include "base/subprocess.h"
+#include "worker/kernels/cpu/vec_math.h"
 
 namespace tpserve {
 
@@ -194,7 +195,7 @@ absl::Status ShmAllGather::AllGather(absl::Span<const float> in, absl::Span<floa
 }
 
 void AddFloatsInto(float* __restrict dst, const float* __restrict src, size_t n) {
-  for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+  AddInto(dst, src, static_cast<int64_t>(n));
 }
 
 namespace {
@@ -202,7 +203,7 @@ namespace {
 // dst = a + b in one pass (a copy of a and an add of b would read and write dst twice).
 void SumFloatsInto(float* __restrict dst, const float* __restrict a, const float* __restrict b,
                    size_t n) {
-  for (size_t i = 0; i < n; ++i) dst[i] = a[i] + b[i];
+  SumInto(dst, a, b, static_cast<int64_t>(n));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "worker/kernels/cpu/norm_activation.h"
+#include "worker/kernels/cpu/vec_math.h"
 
 namespace tpserve {
 namespace {
@@ -109,14 +110,23 @@ absl::StatusOr<Tensor> LlamaModel::Forward(const StepBatch& batch, KvCache& cach
   const float eps = static_cast<float>(config_.rms_norm_eps);
   AttentionInputs in{&batch, batch.Positions(), batch.Slots(cache.shape().block_size),
                      rope_.LongFactorFlags(batch)};
-  Tensor normed({n, h});  // [n, H]
+  Tensor normed = Tensor::Uninitialized({n, h});  // [n, H], written whole by each norm
+  // A layer's MLP output joins the residual in the next layer's input norm, one pass over
+  // the rows instead of two; the last one after the loop.
+  Tensor mlp;  // [n, H]
+  bool first = true;
   for (const DecoderLayer& layer : layers_) {
-    RmsNorm(hidden.data(), layer.input_norm.data(), n, h, eps, normed.data());
+    if (first) {
+      RmsNorm(hidden.data(), layer.input_norm.data(), n, h, eps, normed.data());
+    } else {
+      AddRmsNorm(hidden.data(), mlp.data(), layer.input_norm.data(), n, h, eps, normed.data());
+    }
+    first = false;
     TPSERVE_ASSIGN_OR_RETURN(Tensor attn, layer.attn->Forward(normed, in, cache));  // [n, H]
     AddRmsNorm(hidden.data(), attn.data(), layer.post_attn_norm.data(), n, h, eps, normed.data());
-    TPSERVE_ASSIGN_OR_RETURN(Tensor mlp, layer.mlp->Forward(normed));  // [n, H]
-    for (int64_t i = 0; i < n * h; ++i) hidden.data()[i] += mlp.data()[i];
+    TPSERVE_ASSIGN_OR_RETURN(mlp, layer.mlp->Forward(normed));  // [n, H]
   }
+  if (!first) AddInto(hidden.data(), mlp.data(), n * h);
   // Only the rows that need logits go through the final norm and the LM head.
   Tensor selected({batch.NumLogitRows(), h});  // [rows, H]
   int64_t token = 0, row = 0;

@@ -35,7 +35,10 @@ void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float 
     const float* row = x + i * dim;
     float* dst = out + i * dim;
     const float inv = 1.0f / std::sqrt(SumSquares(row, dim) / static_cast<float>(dim) + eps);
-    for (int64_t j = 0; j < dim; ++j) dst[j] = weight[j] * (row[j] * inv);
+    const V8 inv8 = Splat(inv);
+    int64_t j = 0;
+    for (; j + 8 <= dim; j += 8) Store8(dst + j, Load8(weight + j) * (Load8(row + j) * inv8));
+    for (; j < dim; ++j) dst[j] = weight[j] * (row[j] * inv);
   }
 }
 
@@ -46,7 +49,7 @@ void AddRmsNorm(float* residual, const float* x, const float* weight, int64_t n,
   for (int64_t i = 0; i < n; ++i) {
     float* row = residual + i * dim;
     const float* add = x + i * dim;
-    for (int64_t j = 0; j < dim; ++j) row[j] += add[j];
+    AddInto(row, add, dim);
     RmsNorm(row, weight, 1, dim, eps, out + i * dim);
   }
 }
