@@ -139,7 +139,12 @@ StorageRecycler& Recycler() {
 }  // namespace
 
 void* AllocateTensorStorage(size_t bytes, bool zeroed) {
-  if (bytes < kRecycleMinBytes) return FreshZeroed(bytes);
+  if (bytes < kRecycleMinBytes) {
+    if (zeroed) return FreshZeroed(bytes);
+    void* p = std::malloc(bytes > 0 ? bytes : 1);  // a decode step's outputs: not cleared
+    if (p == nullptr) throw std::bad_alloc();
+    return p;
+  }
   return Recycler().Allocate(bytes, zeroed);
 }
 

@@ -36,7 +36,8 @@ void* AllocateZeroed(size_t bytes);
 
 // Zeroed storage for a tensor (or, unless `zeroed`, storage whose contents are
 // unspecified), freed with ReleaseTensorStorage(p, bytes) and nothing
-// else. Blocks of at least kRecycleMinBytes are recycled: a released one is kept, up to
+// else. A smaller block that need not be zeroed comes from malloc, uncleared. Blocks of
+// at least kRecycleMinBytes are recycled: a released one is kept, up to
 // kRecycleMaxBytes in all, and handed to a later request it holds (the smallest such, if
 // at most twice the request), zeroed by memset if `zeroed` (an output the next call
 // writes whole skips that pass: 5-7% of a prefill, docs/perf.md). A forward pass asks for

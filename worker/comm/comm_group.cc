@@ -12,12 +12,13 @@ absl::StatusOr<Tensor> AllGatherLastDim(CommGroup& comm, const Tensor& local) {
   if (world == 1) return local;
   const int64_t n = local.dim(-1);
   const int64_t rows = local.numel() / n;
-  std::vector<float> gathered(static_cast<size_t>(local.numel()) * world);
-  TPSERVE_RETURN_IF_ERROR(comm.AllGather(local.span(), absl::MakeSpan(gathered)));
+  // Both written whole: the gather fills `gathered`, the copies below fill `out`.
+  Tensor gathered = Tensor::Uninitialized({world, rows, n});
+  TPSERVE_RETURN_IF_ERROR(comm.AllGather(local.span(), gathered.span()));
   // gathered: [world, rows, n] -> out: [rows, world·n]
   Shape shape = local.shape();
   shape.back() = n * world;
-  Tensor out(shape);
+  Tensor out = Tensor::Uninitialized(shape);
   for (int r = 0; r < world; ++r) {
     const float* src = gathered.data() + static_cast<size_t>(r) * rows * n;
     for (int64_t i = 0; i < rows; ++i) {

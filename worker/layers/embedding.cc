@@ -180,7 +180,8 @@ absl::StatusOr<Tensor> ParallelLMHead::Forward(const Tensor& x) const {
         "ParallelLMHead: the weight is staged in bf16 but not packed (call PackWeight)");
   }
   const int64_t rows = packed_ != nullptr ? packed_->n_out() : shard().dim(0);
-  Tensor local({n, rows});  // [n, Vp/T]
+  // [n, Vp/T], written whole by either product.
+  Tensor local = Tensor::Uninitialized({n, rows});
   if (packed_ != nullptr) {
     TPSERVE_RETURN_IF_ERROR(packed_->MatMul(x.data(), n, local.data(), /*accumulate=*/false));
   } else {
@@ -190,7 +191,7 @@ absl::StatusOr<Tensor> ParallelLMHead::Forward(const Tensor& x) const {
   TPSERVE_ASSIGN_OR_RETURN(Tensor padded, AllGatherLastDim(*comm_, local));  // [n, Vp]
   const int64_t vp = padded.dim(1);
   if (vp == vocab_size_) return padded;
-  Tensor logits({n, vocab_size_});  // [n, V]: the padded columns are dropped here
+  Tensor logits = Tensor::Uninitialized({n, vocab_size_});  // [n, V]: padding dropped
   for (int64_t i = 0; i < n; ++i) {
     std::memcpy(logits.row(i), padded.data() + i * vp, vocab_size_ * sizeof(float));
   }

@@ -1,5 +1,7 @@
 #include "worker/layers/embedding.h"
 
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -132,6 +134,47 @@ TEST_P(VocabParallelTest, RejectsOutOfRangeIdsOnEveryRank) {
       EXPECT_NE(out.status().message().find("outside the vocab"), std::string::npos);
     }
   });
+}
+
+// The head's product, gather and unpadded logits take storage without clearing it
+// (Tensor::Uninitialized): recycled blocks of 1 MiB and more, malloc below. Storage of
+// every size the head asks for, filled with NaN and released just before the call, is
+// what it gets back; every logit must still be written (fp32, bf16 and int8 heads).
+TEST_P(VocabParallelTest, LmHeadWritesEveryLogitOverUnclearedStorage) {
+  const int tp = GetParam();
+  constexpr int64_t kBigVocab = 3001, kRows = 100;  // [100, 3001] logits: 1.1 MiB
+  const Tensor w = RandomTensor({kBigVocab, kHidden}, 6), x = RandomTensor({kRows, kHidden}, 7);
+  const Tensor want = ReferenceLinear(x, w, Tensor());
+  const int64_t vp = PaddedVocabSize(kBigVocab, tp);
+  const auto poison = [&] {
+    std::vector<Tensor> garbage;
+    for (const Shape& shape : {Shape{kRows, kBigVocab}, Shape{kRows, vp}, Shape{kRows, vp / tp},
+                               Shape{tp, kRows, vp / tp}}) {
+      garbage.emplace_back(shape);
+      for (float& v : garbage.back().span()) v = std::numeric_limits<float>::quiet_NaN();
+    }
+  };
+  for (int format = 0; format < 3; ++format) {
+    RunOnLocalRanks(tp, [&](int, CommGroup& comm) {
+      auto head = ParallelLMHead::Create(kHidden, kBigVocab, &comm);
+      ASSERT_TRUE(head.ok());
+      ASSERT_TRUE((*head)->WeightLoader((*head)->weight(), w).ok());
+      if (format > 0) {
+        ASSERT_TRUE(
+            (*head)->PackWeight(format == 1 ? WeightFormat::kBf16 : WeightFormat::kInt8).ok());
+      }
+      for (int call = 0; call < 2; ++call) {
+        poison();
+        auto logits = (*head)->Forward(x);
+        ASSERT_TRUE(logits.ok()) << logits.status();
+        ASSERT_EQ(logits->shape(), (Shape{kRows, kBigVocab}));
+        int64_t non_finite = 0;
+        for (float v : logits->span()) non_finite += !std::isfinite(v);
+        EXPECT_EQ(non_finite, 0) << "format " << format;
+        EXPECT_LT(RelativeError(*logits, want), format == 0 ? 1e-5 : 3e-2);
+      }
+    });
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Tp, VocabParallelTest, ::testing::Values(1, 2, 3, 4));
