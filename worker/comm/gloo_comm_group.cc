@@ -27,6 +27,7 @@
 #include "gloo/types.h"
 #include "rendezvous/net_socket.h"
 #include "rendezvous/tcp_store.h"
+#include "worker/kernels/cpu/vec_math.h"
 
 namespace tpserve {
 namespace {
@@ -383,8 +384,8 @@ absl::Status GlooCommGroup::HostsAllReduceSum(absl::Span<float> data) {
     // into its own sum; the others into host 0's, then copy.
     float* sum = host_ == 0 ? data.data() : partial[0].data();
     for (size_t h = 1; h < partial.size(); ++h) {
-      AddFloatsInto(sum, static_cast<int>(h) == host_ ? data.data() : partial[h].data(),
-                    data.size());
+      AddInto(sum, static_cast<int>(h) == host_ ? data.data() : partial[h].data(),
+              static_cast<int64_t>(data.size()));
     }
     if (host_ != 0) std::memcpy(data.data(), sum, data.size() * sizeof(float));
   }

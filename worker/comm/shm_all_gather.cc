@@ -194,20 +194,6 @@ absl::Status ShmAllGather::AllGather(absl::Span<const float> in, absl::Span<floa
   return absl::OkStatus();
 }
 
-void AddFloatsInto(float* __restrict dst, const float* __restrict src, size_t n) {
-  AddInto(dst, src, static_cast<int64_t>(n));
-}
-
-namespace {
-
-// dst = a + b in one pass (a copy of a and an add of b would read and write dst twice).
-void SumFloatsInto(float* __restrict dst, const float* __restrict a, const float* __restrict b,
-                   size_t n) {
-  SumInto(dst, a, b, static_cast<int64_t>(n));
-}
-
-}  // namespace
-
 absl::Status ShmAllGather::InPieces(absl::Span<float> data, absl::Duration timeout, bool write,
                                     const std::function<void(float* part, size_t count,
                                                              int bank)>& then) {
@@ -237,10 +223,10 @@ absl::Status ShmAllGather::AllReduceSum(absl::Span<float> data, absl::Duration t
         if (size_ == 1) {
           std::memcpy(part, slot(0), count * sizeof(float));
         } else {
-          SumFloatsInto(part, slot(0), slot(1), count);
+          SumInto(part, slot(0), slot(1), static_cast<int64_t>(count));  // not a copy, then an add
         }
         for (int r = 2; r < size_; ++r) {
-          AddFloatsInto(part, slot(r), count);
+          AddInto(part, slot(r), static_cast<int64_t>(count));
         }
       });
 }

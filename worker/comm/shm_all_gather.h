@@ -38,10 +38,6 @@ namespace tpserve {
 
 struct ShmAllGatherHeader;  // the segment's first bytes (shm_all_gather.cc)
 
-// dst[i] += src[i] for i < n, dst and src not overlapping (so the loop vectorises): the
-// element-wise sums of the collectives.
-void AddFloatsInto(float* __restrict dst, const float* __restrict src, size_t n);
-
 class ShmAllGather {
  public:
   static constexpr int kMaxRanks = 64;

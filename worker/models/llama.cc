@@ -113,20 +113,18 @@ absl::StatusOr<Tensor> LlamaModel::Forward(const StepBatch& batch, KvCache& cach
   Tensor normed = Tensor::Uninitialized({n, h});  // [n, H], written whole by each norm
   // A layer's MLP output joins the residual in the next layer's input norm, one pass over
   // the rows instead of two; the last one after the loop.
-  Tensor mlp;  // [n, H]
-  bool first = true;
+  Tensor mlp;  // [n, H]; empty before the first layer
   for (const DecoderLayer& layer : layers_) {
-    if (first) {
+    if (mlp.empty()) {
       RmsNorm(hidden.data(), layer.input_norm.data(), n, h, eps, normed.data());
     } else {
       AddRmsNorm(hidden.data(), mlp.data(), layer.input_norm.data(), n, h, eps, normed.data());
     }
-    first = false;
     TPSERVE_ASSIGN_OR_RETURN(Tensor attn, layer.attn->Forward(normed, in, cache));  // [n, H]
     AddRmsNorm(hidden.data(), attn.data(), layer.post_attn_norm.data(), n, h, eps, normed.data());
     TPSERVE_ASSIGN_OR_RETURN(mlp, layer.mlp->Forward(normed));  // [n, H]
   }
-  if (!first) AddInto(hidden.data(), mlp.data(), n * h);
+  if (!mlp.empty()) AddInto(hidden.data(), mlp.data(), n * h);
   // Only the rows that need logits go through the final norm and the LM head.
   Tensor selected({batch.NumLogitRows(), h});  // [rows, H]
   int64_t token = 0, row = 0;
