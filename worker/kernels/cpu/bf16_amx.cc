@@ -44,6 +44,11 @@ __attribute__((target("amx-tile"))) void ConfigureTiles() {
     config.colsb[t] = 64;
     config.rows[t] = kTileRows;
   }
+  // GCC 12's _tile_loadconfig does not tell the optimiser that it reads the 64 bytes, so
+  // it may drop the stores above as dead (it does without -fstack-protector), leaving
+  // palette 1 with no rows: the first tile instruction then faults. The empty asm reads
+  // `config`, which keeps every store.
+  asm volatile("" : : "m"(config));
   _tile_loadconfig(&config);
 }
 

@@ -2,6 +2,7 @@
 // forced on an AMX CPU with Bf16Kernel::kAvx512Bf16).
 #include "worker/kernels/cpu/bf16_amx.h"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <cmath>
@@ -17,6 +18,10 @@
 
 namespace tpserve {
 namespace {
+
+__attribute__((target("amx-tile"))) void StoreTileConfig(uint8_t* out) {
+  _tile_storeconfig(out);
+}
 
 // The parameter: Bf16Kernel::kOwn on an AMX CPU (the tile kernel), kAvx512Bf16 (vdpbf16ps).
 class Bf16KernelTest : public ::testing::TestWithParam<Bf16Kernel> {
@@ -121,6 +126,24 @@ INSTANTIATE_TEST_SUITE_P(Kernels, Bf16KernelTest,
                          [](const ::testing::TestParamInfo<Bf16Kernel>& info) {
                            return info.param == Bf16Kernel::kOwn ? "Amx" : "Avx512Bf16";
                          });
+
+// ConfigureTiles gives every tile the kernels use 16 rows of 64 bytes, as STTILECFG reads
+// the configuration back (an optimiser that drops the configuration's stores leaves them 0).
+TEST(Bf16AmxTilesTest, ConfigureTilesSetsEveryTile) {
+  if (!bf16_amx::Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS refused it)";
+  bf16_amx::ConfigureTiles();
+  alignas(64) uint8_t config[64];
+  std::memset(config, 0xee, sizeof(config));
+  StoreTileConfig(config);
+  bf16_amx::ReleaseTiles();
+  EXPECT_EQ(config[0], 1) << "palette";
+  for (int t = 0; t < 8; ++t) {
+    uint16_t colsb;
+    std::memcpy(&colsb, config + 16 + 2 * t, sizeof(colsb));
+    EXPECT_EQ(colsb, 64) << "tile " << t;
+    EXPECT_EQ(config[48 + t], 16) << "tile " << t;
+  }
+}
 
 TEST(Bf16AmxPrepareTest, PadsWithZerosAndRoundsToNearestEven) {
   if (!__builtin_cpu_supports("avx512bf16")) GTEST_SKIP() << "no AVX512-BF16";
