@@ -74,7 +74,7 @@ double PeakTileFlops(int64_t iterations);
 // Flops per second of the kernel's own inner loop (OneGroup over a 64-output block: one x
 // tile and four weight tiles a k step, four TDPBF16PS) `repeats` times over 32 k steps,
 // with its operands in cache: `weights_in_l1` false, a 128 KiB weight block and 32 KiB of
-// x (L2); true, one 4 KiB weight step and one x tile reused by every step (L1). Beside
+// x (L2); true, one 4 KiB weight step read by every step and 3 KiB of x (L1). Beside
 // PeakTileFlops it shows what loading tiles from each cache level leaves of the tile
 // unit's rate on this core. Needs Available().
 double CachedTileLoopFlops(bool weights_in_l1, int64_t repeats);

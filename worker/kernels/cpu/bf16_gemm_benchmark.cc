@@ -71,8 +71,7 @@ double Seconds(std::chrono::steady_clock::time_point start) {
 // The tile unit's rate with operands in registers, in L1 and in L2 (the kernel's own loop,
 // bf16_amx::CachedTileLoopFlops), sampled in turn many times for about 0.1 ms each, so
 // that each level meets the same moments of a shared host: the median and the fastest
-// tenth's rate. Where another tenant shares the core's caches the levels that load tiles
-// slow down while the registers-only rate does not.
+// tenth's rate.
 void PrintCachedTileLoops() {
   constexpr int kSamples = 400;
   std::vector<double> rates[3];
