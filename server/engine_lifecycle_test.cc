@@ -80,6 +80,43 @@ TEST(EngineLifecycleTest, ExecutorFailureEndsEveryRequestUnavailable) {
             absl::StatusCode::kUnavailable);
 }
 
+// on_failure runs once, after the engine turns unhealthy and before any request ends:
+// the supervisor turns health NOT_SERVING there, ahead of every client's UNAVAILABLE.
+TEST(EngineLifecycleTest, OnFailureRunsOnceBeforeAnyRequestEnds) {
+  FakeExecutorConfig fake_config{/*num_blocks=*/256, /*block_size=*/4};
+  fake_config.fail_at_step = 3;
+  fake_config.step_delay = absl::Milliseconds(20);  // all 8 are in before step 3
+  std::vector<std::unique_ptr<Collector>> results;
+  for (int i = 0; i < 8; ++i) results.push_back(std::make_unique<Collector>());
+  absl::Mutex mu;
+  int failures = 0;
+  int ended_before = -1;  // requests already ended when on_failure ran
+  absl::Status reported;
+  EngineOptions options = Options(16, 4);
+  options.on_failure = [&](const absl::Status& status) {
+    int ended = 0;
+    for (const auto& result : results) ended += result->done_calls();
+    absl::MutexLock lock(&mu);
+    ++failures;
+    ended_before = ended;
+    reported = status;
+  };
+  TestEngine t(fake_config, options);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(t.engine->Submit(Request(10, 20, i), results[i]->OnChunk(), results[i]->OnDone())
+                    .ok());
+  }
+  for (const auto& result : results) {
+    ASSERT_TRUE(result->WaitDone());
+    EXPECT_EQ(result->status().code(), absl::StatusCode::kUnavailable) << result->status();
+  }
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(failures, 1);
+  EXPECT_EQ(ended_before, 0);
+  EXPECT_EQ(reported.code(), absl::StatusCode::kUnavailable) << reported;
+  EXPECT_NE(reported.message().find("step 3"), absl::string_view::npos) << reported;
+}
+
 // A rank 0 that answers against worker.proto: each way fails the step — every request
 // ends UNAVAILABLE, the engine turns unhealthy — and none crashes the frontend or reaches
 // a client (a duplicated answer once freed a finished sequence and then used it).

@@ -57,6 +57,7 @@ void Engine::Impl::Loop() {
         absl::MutexLock lock(&mu);
         is_healthy = false;
       }
+      if (options.on_failure) options.on_failure(status);
       FailAll(status);
       return;
     }

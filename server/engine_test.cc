@@ -101,10 +101,12 @@ TEST(EngineTest, StepTimeTargetSizesChunksFromTheStepCostModel) {
   config.token_delay = absl::Milliseconds(2);
   EngineOptions options = Options(1024, 16);
   options.step_time_target = absl::Milliseconds(160);
-  TestEngine t(config, options);
+  TestEngine t(config, options, /*tokenizer=*/nullptr, /*start=*/false);
   std::vector<EngineRequest> decoders;
   for (int i = 0; i < 12; ++i) decoders.push_back(Request(4, 60, i));
+  // All twelve queued before the first step (a busy host once let it start with three).
   std::vector<std::unique_ptr<Collector>> results = t.SubmitAll(decoders);
+  t.engine->Start();
   WaitForChunks(*results[0], 6);
   const EngineRequest long_prompt = Request(600, 2, 99);
   Collector long_result;

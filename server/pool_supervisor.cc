@@ -30,9 +30,9 @@ absl::Status PoolSupervisor::Run() {
     }
     backoff = options_.restart_backoff;
     spdlog::info("worker pool generation {} ready", generation);
-    on_serving_(current->engine);
+    Announce(current->engine);
     const absl::Status lost = Watch(*current);
-    on_serving_(nullptr);
+    Announce(nullptr);
     Teardown(*current, lost.ok() ? "server shutting down" : "pool failed");
     if (lost.ok()) break;
     if (options_.exit_on_pool_failure) {
@@ -60,11 +60,15 @@ absl::StatusOr<PoolSupervisor::Generation> PoolSupervisor::StartGeneration(int g
   Generation current;
   {
     absl::MutexLock lock(&mu_);
+    generation_ = generation;
     pool_lost_ = false;
   }
-  TPSERVE_ASSIGN_OR_RETURN(current.pool, start_pool_(generation, [this] { PoolLost(); }));
+  TPSERVE_ASSIGN_OR_RETURN(current.pool,
+                           start_pool_(generation, [this, generation] { PoolLost(generation); }));
+  EngineOptions engine_options = options_.engine;
+  engine_options.on_failure = [this, generation](const absl::Status&) { PoolLost(generation); };
   absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Create(options_.engine, current.pool.get(), tokenizer_);
+      Engine::Create(engine_options, current.pool.get(), tokenizer_);
   if (!engine.ok()) {
     current.pool->Shutdown("engine failed to start");
     return engine.status();
@@ -74,9 +78,22 @@ absl::StatusOr<PoolSupervisor::Generation> PoolSupervisor::StartGeneration(int g
   return current;
 }
 
+void PoolSupervisor::Announce(std::shared_ptr<Engine> engine) {
+  absl::MutexLock lock(&mu_);
+  const bool serving = engine != nullptr;
+  if (serving == serving_ || (serving && pool_lost_)) return;
+  serving_ = serving;
+  on_serving_(std::move(engine));
+}
+
 absl::Status PoolSupervisor::Watch(const Generation& current) {
   while (SleepUnlessStopped(options_.health_poll)) {
-    if (!current.engine->healthy() || !current.pool->healthy()) {
+    bool reported;
+    {
+      absl::MutexLock lock(&mu_);
+      reported = pool_lost_;
+    }
+    if (reported || !current.engine->healthy() || !current.pool->healthy()) {
       return absl::UnavailableError("a worker rank failed or the pool shut down");
     }
   }
@@ -92,9 +109,14 @@ void PoolSupervisor::Teardown(Generation& current, const char* reason) {
   current.pool.reset();
 }
 
-void PoolSupervisor::PoolLost() {
+void PoolSupervisor::PoolLost(int generation) {
   absl::MutexLock lock(&mu_);
+  if (generation != generation_) return;  // a past generation's late report
   pool_lost_ = true;
+  if (serving_) {
+    serving_ = false;
+    on_serving_(nullptr);
+  }
 }
 
 bool PoolSupervisor::SleepUnlessStopped(absl::Duration duration) {

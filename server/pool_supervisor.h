@@ -3,10 +3,11 @@
 //
 // Run() starts generation 0 (the factory's pool, then an engine over it) and hands the engine to `on_serving`;
 // it then watches it. When the pool fails (a rank died, erred or missed a step) the
-// engine has already ended the in-flight requests with UNAVAILABLE: the supervisor
-// hands null to `on_serving` (not serving), stops the engine, shuts the pool down and
-// either starts the next generation (retrying with backoff) or, with
-// exit_on_pool_failure, returns the failure. Stop() ends Run() after the same teardown
+// supervisor hands null to `on_serving` (not serving) at once: from the pool's report,
+// or from the engine's failed step before the engine ends any in-flight request with
+// UNAVAILABLE. It then stops the engine, shuts the pool down and either starts the next
+// generation (retrying with backoff) or, with exit_on_pool_failure, returns the
+// failure. Stop() ends Run() after the same teardown
 // and makes it return OK. The first start failing is returned as is: a server that
 // never served should not loop.
 //
@@ -69,6 +70,9 @@ class PoolSupervisor {
   };
 
   absl::StatusOr<Generation> StartGeneration(int generation);
+  // Hands `engine` to on_serving unless it is serving already, or (for an engine) its
+  // generation was lost meanwhile; null: not serving, unless it is not already.
+  void Announce(std::shared_ptr<Engine> engine);
   // Returns when the generation fails (its status) or Stop() was called (OK).
   absl::Status Watch(const Generation& current);
   void Teardown(Generation& current, const char* reason);
@@ -81,12 +85,16 @@ class PoolSupervisor {
   const Tokenizer* const tokenizer_;
   const ServingCallback on_serving_;
 
-  // A pool reported its failure: the watch wakes at once.
-  void PoolLost();
+  // Generation `generation`'s pool or engine reported its failure: not serving at once
+  // (if it is still the current generation), and the watch wakes.
+  void PoolLost(int generation);
 
+  // Held while calling on_serving_, so that announcements keep their order.
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int generation_ ABSL_GUARDED_BY(mu_) = -1;  // the one starting or serving
   bool pool_lost_ ABSL_GUARDED_BY(mu_) = false;  // since the current generation started
+  bool serving_ ABSL_GUARDED_BY(mu_) = false;    // what on_serving_ was last told
 };
 
 }  // namespace tpserve

@@ -1,10 +1,12 @@
 #include "server/pool_supervisor.h"
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "server/testing/engine_test_util.h"
 #include "server/testing/fake_step_executor.h"
 
 namespace tpserve {
@@ -105,6 +107,73 @@ TEST_F(PoolSupervisorTest, AReportedFailureEndsServingWithoutWaitingForThePoll) 
   lost();
   AwaitChanges(2);
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));  // the poll alone would take 30 s
+  supervisor.Stop();
+  run.join();
+}
+
+// A step that fails (a rank died mid-step; the pool has not reported it) turns serving
+// off before any of its requests ends: a client that saw UNAVAILABLE and then asks for
+// health finds NOT_SERVING, not the poll's stale SERVING.
+TEST_F(PoolSupervisorTest, AFailedStepEndsServingBeforeItsRequestsEnd) {
+  PoolSupervisorOptions options = Options(false);
+  options.health_poll = absl::Seconds(30);
+  std::shared_ptr<Engine> engine;
+  PoolSupervisor supervisor(options, Factory(), nullptr, [&](std::shared_ptr<Engine> e) {
+    absl::MutexLock lock(&mu_);
+    if (e != nullptr && engine == nullptr) engine = e;
+    serving_.push_back(e != nullptr);
+  });
+  std::thread run([&] { EXPECT_TRUE(supervisor.Run().ok()); });
+  AwaitChanges(1);
+  pool(0)->healthy = false;
+  std::vector<bool> serving_when_done;
+  Collector result;
+  Engine::DoneCallback done = result.OnDone();
+  std::shared_ptr<Engine> serving_engine;
+  {
+    absl::MutexLock lock(&mu_);
+    serving_engine = engine;
+  }
+  ASSERT_TRUE(serving_engine
+                  ->Submit(Request(4, 4, 1), result.OnChunk(),
+                           [&](absl::Status status) {
+                             {
+                               absl::MutexLock lock(&mu_);
+                               serving_when_done = serving_;
+                             }
+                             done(std::move(status));
+                           })
+                  .ok());
+  ASSERT_TRUE(result.WaitDone());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(serving_when_done, (std::vector<bool>{true, false}));
+  supervisor.Stop();
+  run.join();
+  absl::MutexLock lock(&mu_);
+  EXPECT_EQ(serving_.at(1), false);
+  EXPECT_EQ(std::count(serving_.begin(), serving_.begin() + 2, false), 1);  // said once
+}
+
+// A past generation's late report does not touch the generation serving now.
+TEST_F(PoolSupervisorTest, APastGenerationsLateReportIsIgnored) {
+  PoolSupervisor supervisor(Options(false), Factory(), nullptr,
+                            [this](std::shared_ptr<Engine> e) { OnServing(std::move(e)); });
+  std::thread run([&] { EXPECT_TRUE(supervisor.Run().ok()); });
+  AwaitChanges(1);
+  pool(0)->healthy = false;
+  AwaitChanges(3);  // not serving, then serving on generation 1
+  std::function<void()> stale;
+  {
+    absl::MutexLock lock(&mu_);
+    stale = losts_.at(0);
+  }
+  stale();
+  absl::SleepFor(absl::Milliseconds(50));  // 10 health polls
+  {
+    absl::MutexLock lock(&mu_);
+    EXPECT_EQ(serving_, (std::vector<bool>{true, false, true}));
+    EXPECT_EQ(generations_, (std::vector<int>{0, 1}));
+  }
   supervisor.Stop();
   run.join();
 }

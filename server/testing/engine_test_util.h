@@ -84,13 +84,15 @@ inline EngineRequest Request(int prompt_len, int max_tokens, int salt) {
 
 // A started engine over a fake with matching limits; the engine goes first.
 struct TestEngine {
+  // `start` false: the test calls engine->Start() itself, e.g. after submitting a batch
+  // that must all be in the first step.
   TestEngine(FakeExecutorConfig fake_config, EngineOptions options,
-             const Tokenizer* tokenizer = nullptr)
+             const Tokenizer* tokenizer = nullptr, bool start = true)
       : fake((fake_config.limits = options.limits, fake_config)) {
     auto created = Engine::Create(options, &fake, tokenizer);
     EXPECT_TRUE(created.ok()) << created.status();
     engine = *std::move(created);
-    engine->Start();
+    if (start) engine->Start();
   }
 
   // Submits every request at once; their results arrive in the collectors.
