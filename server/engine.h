@@ -49,10 +49,11 @@ struct EngineOptions {
   // token, from the step cost model measured as steps run (Scheduler::GroupTokens);
   // false: each step admits as many as the token budget allows.
   bool staggered_admission = true;
-  // Called once, on the engine thread, when a step fails: after the engine turns
-  // unhealthy and before it ends any request. Whoever reports health (the supervisor)
-  // turns it NOT_SERVING here, so a client that saw UNAVAILABLE never then finds the
-  // server SERVING with the failed engine. Must not call back into the engine.
+  // Called once, on the engine thread, when a step fails: before the engine turns
+  // unhealthy (refusing new requests) and ends the ones it holds. Whoever reports health
+  // (the supervisor) turns it NOT_SERVING here, so a client that saw UNAVAILABLE never
+  // then finds the server SERVING with the failed engine. Must not call back into the
+  // engine.
   std::function<void(const absl::Status&)> on_failure;
 
   absl::Status Validate() const;

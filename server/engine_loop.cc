@@ -53,11 +53,13 @@ void Engine::Impl::Loop() {
       continue;
     }
     if (absl::Status status = RunStep(step); !status.ok()) {
+      // Health first: every UNAVAILABLE a client sees from here on (a refused Submit
+      // too) comes after it.
+      if (options.on_failure) options.on_failure(status);
       {
         absl::MutexLock lock(&mu);
         is_healthy = false;
       }
-      if (options.on_failure) options.on_failure(status);
       FailAll(status);
       return;
     }
