@@ -1,8 +1,11 @@
 #include "server/engine.h"
 
+#include <algorithm>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
 #include "server/engine_loop.h"
 #include "tpserve/v1/batch_limits.h"
@@ -105,6 +108,88 @@ absl::StatusOr<int64_t> Engine::ResetPrefixCache(absl::Time deadline) {
   if (impl.resets_done >= ticket) return impl.resets_dropped;
   if (!impl.is_healthy) return absl::UnavailableError("engine stopped before the reset");
   return absl::DeadlineExceededError("the engine reached no step boundary before the deadline");
+}
+
+namespace {
+
+// Submits `request` and waits for it to end; its last chunk's stage times.
+absl::StatusOr<StageTimes> RunAlone(Engine& engine, EngineRequest request) {
+  struct Outcome {
+    absl::Mutex mu;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    absl::Status status ABSL_GUARDED_BY(mu);
+    StageTimes timing ABSL_GUARDED_BY(mu);
+  };
+  auto outcome = std::make_shared<Outcome>();
+  TPSERVE_RETURN_IF_ERROR(engine
+                              .Submit(
+                                  std::move(request),
+                                  [outcome](EngineChunk chunk) {
+                                    absl::MutexLock lock(&outcome->mu);
+                                    outcome->timing = chunk.timing;
+                                  },
+                                  [outcome](absl::Status status) {
+                                    absl::MutexLock lock(&outcome->mu);
+                                    outcome->status = std::move(status);
+                                    outcome->done = true;
+                                  })
+                              .status());
+  absl::MutexLock lock(&outcome->mu);
+  outcome->mu.Await(absl::Condition(&outcome->done));
+  TPSERVE_RETURN_IF_ERROR(outcome->status);
+  return outcome->timing;
+}
+
+}  // namespace
+
+absl::StatusOr<WarmupTimes> Engine::WarmUp(int prompt_tokens, absl::Time deadline) {
+  constexpr int kDecodes = 2;
+  // At most half the KV cache, so that the watermark never holds a prompt back.
+  int64_t fits = int64_t{impl_->blocks.num_blocks()} * impl_->blocks.block_size() / 2;
+  if (impl_->options.limits.max_context() > 0) {
+    fits = std::min<int64_t>(fits, impl_->options.limits.max_context());
+  }
+  WarmupTimes times;
+  times.prompt_tokens = static_cast<int>(std::clamp<int64_t>(fits - kDecodes - 1, 0, prompt_tokens));
+  if (times.prompt_tokens == 0) return times;
+  // Ids below 256 exist in every vocabulary; the two rounds' prompts differ from their
+  // first token on, so the second is not served from the first's cached blocks.
+  const int vocab = impl_->options.vocab_size > 0 ? std::min(impl_->options.vocab_size, 256) : 256;
+  auto round = [&](int salt, int max_tokens) {
+    EngineRequest request;
+    for (int i = 0; i < times.prompt_tokens; ++i) {
+      request.prompt_ids.push_back((i * 31 + salt) % vocab);
+    }
+    request.max_tokens = max_tokens;
+    request.ignore_eos = true;
+    request.sampling.set_temperature(0);
+    request.deadline = deadline;
+    return RunAlone(*this, std::move(request));
+  };
+  // A round's failure fails the warm-up unless the request failed alone.
+  auto check = [&](const absl::StatusOr<StageTimes>& ran) -> absl::Status {
+    if (ran.ok()) return absl::OkStatus();
+    if (!healthy() || ran.status().code() == absl::StatusCode::kDeadlineExceeded) {
+      return ran.status();
+    }
+    if (times.failed_alone.ok()) times.failed_alone = ran.status();
+    return absl::OkStatus();
+  };
+  const absl::StatusOr<StageTimes> cold = round(1, 1);
+  TPSERVE_RETURN_IF_ERROR(check(cold));
+  if (cold.ok()) times.cold_prefill = absl::Seconds(cold->prefill_s);
+  {
+    absl::MutexLock lock(&impl_->mu);
+    impl_->forget_step_costs = true;
+  }
+  const absl::StatusOr<StageTimes> warm = round(2, 1 + kDecodes);
+  TPSERVE_RETURN_IF_ERROR(check(warm));
+  if (warm.ok()) {
+    times.prefill = absl::Seconds(warm->prefill_s);
+    times.decode = absl::Seconds(warm->decode_s / kDecodes);
+  }
+  TPSERVE_RETURN_IF_ERROR(ResetPrefixCache(deadline).status());
+  return times;
 }
 
 bool Engine::healthy() const {

@@ -59,6 +59,18 @@ struct EngineOptions {
   absl::Status Validate() const;
 };
 
+// What Engine::WarmUp measured.
+struct WarmupTimes {
+  int prompt_tokens = 0;  // each round's prompt (0: none fitted; nothing ran)
+  absl::Duration cold_prefill;  // the first round's prefill, on ranks that had not run a step
+  absl::Duration prefill;       // the second round's
+  absl::Duration decode;        // a decode step of the second round (the mean of two)
+  // A warm-up request's own failure, the engine still serving (the model's answer to
+  // the warm-up prompt, e.g. non-finite logits, fails that request as it would a
+  // client's); the times of a round that failed are zero.
+  absl::Status failed_alone;
+};
+
 struct EngineStats {
   int kv_blocks_total = 0;
   int kv_blocks_in_use = 0;
@@ -105,6 +117,18 @@ class Engine {
   // chunk with FinishReason::kCancelled (and usage), then OK — the end of a drain's
   // grace. Safe from any thread.
   void CancelAll();
+  // Runs the model before the engine serves: a prompt of `prompt_tokens` (fewer where
+  // max_context or the KV cache allow fewer) prefilled alone, which pays a rank's
+  // first-step costs (page faults on fresh buffers, kernel set-up), then a second prompt
+  // prefilled and decoded two steps, from which the step cost model starts (so that a
+  // first burst of prompts is already admitted in groups, and a step-time target holds
+  // from the first step); the first round's steps are not counted in it. The warm-up's
+  // blocks leave the prefix cache; its steps count in stats(). Call after Start() and
+  // before serving anything. A failed step fails it (and the engine, as any step
+  // would); DEADLINE_EXCEEDED past `deadline`; a warm-up request that fails alone is
+  // reported in failed_alone.
+  absl::StatusOr<WarmupTimes> WarmUp(int prompt_tokens, absl::Time deadline);
+
   // Empties the prefix cache (BlockManager::ResetPrefixCache) on the engine thread,
   // between steps, and returns how many blocks left it. UNAVAILABLE when the engine is
   // stopped or failed, DEADLINE_EXCEEDED when no step boundary came before `deadline`

@@ -195,6 +195,14 @@ TEST(EngineLifecycleTest, MalformedResultsFailTheStepNotTheProcess) {
   }
 }
 
+// A rank's answer for `s`: its own failure, no token.
+void FailAlone(worker::v1::SequenceOutput& s, absl::StatusCode code, const char* message) {
+  s.clear_token_id();
+  s.clear_logprobs();
+  s.mutable_error()->set_code(static_cast<int>(code));
+  s.mutable_error()->set_message(message);
+}
+
 // A rank's report that one sequence alone failed (its penalties overflowed its logits)
 // ends that request with the rank's status and frees its blocks; the other sequences of
 // the same steps get exactly the tokens they get alone, and the engine stays healthy.
@@ -204,10 +212,8 @@ TEST(EngineLifecycleTest, ASequencesOwnFailureEndsItAlone) {
   fake_config.corrupt = [&tokens_of_second](worker::v1::StepResult* r) {
     for (auto& s : *r->mutable_sequences()) {
       if (s.seq_id() != 2 || !s.has_token_id() || ++tokens_of_second < 3) continue;
-      s.clear_token_id();
-      s.clear_logprobs();
-      s.mutable_error()->set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
-      s.mutable_error()->set_message("sampling.repetition_penalty overflowed the logits");
+      FailAlone(s, absl::StatusCode::kInvalidArgument,
+                "sampling.repetition_penalty overflowed the logits");
     }
   };
   EngineOptions options = Options(64, 8);
@@ -230,6 +236,34 @@ TEST(EngineLifecycleTest, ASequencesOwnFailureEndsItAlone) {
   // A later request runs as ever.
   auto after = t.RunAll({Request(3, 4, 9)});
   EXPECT_TRUE(after[0]->status().ok()) << after[0]->status();
+}
+
+// A warm-up request that fails alone (its logits not finite) does not fail the warm-up:
+// the engine serves, and the failure is reported. A failed step does fail it.
+TEST(EngineLifecycleTest, AWarmUpRequestFailingAloneIsReportedNotFatal) {
+  FakeExecutorConfig fake_config{/*num_blocks=*/64, /*block_size=*/4, kTestVocab};
+  fake_config.corrupt = [](worker::v1::StepResult* r) {
+    for (auto& s : *r->mutable_sequences()) {
+      if (s.seq_id() <= 2) FailAlone(s, absl::StatusCode::kInternal, "logits row is not finite");
+    }
+  };
+  EngineOptions options = Options(64, 8);
+  options.vocab_size = kTestVocab;
+  TestEngine t(fake_config, options);
+  absl::StatusOr<WarmupTimes> warm = t.engine->WarmUp(16, absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  EXPECT_EQ(warm->failed_alone.code(), absl::StatusCode::kInternal) << warm->failed_alone;
+  EXPECT_TRUE(t.engine->healthy());
+  EXPECT_EQ(t.engine->stats().kv_blocks_in_use, 0);
+  auto after = t.RunAll({Request(3, 4, 9)});
+  EXPECT_TRUE(after[0]->status().ok()) << after[0]->status();
+
+  FakeExecutorConfig failing{/*num_blocks=*/64, /*block_size=*/4, kTestVocab};
+  failing.fail_at_step = 2;
+  TestEngine broken(failing, options);
+  warm = broken.engine->WarmUp(16, absl::Now() + absl::Seconds(30));
+  EXPECT_EQ(warm.status().code(), absl::StatusCode::kUnavailable) << warm.status();
+  EXPECT_FALSE(broken.engine->healthy());
 }
 
 TEST(EngineLifecycleTest, FullQueueIsResourceExhaustedAndStopEndsTheRest) {

@@ -80,6 +80,11 @@ bool Engine::Impl::Intake() {
     if (resets_asked != resets_done) {
       resets_dropped = blocks.ResetPrefixCache();
       resets_done = resets_asked;
+      stats.kv_blocks_cached = blocks.num_cached_blocks();  // as the caller returns
+    }
+    if (std::exchange(forget_step_costs, false)) {
+      token_budget = StepTokenBudget(options.step_time_target, options.limits.max_batch_tokens());
+      scheduler.set_token_budget(token_budget.tokens());
     }
   }
   for (auto& [id, request] : incoming) {

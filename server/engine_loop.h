@@ -67,7 +67,7 @@ struct Engine::Impl {
   void RecordStep(absl::Duration step_time, int64_t compute_us);
   bool HasInput() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return !submitted.empty() || !aborts.empty() || cancel_all || stopping ||
-           resets_asked != resets_done;
+           resets_asked != resets_done || forget_step_costs;
   }
 
   const EngineOptions options;
@@ -92,6 +92,8 @@ struct Engine::Impl {
   uint64_t resets_asked ABSL_GUARDED_BY(mu) = 0;
   uint64_t resets_done ABSL_GUARDED_BY(mu) = 0;
   int64_t resets_dropped ABSL_GUARDED_BY(mu) = 0;
+  // WarmUp's first round is over: Intake starts the step cost model afresh.
+  bool forget_step_costs ABSL_GUARDED_BY(mu) = false;
   bool is_healthy ABSL_GUARDED_BY(mu) = true;
   EngineStats stats ABSL_GUARDED_BY(mu);
   absl::Mutex stop_mu;  // serialises Stop()

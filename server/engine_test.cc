@@ -171,6 +171,100 @@ TEST(EngineTest, StaggeredAdmissionPrefillsABurstInGroupsFromTheStepCostModel) {
   }
 }
 
+// WarmUp: a prompt prefilled alone, then another prefilled and decoded two steps; both
+// end, their blocks leave the cache, and the engine then serves as before.
+TEST(EngineTest, WarmUpRunsTwoPromptsAndLeavesNothingBehind) {
+  TestEngine t(FakeExecutorConfig{/*num_blocks=*/64, /*block_size=*/4, kVocab}, Options(256, 16));
+  absl::StatusOr<WarmupTimes> warm = t.engine->WarmUp(40, absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  EXPECT_EQ(warm->prompt_tokens, 40);
+  EXPECT_EQ(t.fake.step_tokens(), (std::vector<int64_t>{40, 40, 1, 1}));
+  EXPECT_TRUE(t.fake.errors().empty()) << t.fake.errors()[0];
+  const EngineStats stats = t.engine->stats();
+  EXPECT_EQ(stats.kv_blocks_in_use, 0);
+  EXPECT_EQ(stats.kv_blocks_cached, 0);
+  EXPECT_EQ(stats.steps, 4u);
+  const std::vector<EngineRequest> requests = MixedRequests(8);
+  ExpectSoloOutputs(requests, t.RunAll(requests));
+
+  // A prompt is cut to what half the cache (and max_context) holds, less the decodes;
+  // none fits: nothing runs.
+  TestEngine small(FakeExecutorConfig{/*num_blocks=*/8, /*block_size=*/4, kVocab},
+                   Options(256, 16));
+  warm = small.engine->WarmUp(64, absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  EXPECT_EQ(warm->prompt_tokens, 16 - 3);
+  TestEngine tiny(FakeExecutorConfig{/*num_blocks=*/2, /*block_size=*/2, kVocab},
+                  Options(256, 16));
+  warm = tiny.engine->WarmUp(64, absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  EXPECT_EQ(warm->prompt_tokens, 0);
+  EXPECT_TRUE(tiny.fake.step_tokens().empty());
+}
+
+// WarmUp starts the step cost model from its second round, not the cold first: on a
+// fake host whose step of n tokens takes 40 ms + 2 ms·n and whose first step 400 ms
+// more, a 160 ms target gives the first real prompt (600 tokens) 60-token chunks from
+// its first step. Counting the cold step would have made a token cost 8 ms (15-token
+// chunks); without a warm-up the prompt starts at 64 tokens a step and is re-sized
+// from its own steps.
+TEST(EngineTest, WarmUpStartsTheStepCostModelFromWarmSteps) {
+  FakeExecutorConfig config{/*num_blocks=*/400, /*block_size=*/4, kVocab};
+  config.step_delay = absl::Milliseconds(40);
+  config.token_delay = absl::Milliseconds(2);
+  config.first_step_delay = absl::Milliseconds(400);
+  EngineOptions options = Options(1024, 16);
+  options.step_time_target = absl::Milliseconds(160);
+  TestEngine t(config, options);
+  absl::StatusOr<WarmupTimes> warm = t.engine->WarmUp(64, absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  EXPECT_GE(warm->cold_prefill, absl::Milliseconds(400));
+  EXPECT_LT(warm->prefill, absl::Milliseconds(400));
+  EXPECT_GE(warm->decode, absl::Milliseconds(40));
+  const EngineRequest prompt = Request(600, 1, 7);
+  auto results = t.RunAll({prompt});
+  ExpectSoloOutputs({prompt}, results);
+  const std::vector<int64_t> steps = t.fake.step_tokens();
+  ASSERT_GE(steps.size(), 4u + 10u) << "600 tokens at 60 a step";
+  ASSERT_LE(steps.size(), 4u + 14u) << "600 tokens at 60 a step";
+  for (size_t i = 4; i + 1 < steps.size(); ++i) {
+    // 60 when sleeps are exact; a late wake-up counts into F and shrinks it a little.
+    EXPECT_GE(steps[i], 45) << "step " << i;
+    EXPECT_LE(steps[i], 62) << "step " << i;
+  }
+}
+
+// After WarmUp the first burst of prompts is already admitted in groups (the step cost
+// is measured); a cold engine admits it whole (as many as the token budget allows).
+TEST(EngineTest, WarmUpLetsTheFirstBurstBeStaggered) {
+  for (const bool warm : {true, false}) {
+    SCOPED_TRACE(warm ? "warmed up" : "cold");
+    FakeExecutorConfig config{/*num_blocks=*/400, /*block_size=*/4, kVocab};
+    config.step_delay = absl::Milliseconds(20);
+    config.token_delay = absl::Milliseconds(4);
+    TestEngine t(config, Options(1024, 16), /*tokenizer=*/nullptr, /*start=*/false);
+    size_t warmup_steps = 0;
+    if (warm) {
+      t.engine->Start();
+      ASSERT_TRUE(t.engine->WarmUp(64, absl::Now() + absl::Seconds(30)).ok());
+      warmup_steps = t.fake.step_tokens().size();
+    }
+    std::vector<EngineRequest> burst;
+    for (int i = 0; i < 8; ++i) burst.push_back(Request(64, 2, i));
+    std::vector<std::unique_ptr<Collector>> results = t.SubmitAll(burst);
+    if (!warm) t.engine->Start();  // the whole burst queued before the first step
+    for (auto& r : results) ASSERT_TRUE(r->WaitDone());
+    ExpectSoloOutputs(burst, results);
+    const std::vector<int64_t> steps = t.fake.step_tokens();
+    ASSERT_GT(steps.size(), warmup_steps);
+    if (warm) {
+      EXPECT_LE(steps[warmup_steps], 64 * 2) << "the burst's first step";
+    } else {
+      EXPECT_EQ(steps[0], 8 * 64);
+    }
+  }
+}
+
 TEST(EngineTest, LastChunkCarriesLengthAndUsage) {
   TestEngine t(FakeExecutorConfig{}, Options(64, 8));
   auto results = t.RunAll({Request(5, 4, 1)});

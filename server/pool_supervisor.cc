@@ -75,6 +75,26 @@ absl::StatusOr<PoolSupervisor::Generation> PoolSupervisor::StartGeneration(int g
   }
   current.engine = std::move(*engine);
   current.engine->Start();
+  if (options_.warmup_tokens > 0) {
+    absl::StatusOr<WarmupTimes> warm = current.engine->WarmUp(
+        options_.warmup_tokens, absl::Now() + options_.warmup_timeout);
+    if (!warm.ok()) {
+      current.engine->Stop();
+      current.pool->Shutdown("warm-up failed");
+      return absl::Status(warm.status().code(),
+                          absl::StrCat("warm-up: ", warm.status().message()));
+    }
+    if (!warm->failed_alone.ok()) {
+      spdlog::warn("worker pool generation {}: a warm-up request failed alone ({}); serving",
+                   generation, warm->failed_alone.ToString());
+    } else if (warm->prompt_tokens > 0) {
+      spdlog::info(
+          "worker pool generation {} warmed up: a {}-token prefill took {:.1f} ms cold, then "
+          "{:.1f} ms; a decode step {:.1f} ms",
+          generation, warm->prompt_tokens, absl::ToDoubleMilliseconds(warm->cold_prefill),
+          absl::ToDoubleMilliseconds(warm->prefill), absl::ToDoubleMilliseconds(warm->decode));
+    }
+  }
   return current;
 }
 

@@ -1,7 +1,8 @@
 // PoolSupervisor: keeps a worker pool and the Engine over it serving, across pool
 // generations.
 //
-// Run() starts generation 0 (the factory's pool, then an engine over it) and hands the engine to `on_serving`;
+// Run() starts generation 0 (the factory's pool, then an engine over it, warmed up) and
+// hands the engine to `on_serving`;
 // it then watches it. When the pool fails (a rank died, erred or missed a step) the
 // supervisor hands null to `on_serving` (not serving) at once: from the pool's report,
 // or from the engine's failed step before the engine ends any in-flight request with
@@ -49,6 +50,11 @@ struct PoolSupervisorOptions {
   absl::Duration health_poll = absl::Milliseconds(100);
   absl::Duration restart_backoff = absl::Seconds(1);  // doubles per failed restart
   absl::Duration max_restart_backoff = absl::Seconds(30);
+  // Each generation's engine runs Engine::WarmUp with prompts of this many tokens before
+  // it serves (0: it serves cold); a warm-up that fails or passes warmup_timeout fails the
+  // generation's start.
+  int warmup_tokens = 64;
+  absl::Duration warmup_timeout = absl::Minutes(10);
 };
 
 class PoolSupervisor {

@@ -16,6 +16,8 @@ namespace {
 struct PoolState {
   std::atomic<bool> healthy{true};
   std::atomic<bool> shut_down{false};
+  std::atomic<bool> steps_fail{false};  // a rank that loads but fails every step
+  std::atomic<int> steps{0};            // steps run
 };
 
 // A FakeStepExecutor whose health the test controls.
@@ -24,6 +26,8 @@ class FakePool final : public SupervisedPool {
   explicit FakePool(std::shared_ptr<PoolState> state) : state_(std::move(state)) {}
   absl::StatusOr<worker::v1::StepResult> RunStep(const worker::v1::StepPlan& plan) override {
     if (!healthy()) return absl::UnavailableError("rank 1 died");
+    if (state_->steps_fail) return absl::InternalError("rank 0: illegal instruction");
+    ++state_->steps;
     return executor_.RunStep(plan);
   }
   int num_kv_blocks() const override { return executor_.num_kv_blocks(); }
@@ -47,9 +51,10 @@ class PoolSupervisorTest : public ::testing::Test {
     return o;
   }
 
-  // Starts FakePools; generations in `failing` fail to start.
-  PoolFactory Factory(std::vector<int> failing = {}) {
-    return [this, failing](int generation, std::function<void()> lost)
+  // Starts FakePools; generations in `failing` fail to start, those in `broken` fail
+  // every step.
+  PoolFactory Factory(std::vector<int> failing = {}, std::vector<int> broken = {}) {
+    return [this, failing, broken](int generation, std::function<void()> lost)
                -> absl::StatusOr<std::unique_ptr<SupervisedPool>> {
       absl::MutexLock lock(&mu_);
       generations_.push_back(generation);
@@ -58,6 +63,8 @@ class PoolSupervisorTest : public ::testing::Test {
         if (g == generation) return absl::UnavailableError("rank 0 did not attach");
       }
       pools_.push_back(std::make_shared<PoolState>());
+      pools_.back()->steps_fail =
+          std::find(broken.begin(), broken.end(), generation) != broken.end();
       return std::unique_ptr<SupervisedPool>(new FakePool(pools_.back()));
     };
   }
@@ -67,6 +74,7 @@ class PoolSupervisorTest : public ::testing::Test {
     serving_.push_back(engine != nullptr);
     if (engine) {
       EXPECT_TRUE(engine->healthy());
+      steps_when_served_.push_back(pools_.back()->steps);
     }
   }
 
@@ -87,7 +95,64 @@ class PoolSupervisorTest : public ::testing::Test {
   std::vector<std::shared_ptr<PoolState>> pools_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> serving_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void()>> losts_ ABSL_GUARDED_BY(mu_);  // per generation started
+  std::vector<int> steps_when_served_ ABSL_GUARDED_BY(mu_);  // the pool's, as it was announced
 };
+
+// Each generation serves warmed up: its engine ran the warm-up's four steps (two
+// prefills, two decodes) before it was announced; with warmup_tokens 0, none.
+TEST_F(PoolSupervisorTest, AGenerationServesWarmedUp) {
+  for (const int tokens : {64, 0}) {
+    SCOPED_TRACE(tokens);
+    PoolSupervisorOptions options = Options(false);
+    options.warmup_tokens = tokens;
+    PoolSupervisor supervisor(options, Factory(), nullptr,
+                              [this](std::shared_ptr<Engine> e) { OnServing(std::move(e)); });
+    std::thread run([&] { EXPECT_TRUE(supervisor.Run().ok()); });
+    AwaitChanges(1);
+    pool(0)->healthy = false;
+    AwaitChanges(3);  // generation 1 serving
+    supervisor.Stop();
+    run.join();
+    absl::MutexLock lock(&mu_);
+    EXPECT_EQ(steps_when_served_, (std::vector<int>(2, tokens > 0 ? 4 : 0)));
+    serving_.clear();
+    pools_.clear();
+    generations_.clear();
+    losts_.clear();
+    steps_when_served_.clear();
+  }
+}
+
+// A pool whose ranks load but cannot run a step never serves: the first generation's
+// warm-up failure is returned (tpserve exits 1), its pool shut down; a later
+// generation's is retried.
+TEST_F(PoolSupervisorTest, AFailedWarmUpFailsTheStart) {
+  {
+    PoolSupervisor supervisor(Options(false), Factory({}, {0}), nullptr,
+                              [this](std::shared_ptr<Engine> e) { OnServing(std::move(e)); });
+    const absl::Status result = supervisor.Run();
+    EXPECT_EQ(result.code(), absl::StatusCode::kUnavailable) << result;
+    EXPECT_NE(result.message().find("warm-up: "), absl::string_view::npos) << result;
+    EXPECT_NE(result.message().find("illegal instruction"), absl::string_view::npos) << result;
+    EXPECT_TRUE(pool(0)->shut_down);
+    absl::MutexLock lock(&mu_);
+    EXPECT_TRUE(serving_.empty());
+    generations_.clear();
+    pools_.clear();
+    losts_.clear();
+  }
+  PoolSupervisor supervisor(Options(false), Factory({}, {1}), nullptr,
+                            [this](std::shared_ptr<Engine> e) { OnServing(std::move(e)); });
+  std::thread run([&] { EXPECT_TRUE(supervisor.Run().ok()); });
+  AwaitChanges(1);
+  pool(0)->healthy = false;
+  AwaitChanges(3);  // generation 1's warm-up failed; generation 2 serves
+  EXPECT_TRUE(pool(1)->shut_down);
+  supervisor.Stop();
+  run.join();
+  absl::MutexLock lock(&mu_);
+  EXPECT_EQ(generations_, (std::vector<int>{0, 1, 2}));
+}
 
 // A pool that reports its failure is seen at once, not at the next health poll.
 TEST_F(PoolSupervisorTest, AReportedFailureEndsServingWithoutWaitingForThePoll) {

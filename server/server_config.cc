@@ -26,7 +26,7 @@ absl::Status CheckRange(const char* flag, int64_t value, int64_t low, int64_t hi
 struct IntFlags {
   int64_t tp, port, metrics_port, http_port, kv_blocks, kv_memory_mb, kv_block_size, max_context,
       max_batch_tokens, max_sequences, max_queue, step_timeout_ms, step_timeout_per_token_ms,
-      step_time_target_ms, start_timeout_s, drain_grace_ms, log_stats_interval_s;
+      step_time_target_ms, start_timeout_s, warmup_tokens, drain_grace_ms, log_stats_interval_s;
 };
 
 void Register(ArgParser& args, ServerConfig& c, IntFlags& i, std::vector<std::string>* model,
@@ -119,7 +119,12 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, std::vector<std::st
   args.AddInt("step-timeout-per-token-ms", &i.step_timeout_per_token_ms,
               "added to a step's deadline for each token it computes (default 100), so a "
               "long prefill on a slow machine is not taken for a hung rank");
-  args.AddInt("start-timeout-s", &i.start_timeout_s, "deadline for the pool to be ready");
+  args.AddInt("start-timeout-s", &i.start_timeout_s,
+              "deadline for the pool to be ready, and again for its warm-up");
+  args.AddInt("warmup-tokens", &i.warmup_tokens,
+              "before serving, each pool generation prefills two prompts of this many tokens "
+              "and decodes two steps, so the first requests find warm ranks and a measured "
+              "step cost (default 64; 0: serve cold)");
   args.AddInt("drain-grace-ms", &i.drain_grace_ms, "time in-flight requests get on SIGTERM");
   args.AddString("tls-cert-file", &c.tls_cert_file,
                  "serve TLS with this PEM certificate chain (with --tls-key-file; default: "
@@ -158,6 +163,7 @@ IntFlags Defaults(const ServerConfig& c) {
           c.step_timeout_per_token_ms,
           c.step_time_target_ms,
           c.start_timeout_s,
+          c.warmup_tokens,
           c.drain_grace_ms,
           c.log_stats_interval_s};
 }
@@ -176,6 +182,7 @@ absl::Status Narrow(const IntFlags& i, ServerConfig& c) {
       {"step-timeout-per-token-ms", {i.step_timeout_per_token_ms, &c.step_timeout_per_token_ms}},
       {"step-time-target-ms", {i.step_time_target_ms, &c.step_time_target_ms}},
       {"start-timeout-s", {i.start_timeout_s, &c.start_timeout_s}},
+      {"warmup-tokens", {i.warmup_tokens, &c.warmup_tokens}},
       {"drain-grace-ms", {i.drain_grace_ms, &c.drain_grace_ms}},
       {"log-stats-interval-s", {i.log_stats_interval_s, &c.log_stats_interval_s}},
   };
@@ -277,6 +284,7 @@ absl::Status ServerConfig::Validate() const {
       {"step-timeout-per-token-ms", step_timeout_per_token_ms, 0, 60000},
       {"step-time-target-ms", step_time_target_ms, 0, 3600000},
       {"start-timeout-s", start_timeout_s, 1, 86400},
+      {"warmup-tokens", warmup_tokens, 0, 65536},
       {"drain-grace-ms", drain_grace_ms, 0, 3600000},
       {"log-stats-interval-s", log_stats_interval_s, 0, 86400},
   };

@@ -70,6 +70,9 @@ struct ServerConfig {
   // keep their pace while long prompts are prefilled); 0: off, max_batch_tokens a step.
   int step_time_target_ms = 0;
   int start_timeout_s = 300;
+  // Each pool generation runs two prompts of this many tokens before it serves (the
+  // ranks' first-step costs paid, the step cost model started); 0: it serves cold.
+  int warmup_tokens = 64;
   int drain_grace_ms = 30000;         // in-flight requests get this long after SIGTERM
   // The public port's security; main reads the files at start (server/tls_files.h,
   // server/auth.h). No TLS files: plaintext. --tls-client-ca-file: clients must present

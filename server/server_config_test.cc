@@ -52,7 +52,9 @@ TEST(ServerConfigTest, ParsesEveryFlag) {
                                           "--metrics-port",
                                           "9090",
                                           "--no-prefix-caching",
-                                          "--no-staggered-admission"});
+                                          "--no-staggered-admission",
+                                          "--warmup-tokens",
+                                          "0"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->model_dir, "/m");
   EXPECT_EQ(c->tp, 2);
@@ -70,6 +72,7 @@ TEST(ServerConfigTest, ParsesEveryFlag) {
   EXPECT_EQ(c->metrics_port, 9090);
   EXPECT_TRUE(c->no_prefix_caching);
   EXPECT_TRUE(c->no_staggered_admission);
+  EXPECT_EQ(c->warmup_tokens, 0);
   EXPECT_EQ(c->ComputeDType(DType::kF32), "bfloat16");  // cuda's auto
 }
 
@@ -127,6 +130,10 @@ TEST(ServerConfigTest, BadFlagsNameTheFlag) {
       {{"/m", "--model", "/n"}, "the model is given twice"},
       {{"--model", "/m", "--port", "1", "--device", "tpu"}, "--device must be cpu or cuda"},
       {{"--model", "/m", "--port", "1", "--tp", "0"}, "--tp must be in [1, 1024], got 0"},
+      {{"--model", "/m", "--port", "1", "--warmup-tokens", "-1"},
+       "--warmup-tokens must be in [0, 65536], got -1"},
+      {{"--model", "/m", "--port", "1", "--warmup-tokens", "65537"},
+       "--warmup-tokens must be in [0, 65536], got 65537"},
       {{"--model", "/m", "--port", "1", "--metrics-port", "70000"},
        "--metrics-port must be in [-1, 65535], got 70000"},
       {{"--model", "/m", "--port", "1", "--kv-blocks", "4", "--kv-memory-mb", "4"},

@@ -266,6 +266,8 @@ absl::StatusOr<ServingSetup> PrepareServing(const ServerConfig& config) {
   }
   TPSERVE_RETURN_IF_ERROR(engine.Validate());
   setup.supervisor.exit_on_pool_failure = config.exit_on_pool_failure;
+  setup.supervisor.warmup_tokens = config.warmup_tokens;
+  setup.supervisor.warmup_timeout = absl::Seconds(config.start_timeout_s);
   return setup;
 }
 

@@ -60,7 +60,8 @@ absl::StatusOr<StepResult> FakeStepExecutor::RunStep(const StepPlan& plan) {
   int64_t tokens = 0;
   for (const auto& added : plan.new_sequences()) tokens += added.num_new_tokens();
   for (const auto& delta : plan.running()) tokens += delta.num_new_tokens();
-  const absl::Duration delay = config_.step_delay + config_.token_delay * tokens;
+  absl::Duration delay = config_.step_delay + config_.token_delay * tokens;
+  if (plan.step() == 1) delay += config_.first_step_delay;
   if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
   absl::MutexLock lock(&mu_);
   step_tokens_.push_back(tokens);

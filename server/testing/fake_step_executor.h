@@ -52,6 +52,8 @@ struct FakeExecutorConfig {
   // Slept for each token a plan computes, after step_delay: a step of n tokens takes
   // step_delay + n · token_delay, as a host's weight streaming plus its compute.
   absl::Duration token_delay = absl::ZeroDuration();
+  // Added to the first step only: a cold rank (page faults, kernel set-up).
+  absl::Duration first_step_delay = absl::ZeroDuration();
 };
 
 class FakeStepExecutor : public StepExecutor {

@@ -4,7 +4,7 @@ external worker attaches within --start-timeout-s) makes tpserve exit non-zero. 
 flags exit 2 with the flag named. generation_config.json's eos ids end generations (as in
 Hugging Face's generate) and its max_new_tokens is the length tpserve-cli's generate
 defaults to (else 256, within the context); a broken one stops the start, naming the file
-and the key. A
+and the key. The pool warms up before it serves (--warmup-tokens). A
 checkpoint that would be served wrong does not start: an unknown config.json key, a
 tokenizer with ids past the model's vocabulary, tensors config.json does not account for,
 a non-finite weight; each names the file and the rule."""
@@ -43,6 +43,25 @@ def check_not_serving_until_ready(pb, pb_grpc):
     finally:
         if server.proc.poll() is None:
             server.proc.kill()
+
+
+def check_warm_up(pb, pb_grpc):
+    """The pool runs its warm-up (two 64-token prompts, two decode steps: four engine
+    steps) before health turns SERVING, and leaves no KV block behind; --warmup-tokens 0
+    serves cold."""
+    for tokens, steps in ((None, 4), ("0", 0)):
+        server = Server(MODEL, extra_args=["--warmup-tokens", tokens] if tokens else [])
+        try:
+            text = "".join(server.lines)
+            warmed = text.find("warmed up: a 64-token prefill took ")
+            assert (warmed >= 0) == (steps > 0), text
+            assert warmed < text.find("serving on"), text
+            stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
+            info = stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10)
+            assert (info.engine_steps, info.kv_blocks_in_use, info.kv_blocks_cached) == (
+                steps, 0, 0), info
+        finally:
+            assert server.stop() == 0
 
 
 def check_bad_flags():
@@ -303,6 +322,9 @@ def main():
     pb, pb_grpc = stubs()
     check_not_serving_until_ready(pb, pb_grpc)
     print("PASS NOT_SERVING and UNAVAILABLE until the pool is ready; no pool exits 1", flush=True)
+    check_warm_up(pb, pb_grpc)
+    print("PASS the pool warms up (four steps, no block left) before it serves; "
+          "--warmup-tokens 0 serves cold", flush=True)
     check_bad_flags()
     print("PASS bad flags name the flag", flush=True)
     check_generation_config_eos(pb, pb_grpc)
