@@ -26,7 +26,8 @@ absl::Status CheckRange(const char* flag, int64_t value, int64_t low, int64_t hi
 struct IntFlags {
   int64_t tp, port, metrics_port, http_port, kv_blocks, kv_memory_mb, kv_block_size, max_context,
       max_batch_tokens, max_sequences, max_queue, step_timeout_ms, step_timeout_per_token_ms,
-      step_time_target_ms, start_timeout_s, warmup_tokens, drain_grace_ms, log_stats_interval_s;
+      step_time_target_ms, start_timeout_s, warmup_tokens, cpu_threads_per_rank, drain_grace_ms,
+      log_stats_interval_s;
 };
 
 void Register(ArgParser& args, ServerConfig& c, IntFlags& i, std::vector<std::string>* model,
@@ -121,6 +122,10 @@ void Register(ArgParser& args, ServerConfig& c, IntFlags& i, std::vector<std::st
               "long prefill on a slow machine is not taken for a hung rank");
   args.AddInt("start-timeout-s", &i.start_timeout_s,
               "deadline for the pool to be ready, and again for its warm-up");
+  args.AddInt("cpu-threads-per-rank", &i.cpu_threads_per_rank,
+              "--device cpu: compute threads of each rank tpserve starts (default 0: the CPUs "
+              "tpserve may run on, shared evenly between the --tp ranks; external workers "
+              "take their own --threads)");
   args.AddInt("warmup-tokens", &i.warmup_tokens,
               "before serving, each pool generation prefills two prompts of this many tokens "
               "and decodes two steps, so the first requests find warm ranks and a measured "
@@ -164,6 +169,7 @@ IntFlags Defaults(const ServerConfig& c) {
           c.step_time_target_ms,
           c.start_timeout_s,
           c.warmup_tokens,
+          c.cpu_threads_per_rank,
           c.drain_grace_ms,
           c.log_stats_interval_s};
 }
@@ -183,6 +189,7 @@ absl::Status Narrow(const IntFlags& i, ServerConfig& c) {
       {"step-time-target-ms", {i.step_time_target_ms, &c.step_time_target_ms}},
       {"start-timeout-s", {i.start_timeout_s, &c.start_timeout_s}},
       {"warmup-tokens", {i.warmup_tokens, &c.warmup_tokens}},
+      {"cpu-threads-per-rank", {i.cpu_threads_per_rank, &c.cpu_threads_per_rank}},
       {"drain-grace-ms", {i.drain_grace_ms, &c.drain_grace_ms}},
       {"log-stats-interval-s", {i.log_stats_interval_s, &c.log_stats_interval_s}},
   };
@@ -241,6 +248,14 @@ absl::Status ServerConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("--gpu-memory-fraction must be in (0, 1], got ", gpu_memory_fraction));
   }
+  if (cpu_threads_per_rank != 0 && device != "cpu") {
+    return absl::InvalidArgumentError("--cpu-threads-per-rank applies to --device cpu only");
+  }
+  if (cpu_threads_per_rank != 0 && external_workers) {
+    return absl::InvalidArgumentError(
+        "--cpu-threads-per-rank applies to the ranks tpserve starts; external workers take "
+        "their own --threads");
+  }
   if (enforce_eager && device != "cuda") {
     return absl::InvalidArgumentError("--enforce-eager applies to --device cuda only");
   }
@@ -285,6 +300,7 @@ absl::Status ServerConfig::Validate() const {
       {"step-time-target-ms", step_time_target_ms, 0, 3600000},
       {"start-timeout-s", start_timeout_s, 1, 86400},
       {"warmup-tokens", warmup_tokens, 0, 65536},
+      {"cpu-threads-per-rank", cpu_threads_per_rank, 0, 1024},
       {"drain-grace-ms", drain_grace_ms, 0, 3600000},
       {"log-stats-interval-s", log_stats_interval_s, 0, 86400},
   };

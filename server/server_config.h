@@ -73,6 +73,9 @@ struct ServerConfig {
   // Each pool generation runs two prompts of this many tokens before it serves (the
   // ranks' first-step costs paid, the step cost model started); 0: it serves cold.
   int warmup_tokens = 64;
+  // --device cpu: compute threads of each spawned rank; 0: the CPUs tpserve may run on
+  // (its affinity mask) shared out evenly between the --tp ranks, at least 1 each.
+  int cpu_threads_per_rank = 0;
   int drain_grace_ms = 30000;         // in-flight requests get this long after SIGTERM
   // The public port's security; main reads the files at start (server/tls_files.h,
   // server/auth.h). No TLS files: plaintext. --tls-client-ca-file: clients must present

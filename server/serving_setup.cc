@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/available_cpus.h"
 #include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 #include "tpserve/v1/batch_limits.h"
@@ -155,6 +156,15 @@ absl::StatusOr<WorkerPoolOptions> PoolOptions(const ServerConfig& config,
   pool.spawn_workers = !config.external_workers;
   pool.worker_binary = config.worker_binary;
   pool.worker_log_level = config.log_level;
+  pool.worker_threads = config.cpu_threads_per_rank > 0 ? config.cpu_threads_per_rank
+                        : config.device == "cpu"       ? std::max(1, AvailableCpus() / config.tp)
+                                                       : 1;
+  if (config.device == "cpu" && !config.external_workers &&
+      int64_t{pool.worker_threads} * config.tp > AvailableCpus()) {
+    spdlog::warn("--cpu-threads-per-rank {} × --tp {} exceeds the {} CPUs tpserve may run on: "
+                 "the ranks' threads will take turns on them",
+                 pool.worker_threads, config.tp, AvailableCpus());
+  }
   if (pool.spawn_workers && pool.worker_binary.empty()) {
     TPSERVE_ASSIGN_OR_RETURN(pool.worker_binary, DefaultWorkerBinary(config.device));
   }

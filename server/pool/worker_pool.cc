@@ -28,6 +28,10 @@ absl::Status WorkerPoolOptions::Validate() const {
   auto bad = [](const std::string& what) { return absl::InvalidArgumentError(what); };
   if (model_dir.empty()) return bad("worker pool: model_dir is empty");
   if (tp < 1 || tp > 512) return bad(absl::StrCat("worker pool: tp=", tp, " is outside [1, 512]"));
+  if (worker_threads < 1 || worker_threads > 1024) {
+    return bad(absl::StrCat("worker pool: worker_threads=", worker_threads,
+                            " is outside [1, 1024]"));
+  }
   if (device != "cpu" && device != "cuda") {
     return bad(absl::StrCat("worker pool: device \"", device, "\": expected cpu or cuda"));
   }

@@ -49,6 +49,7 @@ struct WorkerPoolOptions {
   bool spawn_workers = true;       // false: wait for tp external workers to attach
   std::string worker_binary;       // path of tpserve_worker when spawning
   std::string worker_log_level = "info";  // spawned workers' --log-level
+  int worker_threads = 1;                 // spawned workers' --threads: compute threads each
   // Where workers dial in: "unix:/path/sock" for local workers, "host:port" for remote.
   std::string control_address;
   // External workers: the file holding the worker token that they read too (tpserve_worker

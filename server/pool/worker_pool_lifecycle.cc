@@ -94,7 +94,8 @@ absl::Status WorkerPool::Impl::SpawnRanks(int bound_port) {
   for (int r = 0; r < options.tp; ++r) {
     TPSERVE_ASSIGN_OR_RETURN(
         pid_t pid, SpawnWithToken({options.worker_binary, "--frontend", dial, "--log-level",
-                                   options.worker_log_level},
+                                   options.worker_log_level, "--threads",
+                                   absl::StrCat(options.worker_threads)},
                                   worker_token));
     pids.push_back(pid);
   }

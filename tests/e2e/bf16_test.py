@@ -7,7 +7,8 @@ per output channel) with its wider gap, GetModelInfo saying bfloat16 and int8. T
 --dtype auto, the default: a bf16 checkpoint serves
 as bfloat16 and an fp32 one as float32, from config.json's dtype or, where the config
 has none, from the weights' dtype. In bf16 and int8 mode 32 concurrent greedy requests
-each return what they return alone: no kernel's rows depend on the batch.
+each return what they return alone: no kernel's rows depend on the batch; nor on the
+rank's compute threads (--cpu-threads-per-rank 3 against 1, at tp 1).
 """
 import json
 import os
@@ -55,9 +56,32 @@ def main():
                 for mode, gap in (("bfloat16", GAP), ("int8", INT8_GAP))}
     assert compared["bfloat16"] >= 8 and compared["int8"] >= 6, compared
     check_auto(pb, pb_grpc)
+    check_thread_counts(pb, pb_grpc, modes)
+    print("PASS bf16 and int8 at tp 1 on 3 compute threads a rank give 1 thread's ids and "
+          "logprobs exactly", flush=True)
     print("bf16_test: %d bf16 greedy tokens agree with fp32 (gap > %.2f), %d int8 ones "
           "(gap > %.2f); auto follows the checkpoint; PASS"
           % (compared["bfloat16"], GAP, compared["int8"], INT8_GAP))
+
+
+def check_thread_counts(pb, pb_grpc, modes):
+    """--cpu-threads-per-rank splits every kernel's work without moving a bit: a tp 1
+    rank on 3 threads answers exactly (ids and logprobs) what it does on 1, in bf16 and
+    int8; its log says how many threads it runs."""
+    import grpc
+    for mode in ("bfloat16", "int8"):
+        answers = {}
+        for threads in (1, 3):
+            server = Server(MODEL, tp=1, extra_args=modes[mode] + [
+                "--cpu-threads-per-rank", str(threads)])
+            try:
+                assert any("compute threads: %d " % threads in line for line in server.lines), (
+                    server.lines)
+                stub = pb_grpc.InferenceStub(grpc.insecure_channel(server.address))
+                answers[threads] = [greedy(stub, pb, p, 5) for p in PROMPTS]
+            finally:
+                assert server.stop() == 0
+        assert answers[1] == answers[3], (mode, answers)
 
 
 def agreeing(reference, other, gap):

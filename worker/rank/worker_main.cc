@@ -13,6 +13,7 @@
 // error (reported to the frontend first when the stream was up; a refused token is
 // UNAUTHENTICATED), 2 on bad flags, 3 when the frontend's stream ends without a
 // Shutdown.
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <optional>
@@ -23,11 +24,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/args.h"
+#include "base/available_cpus.h"
 #include "base/log.h"
 #include "base/version.h"
 #include "rendezvous/worker_token.h"
 #include "spdlog/spdlog.h"
 #include "worker/kernels/cpu/bf16_gemm.h"
+#include "worker/kernels/cpu/cpu_threads.h"
 #include "worker/kernels/cpu/gemm.h"
 #include "worker/kernels/cpu/openblas_core.h"
 #include "worker/rank/cuda_backend.h"
@@ -101,6 +104,18 @@ absl::StatusOr<std::optional<int>> RequestedRank(const RankFlags& f) {
   return std::optional<int>(static_cast<int>(f.host_index * per_host + local));
 }
 
+// --threads, or for 0 the CPUs this process may run on shared by its host's ranks.
+absl::StatusOr<int> ComputeThreads(int64_t threads, const RankFlags& f) {
+  constexpr int64_t kMaxThreads = 1024;
+  if (threads < 0 || threads > kMaxThreads) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads must be in [0, ", kMaxThreads, "], got ", threads));
+  }
+  if (threads > 0) return static_cast<int>(threads);
+  const int64_t per_host = f.ranks_per_host > 0 ? f.ranks_per_host : 1;
+  return static_cast<int>(std::max<int64_t>(1, AvailableCpus() / per_host));
+}
+
 absl::Status CheckFlags(const WorkerLoopOptions& options, int64_t connect_timeout_s) {
   if (!options.device.empty() && options.device != "cpu" && options.device != "cuda") {
     int ordinal = -1;
@@ -153,10 +168,17 @@ int Main(int argc, char** argv) {
            "ranks on each host, for --host-index (default 1)");
   p.AddInt("local-rank", &rank.local_rank,
            "this worker's place among its host's ranks (default 0)");
+  int64_t threads = 0;
+  p.AddInt("threads", &threads,
+           "CPU compute threads for this rank's kernels (default 0: the CPUs this process "
+           "may run on, divided by --ranks-per-host; the frontend passes its "
+           "--cpu-threads-per-rank to the ranks it starts)");
   absl::Status s = ParseFlagsOrExit(p, argc, argv);
   absl::StatusOr<std::string> secret = ReadToken(token);  // first: the fd is closed at once
   if (s.ok()) s = secret.status();
   if (s.ok()) s = CheckFlags(options, connect_timeout_s);
+  absl::StatusOr<int> compute_threads = ComputeThreads(threads, rank);
+  if (s.ok()) s = compute_threads.status();
   absl::StatusOr<std::optional<int>> requested = RequestedRank(rank);
   if (s.ok()) s = requested.status();
   if (s.ok()) s = InitLogging("tpserve_worker", log_level);
@@ -168,8 +190,12 @@ int Main(int argc, char** argv) {
   options.token = *std::move(secret);
   options.rank = *requested;
   options.connect_timeout = absl::Seconds(connect_timeout_s);
-  SetGemmThreads(1);  // one rank per process; ranks share the host's cores
-  SetBf16GemmThreads(1);
+  // One rank per process; its kernels' threads share the host's cores with the others'.
+  SetGemmThreads(*compute_threads);
+  SetBf16GemmThreads(*compute_threads);
+  SetCpuThreads(*compute_threads);
+  spdlog::info("compute threads: {} (of {} CPUs this process may run on)", *compute_threads,
+               AvailableCpus());
   s = RunWorkerLoop(options);
   if (!s.ok()) {
     spdlog::error("{}", s.ToString());

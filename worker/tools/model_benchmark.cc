@@ -32,6 +32,7 @@
 #include "worker/comm/gloo_comm_group.h"
 #include "worker/comm/rank_launcher.h"
 #include "worker/kernels/cpu/bf16_gemm.h"
+#include "worker/kernels/cpu/cpu_threads.h"
 #include "worker/kernels/cpu/gemm.h"
 #include "worker/kernels/cpu/openblas_core.h"
 #include "worker/models/llama_tensors.h"
@@ -49,6 +50,7 @@ struct Flags {
   int64_t prompt_len = 128, prefill_seqs = 1, prefill_runs = 3, decode_steps = 32, layers = 8, hidden = 768, vocab = 32000;
   int64_t intermediate = 0, heads = 0, kv_heads = 0;  // 0: derived from hidden
   int64_t rank = -1, tp_size = 1, store_port = 0;
+  int64_t threads = 1;  // compute threads per rank
   bool tcp_only = false;  // collectives over Gloo's TCP even on one host
   std::string dtype = "float32";  // or bfloat16: the layers' weights in bf16
   std::string quantization = "none";  // or int8: the linears and LM head in int8 (bf16 mode)
@@ -72,8 +74,9 @@ int64_t PeakRssBytes() {
 }
 
 absl::Status RunRank(const Flags& f) {
-  SetGemmThreads(1);
-  SetBf16GemmThreads(1);
+  SetGemmThreads(static_cast<int>(f.threads));
+  SetBf16GemmThreads(static_cast<int>(f.threads));
+  SetCpuThreads(static_cast<int>(f.threads));
   std::vector<int32_t> batches;
   TPSERVE_RETURN_IF_ERROR(ParseIdList(f.batches, &batches));
   int max_batch = static_cast<int>(f.prefill_seqs);
@@ -208,6 +211,8 @@ absl::Status RunPool(const Flags& f, int tp) {
                                      "--batches",
                                      f.batches};
     if (f.tcp_only) argv.push_back("--tcp-only");
+    argv.push_back("--threads");
+    argv.push_back(std::to_string(f.threads));
     argv.push_back("--dtype");
     argv.push_back(f.dtype);
     argv.push_back("--quantization");
@@ -278,6 +283,7 @@ int Main(int argc, char** argv) {
   p.AddInt("layers", &f.layers, "decoder layers (default 8)");
   p.AddInt("hidden", &f.hidden, "hidden size, a multiple of 64 (default 768)");
   p.AddInt("vocab", &f.vocab, "vocab size (default 32000)");
+  p.AddInt("threads", &f.threads, "compute threads per rank (default 1)");
   p.AddBool("tcp-only", &f.tcp_only,
             "ranks' collectives over Gloo's TCP transport, not shared memory");
   p.AddInt("rank", &f.rank, "internal");
@@ -296,6 +302,11 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "model_benchmark: --prompt-len, --prefill-seqs and --decode-steps "
                  "must be >= 1, "
                  "--prefill-runs >= 0\n");
+    return 2;
+  }
+  if (f.threads < 1 || f.threads > 1024) {
+    std::fprintf(stderr, "model_benchmark: --threads must be in [1, 1024], got %lld\n",
+                 static_cast<long long>(f.threads));
     return 2;
   }
   if (absl::Status s = ParseCpuWeights(f.dtype, f.quantization).status(); !s.ok()) {

@@ -350,8 +350,9 @@ __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16"))) void At
 
 bool Available() { return bf16_amx::Available(); }
 
-void AttendSequence(const float* q, const SequenceStep& seq, int64_t t0, const KvCache& cache,
-                    int layer, const AttentionParams& p, float* out) {
+void AttendSequence(const float* q, const SequenceStep& seq, int64_t t0, int64_t kv_begin,
+                    int64_t kv_end, const KvCache& cache, int layer, const AttentionParams& p,
+                    float* out) {
   const int64_t group = p.num_heads / p.num_kv_heads;
   const int64_t d = p.head_dim, dv = p.v_head_dim;
   const int32_t first_pos = seq.context_len - seq.num_new_tokens;
@@ -376,7 +377,7 @@ void AttendSequence(const float* q, const SequenceStep& seq, int64_t t0, const K
 
   const int64_t num_rows = int64_t{seq.num_new_tokens} * group;  // row = token · G + g
   bf16_amx::ConfigureTiles();
-  for (int64_t kv_head = 0; kv_head < p.num_kv_heads; ++kv_head) {
+  for (int64_t kv_head = kv_begin; kv_head < kv_end; ++kv_head) {
     GatherKv(RowFinder{seq, cache, layer, lo_all}, kv_head, d, dv, s, keys, values);
     for (int64_t r0 = 0; r0 < num_rows; r0 += kRows) {
       const int64_t rows = std::min(kRows, num_rows - r0);

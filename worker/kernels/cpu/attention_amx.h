@@ -36,9 +36,11 @@ inline constexpr int64_t kPositionsPerBlock = 64;
 bool Available();
 
 // The new tokens of `seq`, whose first query row is token `t0` of the step: q: [.., n_q, d]
-// -> out: [.., n_q, dv] at the same rows. The cache must be bf16 and hold every position
-// of the sequence up to context_len. Needs Available().
-void AttendSequence(const float* q, const SequenceStep& seq, int64_t t0, const KvCache& cache,
+// -> out: [.., n_q, dv] at the same rows, for the query heads of kv heads [kv_begin,
+// kv_end) (each pair of calls on disjoint ranges may run concurrently). The cache must be
+// bf16 and hold every position of the sequence up to context_len. Needs Available().
+void AttendSequence(const float* q, const SequenceStep& seq, int64_t t0, int64_t kv_begin,
+                    int64_t kv_end, const KvCache& cache,
                     int layer, const AttentionParams& params, float* out);
 
 }  // namespace attention_amx

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "worker/dtype.h"
+#include "worker/kernels/cpu/cpu_threads.h"
 
 // How the kernel is arranged (measured on a 2-core AMD EPYC Zen 3 without AVX-512;
 // docs/design.md, "Model core"). The vector lanes run along the output rows: 8 rows'
@@ -236,12 +237,13 @@ uint16_t PackedAt(const uint16_t* packed, int64_t k, int64_t row, int64_t col) {
   return packed[Offset(row, col, PaddedCols(k))];
 }
 
-void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, int64_t k,
-            float* y, bool accumulate) {
-  if (m <= 0) return;
+namespace {
+
+// MatMul for output blocks [block_begin, block_end).
+void MatMulBlocks(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, int64_t k,
+                  float* y, bool accumulate, int64_t block_begin, int64_t block_end) {
   const int64_t k_pad = PaddedCols(k);
   const int64_t pairs = k_pad / 2;
-  const int64_t blocks = PaddedRows(n_out) / kRowsPerBlock;
   const int64_t block_elems = kRowsPerBlock * k_pad;
   // Row groups as even as they go (300 rows: 150 and 150, not 256 and 44): each pass over
   // the weight then has rows enough to keep the FMA pipes busy.
@@ -268,9 +270,9 @@ void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, in
     const int64_t g = std::min(group, m - g0);
     if (g == 1) {
       PrepareTiles(x + g0 * k, k, k_pad, {{0, 1}}, xt);
-      for (int64_t b = 0; b < blocks; b += 2) {
+      for (int64_t b = block_begin; b < block_end; b += 2) {
         float sums[2 * kRowsPerBlock];
-        if (b + 1 < blocks) {
+        if (b + 1 < block_end) {
           OneRowTwoBlocks(xt, packed + b * block_elems, packed + (b + 1) * block_elems, pairs,
                           sums);
           put(g0, b + 1, sums + kRowsPerBlock);
@@ -283,9 +285,9 @@ void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, in
     }
     const auto tiles = Tiles(g, kTileRows);
     PrepareTiles(x + g0 * k, k, k_pad, tiles, xt);
-    for (int64_t b = 0; b < blocks; ++b) {
+    for (int64_t b = block_begin; b < block_end; ++b) {
       const uint16_t* blk = packed + b * block_elems;
-      const uint16_t* next = b + 1 < blocks ? blk + block_elems : nullptr;
+      const uint16_t* next = b + 1 < block_end ? blk + block_elems : nullptr;
       for (size_t t = 0; t < tiles.size(); ++t) {
         const auto [i, rows] = tiles[t];
         const float* xi = xt + i * k_pad;
@@ -301,6 +303,19 @@ void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, in
       for (int64_t i = 0; i < g; ++i) put(g0 + i, b, block_sums + i * kRowsPerBlock);
     }
   }
+}
+
+}  // namespace
+
+void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, int64_t k,
+            float* y, bool accumulate) {
+  if (m <= 0) return;
+  // The compute threads split the output blocks (at least 8 each: 128 outputs); every
+  // output is one chain whatever the split or the pairing of blocks, so no bit moves.
+  ParallelRanges(PaddedRows(n_out) / kRowsPerBlock, /*min_per_thread=*/8,
+                 [&](int64_t begin, int64_t end) {
+                   MatMulBlocks(x, m, packed, n_out, k, y, accumulate, begin, end);
+                 });
 }
 
 float ReferenceDot(const float* x_row, const float* w_row, int64_t k, bool accumulate,

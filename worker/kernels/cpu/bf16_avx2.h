@@ -17,7 +17,7 @@
 // y = acc, or y_old + acc when accumulating. ReferenceDot spells the same arithmetic out
 // in scalar code for the tests.
 //
-// A call runs on the calling thread (a rank is one thread).
+// The compute threads (cpu_threads.h) split a call's output blocks.
 #ifndef TPSERVE_WORKER_KERNELS_CPU_BF16_AVX2_H_
 #define TPSERVE_WORKER_KERNELS_CPU_BF16_AVX2_H_
 

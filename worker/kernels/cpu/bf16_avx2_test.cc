@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "worker/dtype.h"
 #include "worker/kernels/cpu/bf16_gemm_testing.h"
+#include "worker/kernels/cpu/cpu_threads.h"
 
 namespace tpserve {
 namespace bf16_avx2 {
@@ -109,6 +110,26 @@ TEST(Bf16Avx2Test, RowDoesNotDependOnItsBatch) {
     EXPECT_EQ(std::memcmp(alone.data(), batch.data() + i * n_out, n_out * sizeof(float)), 0)
         << "row " << i;
   }
+}
+
+// The compute threads split the output blocks (at least 8 each): 2 and 3 threads give 1
+// thread's bits at batch 1 (blocks in pairs) and 70 (row tiles), over 21 blocks.
+TEST(Bf16Avx2Test, ThreadCountChangesNoBits) {
+  const int64_t n_out = 333, k = 300;
+  const Case c = MakeWeight(n_out, k, 7);
+  const std::vector<float> x = RandomNormal(70 * k, 8);
+  for (int64_t m : {1, 70}) {
+    SetCpuThreads(1);
+    std::vector<float> one(m * n_out), many(m * n_out);
+    MatMul(x.data(), m, c.packed.data(), n_out, k, one.data(), false);
+    for (int threads : {2, 3}) {
+      SetCpuThreads(threads);
+      MatMul(x.data(), m, c.packed.data(), n_out, k, many.data(), false);
+      EXPECT_EQ(std::memcmp(many.data(), one.data(), one.size() * sizeof(float)), 0)
+          << "m " << m << ", " << threads << " threads";
+    }
+  }
+  SetCpuThreads(1);
 }
 
 TEST(Bf16Avx2Test, PackingKeepsEveryWeightAndZeroesThePadding) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "worker/dtype.h"
+#include "worker/kernels/cpu/cpu_threads.h"
 #include "worker/tensor.h"
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() (a self-initialised variable) as
@@ -443,43 +444,51 @@ void Int8Weight::Impl::MatMulBlocked(const float* x, int64_t m, float* y, bool a
                                      BlockKernel kernel) const {
   std::vector<int16_t> xq;
   const std::vector<float> x_scales = QuantizeX(x, m, xq);  // xq: [m, k_pad]
-  float dots[kRowsPerPass][kRowsPerBlock];
+  // The compute threads split the output blocks (decode) or panels (tiled); each output's
+  // sums run in the same order whatever the split, so no bit moves.
   if (m <= kRowsPerPass) {
     // Decode: the weight streams from memory once, block after block.
     const int rows = static_cast<int>(m);
-    for (int64_t b = 0; b < n_pad; b += kRowsPerBlock) {
-      float total[kRowsPerPass][kRowsPerBlock] = {};
-      for (int64_t c = 0; c < k_pad; c += kChunkCols) {
-        kernel(rows, q + b * k_pad, xq.data(), k_pad, c, std::min(k_pad, c + kChunkCols), dots);
-        for (int i = 0; i < rows; ++i) {
-          for (int r = 0; r < kRowsPerBlock; ++r) total[i][r] += dots[i][r];
+    ParallelRanges(n_pad / kRowsPerBlock, /*min_per_thread=*/8, [&](int64_t begin, int64_t end) {
+      float dots[kRowsPerPass][kRowsPerBlock];
+      for (int64_t b = begin * kRowsPerBlock; b < end * kRowsPerBlock; b += kRowsPerBlock) {
+        float total[kRowsPerPass][kRowsPerBlock] = {};
+        for (int64_t c = 0; c < k_pad; c += kChunkCols) {
+          kernel(rows, q + b * k_pad, xq.data(), k_pad, c, std::min(k_pad, c + kChunkCols), dots);
+          for (int i = 0; i < rows; ++i) {
+            for (int r = 0; r < kRowsPerBlock; ++r) total[i][r] += dots[i][r];
+          }
         }
+        Store(&total[0][0], kRowsPerBlock, x_scales.data(), m, b, kRowsPerBlock, y, accumulate);
       }
-      Store(&total[0][0], kRowsPerBlock, x_scales.data(), m, b, kRowsPerBlock, y, accumulate);
-    }
+    });
     return;
   }
   // Tiled: a panel of weight blocks (L2) against passes of 6 rows of one chunk of x (L1).
   constexpr int64_t kPanelRows = kPanelBlocks * kRowsPerBlock;
-  std::vector<float> tile(static_cast<size_t>(m * kPanelRows));  // [m, kPanelRows] sums
-  for (int64_t p = 0; p < n_pad; p += kPanelRows) {
-    const int64_t panel_end = std::min(n_pad, p + kPanelRows);
-    std::fill(tile.begin(), tile.end(), 0.0f);
-    for (int64_t c = 0; c < k_pad; c += kChunkCols) {
-      const int64_t c_end = std::min(k_pad, c + kChunkCols);
-      for (int64_t i = 0; i < m; i += kRowsPerPass) {
-        const int rows = static_cast<int>(std::min<int64_t>(kRowsPerPass, m - i));
-        for (int64_t b = p; b < panel_end; b += kRowsPerBlock) {
-          kernel(rows, q + b * k_pad, &xq[i * k_pad], k_pad, c, c_end, dots);
-          for (int ii = 0; ii < rows; ++ii) {
-            float* sums = &tile[(i + ii) * kPanelRows + (b - p)];
-            for (int r = 0; r < kRowsPerBlock; ++r) sums[r] += dots[ii][r];
+  const int64_t panels = (n_pad + kPanelRows - 1) / kPanelRows;
+  ParallelRanges(panels, /*min_per_thread=*/1, [&](int64_t first, int64_t last) {
+    float dots[kRowsPerPass][kRowsPerBlock];
+    std::vector<float> tile(static_cast<size_t>(m * kPanelRows));  // [m, kPanelRows] sums
+    for (int64_t p = first * kPanelRows; p < std::min(n_pad, last * kPanelRows); p += kPanelRows) {
+      const int64_t panel_end = std::min(n_pad, p + kPanelRows);
+      std::fill(tile.begin(), tile.end(), 0.0f);
+      for (int64_t c = 0; c < k_pad; c += kChunkCols) {
+        const int64_t c_end = std::min(k_pad, c + kChunkCols);
+        for (int64_t i = 0; i < m; i += kRowsPerPass) {
+          const int rows = static_cast<int>(std::min<int64_t>(kRowsPerPass, m - i));
+          for (int64_t b = p; b < panel_end; b += kRowsPerBlock) {
+            kernel(rows, q + b * k_pad, &xq[i * k_pad], k_pad, c, c_end, dots);
+            for (int ii = 0; ii < rows; ++ii) {
+              float* sums = &tile[(i + ii) * kPanelRows + (b - p)];
+              for (int r = 0; r < kRowsPerBlock; ++r) sums[r] += dots[ii][r];
+            }
           }
         }
       }
+      Store(tile.data(), kPanelRows, x_scales.data(), m, p, panel_end - p, y, accumulate);
     }
-    Store(tile.data(), kPanelRows, x_scales.data(), m, p, panel_end - p, y, accumulate);
-  }
+  });
 }
 
 namespace {

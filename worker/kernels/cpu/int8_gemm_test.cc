@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "worker/dtype.h"
 #include "worker/kernels/cpu/bf16_gemm_testing.h"
+#include "worker/kernels/cpu/cpu_threads.h"
 #include "worker/kernels/cpu/pack_weight.h"
 
 namespace tpserve {
@@ -252,6 +253,26 @@ TEST_P(Int8GemmTest, RowsDoNotDependOnTheRestOfTheBatch) {
       ASSERT_EQ(part[j], batch[(40 - m) * n_out + j]) << "m " << m << ", element " << j;
     }
   }
+}
+
+// The compute threads split the output blocks (decode) or panels (tiled): 2 and 3
+// threads give 1 thread's bits, at batch 1, 5 (one pass) and 40 (tiled), for a weight
+// of several panels and a partial one.
+TEST_P(Int8GemmTest, ThreadCountChangesNoBits) {
+  const int64_t n_out = 300, k = 2500;
+  Int8Weight w = RandomInt8Weight(n_out, k, 23);
+  const std::vector<float> x = RandomNormal(40 * k, 24);
+  for (int64_t m : {1, 5, 40}) {
+    SetCpuThreads(1);
+    std::vector<float> one(m * n_out), many(m * n_out);
+    ASSERT_TRUE(MatMulInt8(x.data(), m, w, one.data()).ok());
+    for (int threads : {2, 3}) {
+      SetCpuThreads(threads);
+      ASSERT_TRUE(MatMulInt8(x.data(), m, w, many.data()).ok());
+      EXPECT_EQ(many, one) << "m " << m << ", " << threads << " threads";
+    }
+  }
+  SetCpuThreads(1);
 }
 
 TEST_P(Int8GemmTest, NonFiniteXPropagatesToItsRowOnly) {

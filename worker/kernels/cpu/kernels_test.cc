@@ -1,11 +1,13 @@
 // Tests of the CPU block kernels against direct double-precision formulas.
 #include <cmath>
+#include <functional>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "worker/dtype.h"
 #include "worker/kernels/cpu/attention_amx.h"
+#include "worker/kernels/cpu/cpu_threads.h"
 #include "worker/kernels/cpu/norm_activation.h"
 #include "worker/kernels/cpu/paged_attention.h"
 #include "worker/kernels/cpu/rope.h"
@@ -445,6 +447,69 @@ TEST(PagedAttentionTest, Bf16WideScoreRangeMatchesDense) {
   std::vector<float> got(len * nq * d);
   PagedAttention(q.data(), batch, *cache, 0, p, got.data());
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-2) << i;
+}
+
+// Each kernel the compute threads split (cpu_threads.h) gives the same bits on 1, 2 and
+// 3 threads: norms and activations by rows, rotary embeddings by tokens, attention by
+// (sequence, kv head) over a batch of a long prompt, a short one and decodes.
+TEST(ThreadCountTest, ChangesNoBitOfAnyKernel) {
+  const int64_t rows = 67, dim = 2048, width = 1408;
+  const auto x = Random(rows * dim, 61), add = Random(rows * dim, 62), w = Random(dim, 63);
+  const auto gate_up = Random(rows * 2 * width, 64);
+  const int nq = 8, nkv = 2, d = 64, block = 16;
+  RotaryEmbedding rope(d, 10000.0, RopeScaling{});
+  std::vector<int32_t> positions(rows);
+  for (int64_t t = 0; t < rows; ++t) positions[t] = static_cast<int32_t>(t * 13 % 500);
+  const auto heads = Random(rows * nq * d, 65);
+  // Three sequences: a 40-token prompt chunk after 20 cached tokens, a 25-token prompt,
+  // and two decodes at contexts 90 and 33: 67 new tokens in all.
+  StepBatch batch;
+  batch.seqs.push_back({40, 60, {0, 1, 2, 3}, true});
+  batch.seqs.push_back({25, 25, {4, 5}, true});
+  batch.seqs.push_back({1, 90, {6, 7, 8, 9, 10, 11}, false});
+  batch.seqs.push_back({1, 33, {12, 13, 14}, false});
+  batch.token_ids.assign(rows, 0);
+  AttentionParams p{nq, nkv, d, d, 0.125f, 0};
+  const auto all_k = Random(int64_t{16} * block * nkv * d, 66);
+  const auto all_v = Random(int64_t{16} * block * nkv * d, 67);
+
+  auto run = [&](int threads) {
+    SetCpuThreads(threads);
+    std::vector<std::vector<float>> outs;
+    std::vector<float> out(rows * dim), residual = x;
+    RmsNorm(x.data(), w.data(), rows, dim, 1e-6f, out.data());
+    outs.push_back(out);
+    AddRmsNorm(residual.data(), add.data(), w.data(), rows, dim, 1e-6f, out.data());
+    outs.push_back(out);
+    outs.push_back(residual);
+    std::vector<float> act(rows * width);
+    ActMul(Activation::kSilu, gate_up.data(), rows, width, act.data());
+    outs.push_back(act);
+    std::vector<float> rotated = heads;
+    rope.Apply(positions, nq, rotated.data());
+    outs.push_back(rotated);
+    for (const int dtype_bytes : {4, 2}) {  // fp32 cache (sgemm path), bf16 (AMX where present)
+      auto cache = KvCache::Create({1, 16, block, nkv, d, d, dtype_bytes}, 1 << 24);
+      EXPECT_TRUE(cache.ok());
+      // Every slot of the 16 blocks written, so the cached positions hold keys.
+      std::vector<int64_t> slots(16 * block);
+      for (size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int64_t>(i);
+      WriteKv(all_k.data(), all_v.data(), slots, 0, *cache);
+      std::vector<float> attended(rows * nq * d);
+      PagedAttention(heads.data(), batch, *cache, 0, p, attended.data());
+      outs.push_back(attended);
+    }
+    return outs;
+  };
+  const auto one = run(1);
+  for (int threads : {2, 3}) {
+    const auto many = run(threads);
+    ASSERT_EQ(many.size(), one.size());
+    for (size_t i = 0; i < one.size(); ++i) {
+      EXPECT_EQ(many[i], one[i]) << "output " << i << " on " << threads << " threads";
+    }
+  }
+  SetCpuThreads(1);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 #include "worker/kernels/cpu/norm_activation.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "worker/kernels/cpu/cpu_threads.h"
 #include "worker/kernels/cpu/vec_math.h"
 
 namespace tpserve {
@@ -28,10 +30,14 @@ float SumSquares(const float* row, int64_t dim) {
   return sum;
 }
 
-}  // namespace
+// Rows per compute thread: at least 16 Ki elements each, or a team costs more than it saves.
+int64_t MinRowsPerThread(int64_t row_elements) {
+  return (16384 + row_elements - 1) / std::max<int64_t>(row_elements, 1);
+}
 
-void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) {
-  for (int64_t i = 0; i < n; ++i) {
+void RmsNormRows(const float* x, const float* weight, int64_t begin, int64_t end, int64_t dim,
+                 float eps, float* out) {
+  for (int64_t i = begin; i < end; ++i) {
     const float* row = x + i * dim;
     float* dst = out + i * dim;
     const float inv = 1.0f / std::sqrt(SumSquares(row, dim) / static_cast<float>(dim) + eps);
@@ -42,23 +48,9 @@ void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float 
   }
 }
 
-void AddRmsNorm(float* residual, const float* x, const float* weight, int64_t n, int64_t dim,
-                float eps, float* out) {
-  // A row at a time: the sum, its squares and the normalised row read the row while it
-  // is still in L1 (whole-tensor passes streamed a prefill's residual from memory twice).
-  for (int64_t i = 0; i < n; ++i) {
-    float* row = residual + i * dim;
-    const float* add = x + i * dim;
-    AddInto(row, add, dim);
-    RmsNorm(row, weight, 1, dim, eps, out + i * dim);
-  }
-}
-
-namespace {
-
 template <Activation kAct>
-void ActMulRows(const float* gate_up, int64_t n, int64_t width, float* out) {
-  for (int64_t i = 0; i < n; ++i) {
+void ActMulRows(const float* gate_up, int64_t begin, int64_t end, int64_t width, float* out) {
+  for (int64_t i = begin; i < end; ++i) {
     const float* gate = gate_up + i * 2 * width;
     const float* up = gate + width;
     float* dst = out + i * width;
@@ -75,19 +67,45 @@ void ActMulRows(const float* gate_up, int64_t n, int64_t width, float* out) {
   }
 }
 
-}  // namespace
-
-void ActMul(Activation act, const float* gate_up, int64_t n, int64_t width, float* out) {
+void ActMulRange(Activation act, const float* gate_up, int64_t begin, int64_t end,
+                 int64_t width, float* out) {
   switch (act) {  // one loop per activation: the switch stays out of it
     case Activation::kSilu:
-      return ActMulRows<Activation::kSilu>(gate_up, n, width, out);
+      return ActMulRows<Activation::kSilu>(gate_up, begin, end, width, out);
     case Activation::kGelu:
-      return ActMulRows<Activation::kGelu>(gate_up, n, width, out);
+      return ActMulRows<Activation::kGelu>(gate_up, begin, end, width, out);
     case Activation::kGeluTanh:
-      return ActMulRows<Activation::kGeluTanh>(gate_up, n, width, out);
+      return ActMulRows<Activation::kGeluTanh>(gate_up, begin, end, width, out);
     case Activation::kRelu:
-      return ActMulRows<Activation::kRelu>(gate_up, n, width, out);
+      return ActMulRows<Activation::kRelu>(gate_up, begin, end, width, out);
   }
+}
+
+}  // namespace
+
+// Rows split between the compute threads (cpu_threads.h); a row's bits are its own.
+void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) {
+  ParallelRanges(n, MinRowsPerThread(dim), [&](int64_t begin, int64_t end) {
+    RmsNormRows(x, weight, begin, end, dim, eps, out);
+  });
+}
+
+void AddRmsNorm(float* residual, const float* x, const float* weight, int64_t n, int64_t dim,
+                float eps, float* out) {
+  // A row at a time: the sum, its squares and the normalised row read the row while it
+  // is still in L1 (whole-tensor passes streamed a prefill's residual from memory twice).
+  ParallelRanges(n, MinRowsPerThread(dim), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      AddInto(residual + i * dim, x + i * dim, dim);
+      RmsNormRows(residual, weight, i, i + 1, dim, eps, out);
+    }
+  });
+}
+
+void ActMul(Activation act, const float* gate_up, int64_t n, int64_t width, float* out) {
+  ParallelRanges(n, MinRowsPerThread(2 * width), [&](int64_t begin, int64_t end) {
+    ActMulRange(act, gate_up, begin, end, width, out);
+  });
 }
 
 }  // namespace tpserve

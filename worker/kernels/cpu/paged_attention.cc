@@ -9,6 +9,7 @@
 
 #include "worker/dtype.h"
 #include "worker/kernels/cpu/attention_amx.h"
+#include "worker/kernels/cpu/cpu_threads.h"
 #include "worker/kernels/cpu/vec_math.h"
 
 namespace tpserve {
@@ -74,11 +75,18 @@ void PagedAttention(const float* q, const StepBatch& batch, const KvCache& cache
     PagedAttentionSgemm(q, batch, cache, layer, p, out);
     return;
   }
-  int64_t t0 = 0;  // flattened index of the sequence's first new token
-  for (const SequenceStep& seq : batch.seqs) {
-    attention_amx::AttendSequence(q, seq, t0, cache, layer, p, out);
-    t0 += seq.num_new_tokens;
+  // (sequence, kv head) pairs, shared out between the compute threads one at a time
+  // (a prompt's pairs cost far more than a decode's); each pair's rows are computed as
+  // they would be alone.
+  std::vector<int64_t> t0(batch.seqs.size());  // flattened index of each one's first token
+  for (size_t s = 1; s < batch.seqs.size(); ++s) {
+    t0[s] = t0[s - 1] + batch.seqs[s - 1].num_new_tokens;
   }
+  ParallelEach(static_cast<int64_t>(batch.seqs.size()) * p.num_kv_heads, [&](int64_t pair) {
+    const int64_t s = pair / p.num_kv_heads, kv_head = pair % p.num_kv_heads;
+    attention_amx::AttendSequence(q, batch.seqs[s], t0[s], kv_head, kv_head + 1, cache, layer,
+                                  p, out);
+  });
 }
 
 void PagedAttentionSgemm(const float* q, const StepBatch& batch, const KvCache& cache, int layer,

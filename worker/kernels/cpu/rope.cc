@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "worker/kernels/cpu/cpu_threads.h"
+
 namespace tpserve {
 namespace {
 
@@ -135,18 +137,22 @@ void RotaryEmbedding::CosSin(int32_t position, bool use_long, float* cos_out,
 void RotaryEmbedding::Apply(absl::Span<const int32_t> positions, int64_t num_heads, float* x,
                             absl::Span<const uint8_t> use_long) const {
   const int half = rotary_dim_ / 2;
-  std::vector<float> cos_v(half), sin_v(half);
-  for (size_t t = 0; t < positions.size(); ++t) {
-    CosSin(positions[t], !use_long.empty() && use_long[t] != 0, cos_v.data(), sin_v.data());
-    for (int64_t h = 0; h < num_heads; ++h) {
-      float* v = x + (t * num_heads + h) * rotary_dim_;
-      for (int i = 0; i < half; ++i) {
-        const float a = v[i], b = v[i + half];
-        v[i] = a * cos_v[i] - b * sin_v[i];
-        v[i + half] = b * cos_v[i] + a * sin_v[i];
+  // Tokens split between the compute threads; each token's rotation is the same alone.
+  ParallelRanges(static_cast<int64_t>(positions.size()), /*min_per_thread=*/4,
+                 [&](int64_t begin, int64_t end) {
+    std::vector<float> cos_v(half), sin_v(half);
+    for (int64_t t = begin; t < end; ++t) {
+      CosSin(positions[t], !use_long.empty() && use_long[t] != 0, cos_v.data(), sin_v.data());
+      for (int64_t h = 0; h < num_heads; ++h) {
+        float* v = x + (t * num_heads + h) * rotary_dim_;
+        for (int i = 0; i < half; ++i) {
+          const float a = v[i], b = v[i + half];
+          v[i] = a * cos_v[i] - b * sin_v[i];
+          v[i + half] = b * cos_v[i] + a * sin_v[i];
+        }
       }
     }
-  }
+  });
 }
 
 std::vector<float> RotaryEmbedding::CosSinTable(int max_positions) const {
