@@ -67,6 +67,70 @@ void SoftmaxRow(float* scores, int64_t columns, int64_t first, int64_t last) {
 // context floats.
 constexpr int64_t kRowsPerChunk = 256;
 
+// PagedAttentionSgemm for kv head `kv_head` of `seq`, whose first new token is row t0
+// of the step: its keys and values widened, then per chunk of rows the scores by one
+// sgemm, the masked softmax, and the output by another. Scratch is per thread.
+void AttendHeadSgemm(const float* q, const SequenceStep& seq, int64_t t0, int64_t kv_head,
+                     const KvCache& cache, int layer, const AttentionParams& p, float* out) {
+  const int64_t group = p.num_heads / p.num_kv_heads;  // query heads per kv head
+  const int64_t d = p.head_dim, dv = p.v_head_dim;
+  const int block_size = cache.shape().block_size;
+  const int64_t tokens_per_chunk = std::max<int64_t>(1, kRowsPerChunk / group);
+  thread_local std::vector<float> keys, values, scores, q_rows, out_rows;
+  const int32_t first_pos = seq.context_len - seq.num_new_tokens;
+  // Positions any of its new tokens reads: [lo_all, context_len).
+  const int32_t lo_all = p.sliding_window > 0 ? std::max(0, first_pos - p.sliding_window + 1) : 0;
+  const int64_t span = seq.context_len - lo_all;
+  keys.resize(span * d);     // [span, d] of one kv head
+  values.resize(span * dv);  // [span, dv]
+  for (int64_t j = 0; j < span; ++j) {
+    const int32_t pos = lo_all + static_cast<int32_t>(j);
+    const int64_t slot = int64_t{seq.block_table[pos / block_size]} * block_size + pos % block_size;
+    if (cache.bf16()) {  // widened exactly
+      const uint16_t* key = cache.key_bf16(layer, slot) + kv_head * d;
+      const uint16_t* value = cache.value_bf16(layer, slot) + kv_head * dv;
+      Bf16ToFloats(key, d, &keys[j * d]);
+      Bf16ToFloats(value, dv, &values[j * dv]);
+    } else {
+      std::memcpy(&keys[j * d], cache.key(layer, slot) + kv_head * d, d * sizeof(float));
+      std::memcpy(&values[j * dv], cache.value(layer, slot) + kv_head * dv, dv * sizeof(float));
+    }
+  }
+  for (int32_t i0 = 0; i0 < seq.num_new_tokens; i0 += tokens_per_chunk) {
+    const int32_t i1 =
+        static_cast<int32_t>(std::min<int64_t>(seq.num_new_tokens, i0 + tokens_per_chunk));
+    const int64_t rows = int64_t{i1 - i0} * group;
+    // Columns up to the chunk's last token; earlier rows mask the rest.
+    const int64_t columns = first_pos + i1 - lo_all;
+    q_rows.resize(rows * d);
+    for (int32_t i = i0; i < i1; ++i) {  // row (i, g): token i, query head kv_head·G + g
+      std::memcpy(&q_rows[(i - i0) * group * d], q + ((t0 + i) * p.num_heads + kv_head * group) * d,
+                  group * d * sizeof(float));
+    }
+    scores.resize(rows * columns);  // [rows, columns]
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows),
+                static_cast<blasint>(columns), static_cast<blasint>(d), p.scale, q_rows.data(),
+                static_cast<blasint>(d), keys.data(), static_cast<blasint>(d), 0.0f,
+                scores.data(), static_cast<blasint>(columns));
+    for (int32_t i = i0; i < i1; ++i) {
+      const int32_t pos = first_pos + i;
+      const int32_t lo = p.sliding_window > 0 ? std::max(0, pos - p.sliding_window + 1) : 0;
+      for (int64_t g = 0; g < group; ++g) {
+        SoftmaxRow(&scores[((i - i0) * group + g) * columns], columns, lo - lo_all, pos - lo_all);
+      }
+    }
+    out_rows.resize(rows * dv);  // [rows, dv]
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(rows),
+                static_cast<blasint>(dv), static_cast<blasint>(columns), 1.0f, scores.data(),
+                static_cast<blasint>(columns), values.data(), static_cast<blasint>(dv), 0.0f,
+                out_rows.data(), static_cast<blasint>(dv));
+    for (int32_t i = i0; i < i1; ++i) {
+      std::memcpy(out + ((t0 + i) * p.num_heads + kv_head * group) * dv,
+                  &out_rows[(i - i0) * group * dv], group * dv * sizeof(float));
+    }
+  }
+}
+
 }  // namespace
 
 void PagedAttention(const float* q, const StepBatch& batch, const KvCache& cache, int layer,
@@ -91,75 +155,25 @@ void PagedAttention(const float* q, const StepBatch& batch, const KvCache& cache
 
 void PagedAttentionSgemm(const float* q, const StepBatch& batch, const KvCache& cache, int layer,
                          const AttentionParams& p, float* out) {
-  const int64_t group = p.num_heads / p.num_kv_heads;  // query heads per kv head
-  const int64_t d = p.head_dim, dv = p.v_head_dim;
-  const int block_size = cache.shape().block_size;
-  const int64_t tokens_per_chunk = std::max<int64_t>(1, kRowsPerChunk / group);
-  std::vector<float> keys, values, scores, q_rows, out_rows;
-  int64_t t0 = 0;  // flattened index of the sequence's first new token
-  for (const SequenceStep& seq : batch.seqs) {
-    const int32_t first_pos = seq.context_len - seq.num_new_tokens;
-    // Positions any of its new tokens reads: [lo_all, context_len).
-    const int32_t lo_all =
-        p.sliding_window > 0 ? std::max(0, first_pos - p.sliding_window + 1) : 0;
-    const int64_t span = seq.context_len - lo_all;
-    keys.resize(span * d);     // [span, d] of one kv head
-    values.resize(span * dv);  // [span, dv]
-    for (int64_t kv_head = 0; kv_head < p.num_kv_heads; ++kv_head) {
-      for (int64_t j = 0; j < span; ++j) {
-        const int32_t pos = lo_all + static_cast<int32_t>(j);
-        const int64_t slot =
-            int64_t{seq.block_table[pos / block_size]} * block_size + pos % block_size;
-        if (cache.bf16()) {  // widened exactly
-          const uint16_t* key = cache.key_bf16(layer, slot) + kv_head * d;
-          const uint16_t* value = cache.value_bf16(layer, slot) + kv_head * dv;
-          Bf16ToFloats(key, d, &keys[j * d]);
-          Bf16ToFloats(value, dv, &values[j * dv]);
-        } else {
-          std::memcpy(&keys[j * d], cache.key(layer, slot) + kv_head * d, d * sizeof(float));
-          std::memcpy(&values[j * dv], cache.value(layer, slot) + kv_head * dv,
-                      dv * sizeof(float));
-        }
-      }
-      for (int32_t i0 = 0; i0 < seq.num_new_tokens; i0 += tokens_per_chunk) {
-        const int32_t i1 =
-            static_cast<int32_t>(std::min<int64_t>(seq.num_new_tokens, i0 + tokens_per_chunk));
-        const int64_t rows = int64_t{i1 - i0} * group;
-        // Columns up to the chunk's last token; earlier rows mask the rest.
-        const int64_t columns = first_pos + i1 - lo_all;
-        q_rows.resize(rows * d);
-        for (int32_t i = i0; i < i1; ++i) {  // row (i, g): token i, query head kv_head·G + g
-          std::memcpy(&q_rows[(i - i0) * group * d],
-                      q + ((t0 + i) * p.num_heads + kv_head * group) * d,
-                      group * d * sizeof(float));
-        }
-        scores.resize(rows * columns);  // [rows, columns]
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows),
-                    static_cast<blasint>(columns), static_cast<blasint>(d), p.scale,
-                    q_rows.data(), static_cast<blasint>(d), keys.data(), static_cast<blasint>(d),
-                    0.0f, scores.data(), static_cast<blasint>(columns));
-        for (int32_t i = i0; i < i1; ++i) {
-          const int32_t pos = first_pos + i;
-          const int32_t lo =
-              p.sliding_window > 0 ? std::max(0, pos - p.sliding_window + 1) : 0;
-          for (int64_t g = 0; g < group; ++g) {
-            SoftmaxRow(&scores[((i - i0) * group + g) * columns], columns, lo - lo_all,
-                       pos - lo_all);
-          }
-        }
-        out_rows.resize(rows * dv);  // [rows, dv]
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(rows),
-                    static_cast<blasint>(dv), static_cast<blasint>(columns), 1.0f,
-                    scores.data(), static_cast<blasint>(columns), values.data(),
-                    static_cast<blasint>(dv), 0.0f, out_rows.data(), static_cast<blasint>(dv));
-        for (int32_t i = i0; i < i1; ++i) {
-          std::memcpy(out + ((t0 + i) * p.num_heads + kv_head * group) * dv,
-                      &out_rows[(i - i0) * group * dv], group * dv * sizeof(float));
-        }
-      }
-    }
-    t0 += seq.num_new_tokens;
+  std::vector<int64_t> t0(batch.seqs.size());  // flattened index of each one's first token
+  for (size_t s = 1; s < batch.seqs.size(); ++s) {
+    t0[s] = t0[s - 1] + batch.seqs[s - 1].num_new_tokens;
   }
+  const int64_t pairs = static_cast<int64_t>(batch.seqs.size()) * p.num_kv_heads;
+  auto attend = [&](int64_t pair) {
+    const int64_t s = pair / p.num_kv_heads;
+    AttendHeadSgemm(q, batch.seqs[s], t0[s], pair % p.num_kv_heads, cache, layer, p, out);
+  };
+  if (CpuThreads() == 1 || pairs == 1) {
+    for (int64_t pair = 0; pair < pairs; ++pair) attend(pair);
+    return;
+  }
+  // (sequence, kv head) pairs on the compute threads, each pair's GEMMs on its own thread
+  // (OpenBLAS single-threaded meanwhile: the pairs are the parallelism).
+  const int blas_threads = openblas_get_num_threads();
+  openblas_set_num_threads(1);
+  ParallelEach(pairs, attend);
+  openblas_set_num_threads(blas_threads);
 }
 
 }  // namespace tpserve
