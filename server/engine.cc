@@ -112,8 +112,11 @@ absl::StatusOr<int64_t> Engine::ResetPrefixCache(absl::Time deadline) {
 
 namespace {
 
-// Submits `request` and waits for it to end; its last chunk's stage times.
+// Submits `request` and waits for it to end; its last chunk's stage times. The engine
+// ends it by its deadline; should it not (an engine never started), the wait ends a
+// second after it, the request aborted.
 absl::StatusOr<StageTimes> RunAlone(Engine& engine, EngineRequest request) {
+  const absl::Time give_up = request.deadline + absl::Seconds(1);
   struct Outcome {
     absl::Mutex mu;
     bool done ABSL_GUARDED_BY(mu) = false;
@@ -121,21 +124,23 @@ absl::StatusOr<StageTimes> RunAlone(Engine& engine, EngineRequest request) {
     StageTimes timing ABSL_GUARDED_BY(mu);
   };
   auto outcome = std::make_shared<Outcome>();
-  TPSERVE_RETURN_IF_ERROR(engine
-                              .Submit(
-                                  std::move(request),
-                                  [outcome](EngineChunk chunk) {
-                                    absl::MutexLock lock(&outcome->mu);
-                                    outcome->timing = chunk.timing;
-                                  },
-                                  [outcome](absl::Status status) {
-                                    absl::MutexLock lock(&outcome->mu);
-                                    outcome->status = std::move(status);
-                                    outcome->done = true;
-                                  })
-                              .status());
+  TPSERVE_ASSIGN_OR_RETURN(const uint64_t id,
+                           engine.Submit(
+                               std::move(request),
+                               [outcome](EngineChunk chunk) {
+                                 absl::MutexLock lock(&outcome->mu);
+                                 outcome->timing = chunk.timing;
+                               },
+                               [outcome](absl::Status status) {
+                                 absl::MutexLock lock(&outcome->mu);
+                                 outcome->status = std::move(status);
+                                 outcome->done = true;
+                               }));
   absl::MutexLock lock(&outcome->mu);
-  outcome->mu.Await(absl::Condition(&outcome->done));
+  if (!outcome->mu.AwaitWithDeadline(absl::Condition(&outcome->done), give_up)) {
+    engine.Abort(id);
+    return absl::DeadlineExceededError("the warm-up request did not end by its deadline");
+  }
   TPSERVE_RETURN_IF_ERROR(outcome->status);
   return outcome->timing;
 }

@@ -202,6 +202,16 @@ TEST(EngineTest, WarmUpRunsTwoPromptsAndLeavesNothingBehind) {
   EXPECT_TRUE(tiny.fake.step_tokens().empty());
 }
 
+// A warm-up that cannot run (the engine never started) ends by its deadline, not never.
+TEST(EngineTest, WarmUpOfAnEngineNotStartedEndsAtItsDeadline) {
+  TestEngine t(FakeExecutorConfig{/*num_blocks=*/64, /*block_size=*/4, kVocab}, Options(256, 16),
+               /*tokenizer=*/nullptr, /*start=*/false);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<WarmupTimes> warm = t.engine->WarmUp(16, start + absl::Milliseconds(100));
+  EXPECT_EQ(warm.status().code(), absl::StatusCode::kDeadlineExceeded) << warm.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
 // WarmUp starts the step cost model from its second round, not the cold first: on a
 // fake host whose step of n tokens takes 40 ms + 2 ms·n and whose first step 400 ms
 // more, a 160 ms target gives the first real prompt (600 tokens) 60-token chunks from

@@ -84,7 +84,10 @@ def start_workers(control, token, tp, placed=False, logs=None):
     """tp workers dialling `control`, alternately on host A and host B; or, `placed`,
     host B's half first, each asking for its rank (--host-index 0 on host A, 1 on host
     B, --ranks-per-host tp/2, --local-rank), rank i's log lines going to `logs`[i]."""
-    argv = [os.path.abspath(WORKER), "--frontend", control, "--worker-token-file", token]
+    # Both "hosts" are this machine: each worker would take all its CPUs (a worker's
+    # default --threads), and two teams on the same cores wait on each other's spins.
+    argv = [os.path.abspath(WORKER), "--frontend", control, "--worker-token-file", token,
+            "--threads", "1"]
     if not placed:
         return [subprocess.Popen(argv if r % 2 == 0 else on_host_b(argv)) for r in range(tp)]
     half, workers = tp // 2, []
@@ -123,7 +126,9 @@ def check_rank_flags():
                           (["--rank", "-1"], "--rank must be ≥ 0, not -1"),
                           (["--host-index", "-2"], "--host-index must be ≥ 0, not -2"),
                           (["--host-index", "0", "--ranks-per-host", "-1"],
-                           "--ranks-per-host must be in [1, 65536]")]:
+                           "--ranks-per-host must be in [1, 65536]"),
+                          (["--threads", "-1"], "--threads must be in [0, 1024], got -1"),
+                          (["--threads", "1025"], "--threads must be in [0, 1024], got 1025")]:
         token = token_file("flags", os.urandom(32).hex())
         argv = [a if a != "/nonexistent" else token for a in base] + args
         out = subprocess.run(argv, capture_output=True, text=True, timeout=30)

@@ -283,7 +283,9 @@ TEST_F(WorkerPoolTest, RankThatStopsReadingMidPlanFailsTheStepInTime) {
 // The token reaches each spawned rank through a pipe it inherits and closes: neither its
 // command line nor its environment carries it.
 TEST_F(WorkerPoolTest, SpawnedRanksGetTheTokenOutsideArgvAndEnvironment) {
-  auto pool = WorkerPool::Start(Options());
+  WorkerPoolOptions options = Options();
+  options.worker_threads = 2;
+  auto pool = WorkerPool::Start(options);
   ASSERT_TRUE(pool.ok()) << pool.status();
   auto read = [](const std::string& path) {
     std::ifstream in(path);
@@ -292,11 +294,13 @@ TEST_F(WorkerPoolTest, SpawnedRanksGetTheTokenOutsideArgvAndEnvironment) {
   for (int64_t pid : (*pool)->worker_pids()) {
     const std::vector<std::string> argv =
         absl::StrSplit(read(absl::StrCat("/proc/", pid, "/cmdline")), '\0', absl::SkipEmpty());
-    ASSERT_EQ(argv.size(), 7u) << absl::StrJoin(argv, " ");
+    ASSERT_EQ(argv.size(), 9u) << absl::StrJoin(argv, " ");
     EXPECT_EQ(argv[1], "--frontend");
     EXPECT_EQ(argv[3], "--log-level");  // the server's
     EXPECT_EQ(argv[4], "info");
-    EXPECT_EQ(argv[5], "--worker-token-fd");
+    EXPECT_EQ(argv[5], "--threads");  // the server's --cpu-threads-per-rank, resolved
+    EXPECT_EQ(argv[6], "2");
+    EXPECT_EQ(argv[7], "--worker-token-fd");
     // The parent's environment, but for what a worker on a CPU OpenBLAS does not know
     // sets for itself before running itself again (worker/kernels/cpu/openblas_core.h).
     auto environment = [&](const std::string& path) {
@@ -313,7 +317,7 @@ TEST_F(WorkerPoolTest, SpawnedRanksGetTheTokenOutsideArgvAndEnvironment) {
               environment("/proc/self/environ"));
     // Read and closed at start: the number names no pipe any more.
     char target[256] = {};
-    const ssize_t length = readlink(absl::StrCat("/proc/", pid, "/fd/", argv[6]).c_str(), target,
+    const ssize_t length = readlink(absl::StrCat("/proc/", pid, "/fd/", argv[8]).c_str(), target,
                                     sizeof(target) - 1);  // -1: no such descriptor now
     EXPECT_TRUE(length < 0 || !absl::StartsWith(absl::string_view(target, length), "pipe:"))
         << target;
