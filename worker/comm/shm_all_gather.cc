@@ -17,6 +17,7 @@
 #include "base/spin_wait.h"
 #include "base/status_macros.h"
 #include "base/subprocess.h"
+#include "worker/kernels/cpu/cpu_threads.h"
 #include "worker/kernels/cpu/vec_math.h"
 
 namespace tpserve {
@@ -219,15 +220,20 @@ absl::Status ShmAllGather::AllReduceSum(absl::Span<float> data, absl::Duration t
       data, timeout, /*write=*/true,
       [&](float* part, size_t count, int bank) {
         // In rank order, as a rank-order sum of the gathered rows would: (s0 + s1) + s2 ...
+        // Elements split between the rank's compute threads: each sums the same ranks in
+        // the same order, so the bits do not move.
         const auto slot = [&](int r) { return reinterpret_cast<const float*>(Slot(bank, r)); };
-        if (size_ == 1) {
-          std::memcpy(part, slot(0), count * sizeof(float));
-        } else {
-          SumInto(part, slot(0), slot(1), static_cast<int64_t>(count));  // not a copy, then an add
-        }
-        for (int r = 2; r < size_; ++r) {
-          AddInto(part, slot(r), static_cast<int64_t>(count));
-        }
+        ParallelRanges(static_cast<int64_t>(count), /*min_per_thread=*/4096,
+                       [&](int64_t begin, int64_t end) {
+          float* out = part + begin;
+          const int64_t n = end - begin;
+          if (size_ == 1) {
+            std::memcpy(out, slot(0) + begin, n * sizeof(float));
+          } else {
+            SumInto(out, slot(0) + begin, slot(1) + begin, n);  // not a copy, then an add
+          }
+          for (int r = 2; r < size_; ++r) AddInto(out, slot(r) + begin, n);
+        });
       });
 }
 

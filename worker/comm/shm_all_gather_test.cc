@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "worker/kernels/cpu/cpu_threads.h"
 #include "testing/cuda_emu/rank_processes.h"
 
 namespace tpserve {
@@ -92,9 +94,11 @@ TEST(ShmAllGatherTest, ManyGathersAtDifferentSpeedsAreExact) {
 
 // All-reduces of up to three slots' worth (so in pieces), between all-gathers, ranks at
 // different speeds: every rank gets exactly the rank-order sum of every rank's values
-// (fractions, so the order shows in the bits).
+// (fractions, so the order shows in the bits), on one compute thread a rank or three.
 TEST(ShmAllGatherTest, AllReduceSumsInRankOrderPieceByPiece) {
-  for (int size : {2, 3}) {
+  for (int size : {2, 3, -3}) {  // -3: three ranks on three compute threads each
+    SetCpuThreads(size < 0 ? 3 : 1);
+    size = std::abs(size);
     auto value = [](int rank, int op, size_t i) {
       return static_cast<float>(Value(rank, op, i)) / 7.0f + 1e-3f * static_cast<float>(rank);
     };
@@ -127,6 +131,7 @@ TEST(ShmAllGatherTest, AllReduceSumsInRankOrderPieceByPiece) {
     });
     for (int r = 0; r < size; ++r) EXPECT_EQ(failures[r], "") << "size " << size << " rank " << r;
   }
+  SetCpuThreads(1);
 }
 
 // Rank 0 gathers while rank 1 does `peer`; rank 0 must fail with `code` naming `why`
