@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "worker/kernels/cpu/cpu_threads.h"
 #include "worker/sampling/sampling_rules.h"
 
 namespace tpserve {
@@ -295,16 +296,17 @@ absl::StatusOr<std::vector<SampleResult>> SampleBatch(
       return ForRequest(i, s);
     }
   }
-  Scratch scratch;
-  std::vector<SampleResult> results;
-  results.reserve(requests.size());
-  for (size_t i = 0; i < requests.size(); ++i) {
+  // Requests split between the rank's compute threads: each draws from its own seed and
+  // step, so its result is the same on any thread.
+  std::vector<SampleResult> results(requests.size());
+  ParallelEach(static_cast<int64_t>(requests.size()), [&](int64_t i) {
+    thread_local Scratch scratch;
     const SampleRequest& r = requests[i];
     absl::StatusOr<SampleResult> result =
         SampleOne(absl::MakeConstSpan(logits.row(r.row), vocab), r, scratch);
     // A failure here is this request's own: the others go on.
-    results.push_back(result.ok() ? *std::move(result) : SampleResult::Failed(result.status()));
-  }
+    results[i] = result.ok() ? *std::move(result) : SampleResult::Failed(result.status());
+  });
   return results;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "worker/kernels/cpu/cpu_threads.h"
 #include "worker/sampling/sampler_test_util.h"
 
 namespace tpserve {
@@ -223,6 +224,25 @@ TEST(SamplerTest, SeedReproducesTokensWhateverTheBatch) {
   EXPECT_EQ(Generate(params, {2, 0, 1}, 30), together);
   // Alone: the same logits rows, only request i in the batch.
   for (int i = 0; i < 3; ++i) EXPECT_EQ(Generate(params, {i}, 30)[i], together[i]);
+}
+
+// The rank's compute threads split a batch's requests: on 3 threads each request gets
+// what it gets on 1 (its own seed and step), greedy, seeded, penalised and with logprobs.
+TEST(SamplerTest, ThreadCountChangesNoResult) {
+  std::vector<SamplingParams> params(9);
+  for (int i = 0; i < 9; ++i) {
+    params[i].seed = 100 + i;
+    params[i].temperature = i % 3 == 0 ? 0.0f : 0.7f;
+    params[i].top_p = i % 2 ? 0.9f : 1.0f;
+    params[i].repetition_penalty = i % 4 == 1 ? 1.2f : 1.0f;
+    params[i].logprobs = i % 3;
+  }
+  const std::vector<int> rows = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+  SetCpuThreads(1);
+  const auto one = Generate(params, rows, 20);
+  SetCpuThreads(3);
+  EXPECT_EQ(Generate(params, rows, 20), one);
+  SetCpuThreads(1);
 }
 
 TEST(SamplerTest, DifferentSeedsAndStepsDiffer) {
