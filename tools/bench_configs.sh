@@ -2,7 +2,8 @@
 # tpserve under several flag sets, side by side: one server per --config NAME="FLAGS",
 # all up at once on one checkpoint; `tpserve-cli bench` (closed-loop clients, fixed-seed
 # random prompts, ignore_eos) against each in turn, ROUNDS times at every concurrency,
-# then each config's means and its ratios to the first config's (out tok/s, TTFT mean).
+# then each config's means and their ratios to the first config's (out tok/s, TTFT mean
+# and median, time per output token).
 # The default model is the 1.1B TinyLlama shape (hidden 2048, 22 layers, heads 32/4,
 # intermediate 5632, vocab 32000, random bf16 weights, served in bf16), written to a
 # temporary folder, or --model.
@@ -77,7 +78,8 @@ print("%-12s %-6s %-6s %10.2f %10.0f %10.0f %10.0f %10.1f" % (name, c, rnd,
       r["output_throughput"], t["mean"], t["median"], t["p99"], r["tpot_ms"]["mean"]))
 with open(path, "a") as f:
     f.write(json.dumps({"config": name, "c": int(c), "tok_s": r["output_throughput"],
-                        "ttft": t["mean"], "tpot": r["tpot_ms"]["mean"]}) + "\n")' \
+                        "ttft": t["mean"], "ttft_median": t["median"],
+                        "tpot": r["tpot_ms"]["mean"]}) + "\n")' \
           "$name" "$c" "$round" "$results"
       seed=$((seed + 1))
     done
@@ -90,13 +92,14 @@ names = sys.argv[2:]
 def mean(name, c, key):
     values = [r[key] for r in rows if r["config"] == name and r["c"] == c]
     return sum(values) / len(values)
-print("means over the rounds; ratios to %s:" % names[0])
-print("%-12s %-6s %10s %8s %10s %8s %10s" % ("config", "c", "out tok/s", "ratio", "TTFT ms",
-                                             "ratio", "TPOT ms"))
+print("means over the rounds, each beside its ratio to %s's:" % names[0])
+keys = (("tok_s", "out tok/s", "%.2f"), ("ttft", "TTFT mean", "%.0f"),
+        ("ttft_median", "TTFT median", "%.0f"), ("tpot", "TPOT ms", "%.1f"))
+print("%-12s %-6s" % ("config", "c") + "".join(" %12s %7s" % (k[1], "ratio") for k in keys))
 for c in sorted({r["c"] for r in rows}):
     for name in names:
-        print("%-12s %-6d %10.2f %7.2fx %10.0f %7.2fx %10.1f" % (
-            name, c, mean(name, c, "tok_s"), mean(name, c, "tok_s") / mean(names[0], c, "tok_s"),
-            mean(name, c, "ttft"), mean(name, c, "ttft") / mean(names[0], c, "ttft"),
-            mean(name, c, "tpot")))
+        cells = "".join(" %12s %6.2fx" % (form % mean(name, c, key),
+                                           mean(name, c, key) / mean(names[0], c, key))
+                        for key, _, form in keys)
+        print("%-12s %-6d" % (name, c) + cells)
 EOF
