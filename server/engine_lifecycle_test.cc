@@ -180,12 +180,16 @@ TEST(EngineLifecycleTest, MalformedResultsFailTheStepNotTheProcess) {
     fake_config.corrupt = fault;
     EngineOptions options = Options(3, 8);  // the first step is a prefill chunk
     options.vocab_size = kTestVocab;
-    TestEngine t(fake_config, options);
+    // Both queued before the first step, so that every fault meets both sequences (a
+    // busy host once let the first step start with one, whose duplicate was no fault).
+    TestEngine t(fake_config, options, /*tokenizer=*/nullptr, /*start=*/false);
     std::vector<EngineRequest> requests = {Request(4, 6, 1), Request(5, 6, 2)};
     for (EngineRequest& r : requests) r.sampling.set_logprobs(2);
     requests[0].sampling.set_prompt_logprobs(1);
     requests[1].sampling.set_prompt_logprobs(-1);
-    auto results = t.RunAll(requests);
+    auto results = t.SubmitAll(requests);
+    t.engine->Start();
+    for (auto& result : results) ASSERT_TRUE(result->WaitDone()) << name;
     for (const auto& result : results) {
       EXPECT_EQ(result->status().code(), absl::StatusCode::kUnavailable)
           << name << ": " << result->status();
