@@ -61,6 +61,10 @@ std::optional<int> CgroupV2Cpus(const std::string& root, const std::string& cgro
   return tightest;
 }
 
+int CpusPerRank(int64_t ranks) {
+  return static_cast<int>(std::max<int64_t>(1, AvailableCpus() / std::max<int64_t>(ranks, 1)));
+}
+
 int AvailableCpus() {
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -5,12 +5,16 @@
 #ifndef TPSERVE_BASE_AVAILABLE_CPUS_H_
 #define TPSERVE_BASE_AVAILABLE_CPUS_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
 namespace tpserve {
 
 int AvailableCpus();
+
+// AvailableCpus() shared evenly between `ranks` processes (ranks ≥ 1), at least 1 each.
+int CpusPerRank(int64_t ranks);
 
 // The CPUs a quota of `quota` µs per `period` µs allows, rounded up (at least 1); nullopt
 // for no limit (a quota of "max" or -1) or text that is not a quota.

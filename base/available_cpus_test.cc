@@ -26,6 +26,7 @@ TEST(AvailableCpusTest, FollowsTheAffinityMask) {
   CPU_SET(first, &one);
   ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
   EXPECT_EQ(AvailableCpus(), 1);
+  EXPECT_EQ(CpusPerRank(4), 1);  // never below one each
   ASSERT_EQ(sched_setaffinity(0, sizeof(original), &original), 0);
 }
 

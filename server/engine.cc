@@ -150,7 +150,7 @@ absl::StatusOr<StageTimes> RunAlone(Engine& engine, EngineRequest request) {
 absl::StatusOr<WarmupTimes> Engine::WarmUp(int prompt_tokens, absl::Time deadline) {
   constexpr int kDecodes = 2;
   // At most half the KV cache, so that the watermark never holds a prompt back.
-  int64_t fits = int64_t{impl_->blocks.num_blocks()} * impl_->blocks.block_size() / 2;
+  int64_t fits = impl_->CapacityTokens() / 2;
   if (impl_->options.limits.max_context() > 0) {
     fits = std::min<int64_t>(fits, impl_->options.limits.max_context());
   }

@@ -27,7 +27,7 @@ absl::Status Engine::Impl::Validate(const EngineRequest& request) const {
                                                    max_context));
   }
   // A sequence alone in the cache must fit, or it could never finish.
-  const int64_t capacity = int64_t{blocks.num_blocks()} * blocks.block_size();
+  const int64_t capacity = CapacityTokens();
   if (total > capacity) {
     return absl::InvalidArgumentError(absl::StrCat("prompt (", prompt, ") + max_tokens (",
                                                    request.max_tokens,

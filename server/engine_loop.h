@@ -43,6 +43,8 @@ struct Engine::Impl {
   }
 
   absl::Status Validate(const EngineRequest& request) const;
+  // Tokens the whole KV cache holds.
+  int64_t CapacityTokens() const { return int64_t{blocks.num_blocks()} * blocks.block_size(); }
   // The engine thread.
   void Loop();
   // Takes new requests and aborts; false once stopping.

@@ -157,7 +157,7 @@ absl::StatusOr<WorkerPoolOptions> PoolOptions(const ServerConfig& config,
   pool.worker_binary = config.worker_binary;
   pool.worker_log_level = config.log_level;
   pool.worker_threads = config.cpu_threads_per_rank > 0 ? config.cpu_threads_per_rank
-                        : config.device == "cpu"       ? std::max(1, AvailableCpus() / config.tp)
+                        : config.device == "cpu"       ? CpusPerRank(config.tp)
                                                        : 1;
   if (config.device == "cpu" && !config.external_workers &&
       int64_t{pool.worker_threads} * config.tp > AvailableCpus()) {

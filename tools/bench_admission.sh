@@ -14,21 +14,13 @@
 # Each level sends 2·C prompts (at least 4), or N. Not run in CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tp=2 layers=22 concurrency=1,8,32 input_len=128 output_len=64 rounds=2 num_prompts=0 extra=""
+tp=2 extra="" rest=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --tp) tp=$2; shift 2 ;;
-    --layers) layers=$2; shift 2 ;;
-    --concurrency) concurrency=$2; shift 2 ;;
-    --input-len) input_len=$2; shift 2 ;;
-    --output-len) output_len=$2; shift 2 ;;
-    --rounds) rounds=$2; shift 2 ;;
-    --prompts) num_prompts=$2; shift 2 ;;
     --extra) extra=$2; shift 2 ;;
-    *) echo "unknown argument $1" >&2; exit 2 ;;
+    *) rest+=("$1"); shift ;;  # the rest is tools/bench_configs.sh's
   esac
 done
-exec bash tools/bench_configs.sh --layers "$layers" --concurrency "$concurrency" \
-  --input-len "$input_len" --output-len "$output_len" --rounds "$rounds" \
-  --prompts "$num_prompts" --config "whole=--tp $tp --no-staggered-admission $extra" \
-  --config "staggered=--tp $tp $extra"
+exec bash tools/bench_configs.sh "${rest[@]}" \
+  --config "whole=--tp $tp --no-staggered-admission $extra" --config "staggered=--tp $tp $extra"

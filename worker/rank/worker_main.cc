@@ -13,7 +13,6 @@
 // error (reported to the frontend first when the stream was up; a refused token is
 // UNAUTHENTICATED), 2 on bad flags, 3 when the frontend's stream ends without a
 // Shutdown.
-#include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <optional>
@@ -112,8 +111,7 @@ absl::StatusOr<int> ComputeThreads(int64_t threads, const RankFlags& f) {
         absl::StrCat("--threads must be in [0, ", kMaxThreads, "], got ", threads));
   }
   if (threads > 0) return static_cast<int>(threads);
-  const int64_t per_host = f.ranks_per_host > 0 ? f.ranks_per_host : 1;
-  return static_cast<int>(std::max<int64_t>(1, AvailableCpus() / per_host));
+  return CpusPerRank(f.ranks_per_host > 0 ? f.ranks_per_host : 1);
 }
 
 absl::Status CheckFlags(const WorkerLoopOptions& options, int64_t connect_timeout_s) {
