@@ -118,11 +118,47 @@ __attribute__((target("avx512f"))) void Transpose16(const __m512i in[16], __m512
   }
 }
 
+// Asks for the cache lines of `n` bf16 values from `p` (null: none) in L1. Always inlined:
+// GCC takes a helper whose only effect is prefetching for one without side effects and
+// drops calls to it (seen here: a lambda and an inline function lost every prefetch).
+inline __attribute__((always_inline)) void PrefetchRow(const uint16_t* p, int64_t n) {
+  if (p == nullptr) return;
+  const char* bytes = reinterpret_cast<const char*>(p);
+  for (int64_t b = 0; b < n * 2; b += 64) _mm_prefetch(bytes + b, _MM_HINT_T0);
+  _mm_prefetch(bytes + n * 2 - 1, _MM_HINT_T0);  // the last line when p is not aligned
+}
+
+// How many 16-position tiles ahead GatherKv asks for the cache's rows. A cache block
+// (block_size slots) is its own page, wherever the block table puts it, so the hardware's
+// stream prefetchers, which stop at page ends, miss the first lines of every block; a
+// decode step reads each sequence's whole context from memory once. In a batch-32 decode
+// profile (128-278 positions) the gather took 17% as many samples as the GEMM kernel
+// without this, 12% with it (4 tiles ahead: the same).
+constexpr int64_t kPrefetchTiles = 2;
+
+// Keys and values of position tile `pt`'s rows (none past `position_tiles`).
+inline __attribute__((always_inline)) void PrefetchTile(const RowFinder& rows, int64_t kv_head,
+                                                        int64_t d, int64_t dv, const Shape& s,
+                                                        int64_t pt, int64_t position_tiles) {
+  if (pt >= position_tiles) return;
+  const int32_t pos0 = s.base + static_cast<int32_t>(pt * kPosTile);
+  for (int32_t j = 0; j < kPosTile; ++j) {
+    PrefetchRow(rows.Key(pos0 + j, kv_head, d), d);
+    PrefetchRow(rows.Value(pos0 + j, kv_head, dv), dv);
+  }
+}
+
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void GatherKv(
     const RowFinder& rows, int64_t kv_head, int64_t d, int64_t dv, const Shape& s,
     uint16_t* keys, uint16_t* values) {
   const int64_t tile = kRows * kPairCols;
-  for (int64_t pt = 0; pt < s.blocks * kScoreTiles; ++pt) {  // 16 positions
+  const int64_t position_tiles = s.blocks * kScoreTiles;
+  // The values are read after every key tile; their rows are asked for with the keys'.
+  for (int64_t pt = 0; pt < kPrefetchTiles; ++pt) {
+    PrefetchTile(rows, kv_head, d, dv, s, pt, position_tiles);
+  }
+  for (int64_t pt = 0; pt < position_tiles; ++pt) {  // 16 positions
+    PrefetchTile(rows, kv_head, d, dv, s, pt + kPrefetchTiles, position_tiles);
     const int32_t pos0 = s.base + static_cast<int32_t>(pt * kPosTile);
     const uint16_t* src[kPosTile];
     for (int64_t j = 0; j < kPosTile; ++j) src[j] = rows.Key(pos0 + j, kv_head, d);
