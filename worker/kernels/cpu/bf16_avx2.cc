@@ -310,9 +310,10 @@ void MatMulBlocks(const float* x, int64_t m, const uint16_t* packed, int64_t n_o
 void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, int64_t k,
             float* y, bool accumulate) {
   if (m <= 0) return;
-  // The compute threads split the output blocks (at least 8 each: 128 outputs); every
-  // output is one chain whatever the split or the pairing of blocks, so no bit moves.
-  ParallelRanges(PaddedRows(n_out) / kRowsPerBlock, /*min_per_thread=*/8,
+  // The compute threads take runs of output blocks (at least 8: 128 outputs) as they become
+  // free; every output is one chain whatever the split or the pairing of blocks, so no bit
+  // moves.
+  ParallelChunks(PaddedRows(n_out) / kRowsPerBlock, /*min_chunk=*/8, CpuThreads(),
                  [&](int64_t begin, int64_t end) {
                    MatMulBlocks(x, m, packed, n_out, k, y, accumulate, begin, end);
                  });

@@ -22,6 +22,7 @@
 #include "worker/kernels/cpu/bf16_amx.h"
 #include "worker/kernels/cpu/bf16_avx2.h"
 #include "worker/kernels/cpu/bf16_avx512.h"
+#include "worker/kernels/cpu/cpu_threads.h"
 #include "worker/tensor.h"
 
 // Design, from measurements on this project's 2-core AVX512-BF16/AMX host (oneDNN 2.6.3;
@@ -53,6 +54,7 @@ using DataType = memory::data_type;
 using Tag = memory::format_tag;
 
 constexpr size_t kAlignment = 64;
+constexpr int64_t kMinBlocksPerRun = 4;  // of a GEMM's output blocks, per thread's turn
 std::atomic<int> bf16_gemm_threads{0};
 std::atomic<Bf16Kernel> bf16_kernel{Bf16Kernel::kOwn};
 
@@ -240,15 +242,14 @@ void PackedBf16Weight::Impl::MatMulOwn(BlocksFn blocks_fn, const float* x, int64
     blocks_fn(x_bf16.data(), m, k, w, *own, n_out, 0, blocks, y, accumulate);
     return;
   }
-  // Threads split the output blocks; every output is computed the same way whatever the
-  // split, so the thread count changes no bits.
+  // Threads take runs of output blocks as they become free (runs of at least
+  // kMinBlocksPerRun, so that most blocks are streamed in while the one before is worked
+  // on: blocks_fn prefetches within its range only). Every output is computed the same way
+  // whatever the split, so neither the thread count nor the timing changes a bit.
   const uint16_t* xb = x_bf16.data();
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t t = omp_get_thread_num();
-    blocks_fn(xb, m, k, w, *own, n_out, blocks * t / threads, blocks * (t + 1) / threads, y,
-              accumulate);
-  }
+  ParallelChunks(blocks, kMinBlocksPerRun, threads, [&](int64_t begin, int64_t end) {
+    blocks_fn(xb, m, k, w, *own, n_out, begin, end, y, accumulate);
+  });
 }
 
 PackedBf16Weight::PackedBf16Weight(int64_t n_out, int64_t k, std::unique_ptr<Impl> impl)

@@ -45,4 +45,30 @@ void ParallelEach(int64_t count, absl::FunctionRef<void(int64_t)> body) {
   for (int64_t i = 0; i < count; ++i) body(i);
 }
 
+void ParallelChunks(int64_t count, int64_t min_chunk, int threads,
+                    absl::FunctionRef<void(int64_t, int64_t)> body) {
+  if (count <= 0) return;
+  min_chunk = std::max<int64_t>(min_chunk, 1);
+  const int team = static_cast<int>(std::clamp<int64_t>(count / min_chunk, 1, threads));
+  if (team == 1) {
+    body(0, count);
+    return;
+  }
+  std::atomic<int64_t> next{0};  // the first item not yet taken
+#pragma omp parallel num_threads(team)
+  {
+    const int64_t n = omp_get_num_threads();
+    for (;;) {
+      // The share is sized from a count that may be stale; the fetch_add alone decides
+      // which items are taken, so every item is taken exactly once.
+      const int64_t left = count - next.load(std::memory_order_relaxed);
+      if (left <= 0) break;
+      const int64_t size = std::max(min_chunk, left / (2 * n));
+      const int64_t begin = next.fetch_add(size, std::memory_order_relaxed);
+      if (begin >= count) break;
+      body(begin, std::min(count, begin + size));
+    }
+  }
+}
+
 }  // namespace tpserve

@@ -30,6 +30,16 @@ void ParallelRanges(int64_t count, int64_t min_per_thread,
 // be safe to run concurrently on different items.
 void ParallelEach(int64_t count, absl::FunctionRef<void(int64_t item)> body);
 
+// body(begin, end) over [0, count) in contiguous chunks that at most `threads` threads
+// take as each becomes free, each chunk a share of the items not yet taken (about 1/(2 ·
+// threads) of them, at least `min_chunk`): a thread that runs slower, or starts later,
+// takes fewer items, so none waits long for the others at the end. Returns when all are
+// done. For work whose items cost the same but whose threads may not run at the same
+// speed (a GEMM's output blocks, streamed from memory while other work shares the CPUs).
+// body must be safe to run concurrently on disjoint ranges.
+void ParallelChunks(int64_t count, int64_t min_chunk, int threads,
+                    absl::FunctionRef<void(int64_t begin, int64_t end)> body);
+
 }  // namespace tpserve
 
 #endif  // TPSERVE_WORKER_KERNELS_CPU_CPU_THREADS_H_

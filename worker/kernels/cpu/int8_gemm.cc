@@ -444,12 +444,14 @@ void Int8Weight::Impl::MatMulBlocked(const float* x, int64_t m, float* y, bool a
                                      BlockKernel kernel) const {
   std::vector<int16_t> xq;
   const std::vector<float> x_scales = QuantizeX(x, m, xq);  // xq: [m, k_pad]
-  // The compute threads split the output blocks (decode) or panels (tiled); each output's
-  // sums run in the same order whatever the split, so no bit moves.
+  // The compute threads take runs of output blocks (decode) or panels (tiled) as they
+  // become free (ParallelChunks); each output's sums run in the same order whatever the
+  // split, so no bit moves.
   if (m <= kRowsPerPass) {
     // Decode: the weight streams from memory once, block after block.
     const int rows = static_cast<int>(m);
-    ParallelRanges(n_pad / kRowsPerBlock, /*min_per_thread=*/8, [&](int64_t begin, int64_t end) {
+    const int64_t blocks = n_pad / kRowsPerBlock;
+    ParallelChunks(blocks, /*min_chunk=*/8, CpuThreads(), [&](int64_t begin, int64_t end) {
       float dots[kRowsPerPass][kRowsPerBlock];
       for (int64_t b = begin * kRowsPerBlock; b < end * kRowsPerBlock; b += kRowsPerBlock) {
         float total[kRowsPerPass][kRowsPerBlock] = {};
@@ -467,7 +469,7 @@ void Int8Weight::Impl::MatMulBlocked(const float* x, int64_t m, float* y, bool a
   // Tiled: a panel of weight blocks (L2) against passes of 6 rows of one chunk of x (L1).
   constexpr int64_t kPanelRows = kPanelBlocks * kRowsPerBlock;
   const int64_t panels = (n_pad + kPanelRows - 1) / kPanelRows;
-  ParallelRanges(panels, /*min_per_thread=*/1, [&](int64_t first, int64_t last) {
+  ParallelChunks(panels, /*min_chunk=*/1, CpuThreads(), [&](int64_t first, int64_t last) {
     float dots[kRowsPerPass][kRowsPerBlock];
     std::vector<float> tile(static_cast<size_t>(m * kPanelRows));  // [m, kPanelRows] sums
     for (int64_t p = first * kPanelRows; p < std::min(n_pad, last * kPanelRows); p += kPanelRows) {
