@@ -1,8 +1,9 @@
 // ParallelFor: body(begin, end) over [0, count) split into contiguous ranges, one per
 // thread, for bulk loops that are memory-bound on one core (model load: converting and
 // copying gigabytes of weights). Uses up to max_threads threads (the caller's included),
-// never more than std::thread::hardware_concurrency() nor one per min_per_thread
-// items, so small counts run inline with no thread started. Returns when every range is
+// never more than the CPUs this process may use (AvailableCpus: its affinity mask and
+// cgroup CPU limit, which std::thread::hardware_concurrency() does not read) nor one per
+// min_per_thread items, so small counts run inline with no thread started. Returns when every range is
 // done. body must be safe to run concurrently on disjoint ranges and must not throw.
 #ifndef TPSERVE_BASE_PARALLEL_FOR_H_
 #define TPSERVE_BASE_PARALLEL_FOR_H_
@@ -14,13 +15,15 @@
 #include <thread>
 #include <vector>
 
+#include "base/available_cpus.h"
+
 namespace tpserve {
 
 // The number of ranges ParallelFor would use for these arguments.
 inline int ParallelForThreads(int64_t count, int64_t min_per_thread, int max_threads) {
-  const int64_t hw = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t cpus = AvailableCpus();
   const int64_t by_size = min_per_thread > 0 ? count / min_per_thread : count;
-  return static_cast<int>(std::max<int64_t>(1, std::min({hw, int64_t{max_threads}, by_size})));
+  return static_cast<int>(std::max<int64_t>(1, std::min({cpus, int64_t{max_threads}, by_size})));
 }
 
 template <typename Body>

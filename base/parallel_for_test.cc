@@ -1,5 +1,7 @@
 #include "base/parallel_for.h"
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -38,6 +40,30 @@ TEST(ParallelForTest, SmallCountsRunInlineOnTheCaller) {
   EXPECT_EQ(ParallelForThreads(1 << 20, 100, 1), 1);
   EXPECT_GE(ParallelForThreads(1 << 20, 100, 8), 1);
   EXPECT_LE(ParallelForThreads(1 << 20, 100, 8), 8);
+}
+
+// A process allowed one CPU (taskset, a container's cpuset) runs inline, whatever the
+// host's CPU count.
+TEST(ParallelForTest, StaysWithinTheCpusTheProcessMayUse) {
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(before), &before), 0);
+  int first = 0;
+  while (first < CPU_SETSIZE && !CPU_ISSET(first, &before)) ++first;
+  ASSERT_LT(first, CPU_SETSIZE);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  const int threads = ParallelForThreads(1 << 20, 100, 8);
+  std::set<std::thread::id> seen;
+  std::mutex mu;
+  ParallelFor(1 << 20, 100, 8, [&](int64_t, int64_t) {
+    std::lock_guard<std::mutex> lock(mu);
+    seen.insert(std::this_thread::get_id());
+  });
+  ASSERT_EQ(sched_setaffinity(0, sizeof(before), &before), 0);
+  EXPECT_EQ(threads, 1);
+  EXPECT_EQ(seen.size(), 1u);
 }
 
 TEST(ParallelForTest, ParallelCopyCopiesEveryByte) {
