@@ -20,8 +20,8 @@
 #  4. serves each engine (tpserve bf16 and --quantization int8, vLLM bf16 and fp32 (its
 #     fast path on CPUs without AVX512-BF16), llama-server bf16 and q8_0) and runs the same bench at each concurrency, the engines taking turns
 #     at every level, then prints tok/s, TTFT and TPOT per engine and the ratios;
-#  5. runs llama-bench -t 2 (bf16, q8_0) and model_benchmark --tp 2 (bf16, int8) for
-#     batch-1 prefill and decode.
+#  5. runs llama-bench -t N (bf16, q8_0) and model_benchmark (bf16, int8; --tp and
+#     --threads as tpserve is served) for batch-1 prefill and decode.
 # An engine that cannot be installed or started is reported, with its log's tail, and left
 # out; the others go on. Every server is stopped on exit; every wait has a timeout.
 #
@@ -59,8 +59,10 @@ usage: bash tools/bench_peers.sh [flags]
   --prompts N          exactly N prompts at every level
   --input-len N        prompt tokens (default 128)
   --output-len N       output tokens per request (default 64)
-  --threads N          threads: tpserve --tp N, llama -t N, vLLM's OpenMP cores 0..N-1
-                       (default: nproc)
+  --threads N          threads: tpserve's ranks × their threads, llama -t N, vLLM's
+                       OpenMP cores 0..N-1 (default: nproc)
+  --tpserve-tp T       tpserve's ranks: --tp T with N/T threads each (T divides N;
+                       default N: one thread a rank), for the server and model_benchmark
   --serial             serve one engine at a time (default: all up at once, taking turns
                        at each level; chosen automatically when memory is short)
   --skip-install       use the peers already in the cache; install nothing
@@ -78,7 +80,7 @@ EOF
 
 cache=${TPSERVE_PEERS_CACHE:-$HOME/.cache/tpserve-peers}
 model= engines=all concurrency=1,8,32 quick=0 prompts=0 input_len=128 output_len=64
-threads=$(nproc) serial=0 skip_install=0 install_only=0 skip_build=0 serving=1 micro=1
+threads=$(nproc) tpserve_tp= serial=0 skip_install=0 install_only=0 skip_build=0 serving=1 micro=1
 bin_dir= start_timeout=900 bench_timeout=1800
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -91,6 +93,7 @@ while [ $# -gt 0 ]; do
     --input-len) input_len=$2; shift 2 ;;
     --output-len) output_len=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --tpserve-tp) tpserve_tp=$2; shift 2 ;;
     --serial) serial=1; shift ;;
     --skip-install) skip_install=1; shift ;;
     --install-only) install_only=1; shift ;;
@@ -104,6 +107,14 @@ while [ $# -gt 0 ]; do
     *) echo "bench_peers: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+
+[[ $threads =~ ^[1-9][0-9]*$ ]] || { echo "bench_peers: --threads must be a positive integer" >&2; exit 2; }
+tpserve_tp=${tpserve_tp:-$threads}
+if ! [[ $tpserve_tp =~ ^[1-9][0-9]*$ ]] || [ $((threads % tpserve_tp)) -ne 0 ]; then
+  echo "bench_peers: --tpserve-tp must be a positive divisor of --threads ($threads)" >&2
+  exit 2
+fi
+rank_threads=$((threads / tpserve_tp))
 
 # The engines asked for, groups expanded, in a fixed order.
 all_engines=(tpserve-bf16 tpserve-int8 vllm-bf16 vllm-fp32 llamacpp-bf16 llamacpp-q8_0)
@@ -347,7 +358,8 @@ start_engine() {
       local q=()
       [ "$e" = tpserve-int8 ] && q=(--quantization int8)
       start_server "$e" "$log" "$tpserve" --model "$model" --model-name "$served_name" \
-        --tp "$threads" --device cpu --host 127.0.0.1 --port 0 --http-port 0 \
+        --tp "$tpserve_tp" --cpu-threads-per-rank "$rank_threads" --device cpu \
+        --host 127.0.0.1 --port 0 --http-port 0 \
         --http-host 127.0.0.1 "${q[@]}"
       url[$e]=$(wait_line "$e" "$log" 's/^.* tpserve: OpenAI-compatible API on \(http:[^ ]*\)$/\1/p') ||
         return 1
@@ -520,7 +532,7 @@ fi
 micro_file=$results/micro.tsv
 : >"$micro_file"
 if [ "$micro" = 1 ]; then
-  say "batch-1: llama-bench -t $threads, model_benchmark --tp $threads" \
+  say "batch-1: llama-bench -t $threads, model_benchmark --tp $tpserve_tp --threads $rank_threads" \
     "(prefill $input_len tokens, decode $output_len tokens after a $input_len-token context)"
   for q in bf16 q8_0; do
     gguf=$gguf_dir/model-$q.gguf
@@ -554,7 +566,8 @@ EOF
     rm -rf "$mb_dir"
     # It writes its own checkpoint of the model's shape (random, untied) and removes none
     # of it: the scratch directory goes afterwards.
-    run_fg timeout "$bench_timeout" "$model_benchmark" --dir "$mb_dir" --tp "$threads" \
+    run_fg timeout "$bench_timeout" "$model_benchmark" --dir "$mb_dir" --tp "$tpserve_tp" \
+      --threads "$rank_threads" \
       --dtype bfloat16 --quantization "$q" --prompt-len "$input_len" \
       --decode-steps "$output_len" --batches 1 --layers "$layers" --hidden "$hidden" \
       --heads "$heads" --kv-heads "$kv_heads" --intermediate "$intermediate" --vocab "$vocab" \
@@ -624,7 +637,7 @@ EOF
   fi
   if [ -s "$micro_file" ]; then
     echo
-    echo "Batch 1 ($threads threads / --tp $threads; prefill $input_len tokens; decode $output_len tokens):"
+    echo "Batch 1 ($threads threads / --tp $tpserve_tp × $rank_threads; prefill $input_len tokens; decode $output_len tokens):"
     printf "%-22s %14s %14s  %s\n" tool "prefill tok/s" "decode tok/s" notes
     while IFS=$'\t' read -r tool pre dec note; do
       printf "%-22s %14s %14s  %s\n" "$tool" "$pre" "$dec" "$note"
