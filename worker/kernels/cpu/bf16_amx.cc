@@ -17,7 +17,6 @@ namespace {
 
 constexpr int64_t kBlockCols = 32;     // k per block: one tile row of 32 bf16 (64 bytes)
 constexpr int64_t kMaxBlockOutputs = 64;  // outputs per block: up to four B tiles of 16
-constexpr int64_t kTileRows = 16;
 
 // Linux's arch_prctl request for an XSAVE state component (asm/prctl.h), and the tile
 // data's component number (XFEATURE_XTILEDATA).

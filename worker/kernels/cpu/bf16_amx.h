@@ -48,6 +48,9 @@ struct Layout {
 // Output blocks (the unit of the work split between threads).
 int64_t NumBlocks(int64_t n_out, const Layout& layout);
 
+// Rows of x in one tile: PaddedRows' unit.
+inline constexpr int64_t kTileRows = 16;
+
 // x rounded to bf16 in the kernel's layout: [PaddedRows(m), PaddedCols(k)], zero-padded.
 int64_t PaddedRows(int64_t m);
 int64_t PaddedCols(int64_t k);

@@ -233,20 +233,29 @@ absl::Status PackedBf16Weight::Impl::MatMulAvx2(const float* x, int64_t m, float
 void PackedBf16Weight::Impl::MatMulOwn(BlocksFn blocks_fn, const float* x, int64_t m,
                                        float* y, bool accumulate) const {
   thread_local std::vector<uint16_t> x_bf16;  // [PaddedRows(m), PaddedCols(k)]
-  x_bf16.resize(bf16_amx::PaddedRows(m) * bf16_amx::PaddedCols(k));
-  bf16_amx::PrepareX(x, m, k, x_bf16.data());
+  const int64_t cols = bf16_amx::PaddedCols(k);
+  x_bf16.resize(bf16_amx::PaddedRows(m) * cols);
   const auto* w = static_cast<const uint16_t*>(data);
   const int64_t blocks = bf16_amx::NumBlocks(n_out, *own);
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), blocks));
+  // The team's threads see their own x_bf16 (thread_local): they are handed its data.
+  uint16_t* xb = x_bf16.data();
+  // x is rounded by 16-row groups (each padded as PrepareX pads the whole), runs of at
+  // least two groups a thread: a prompt's rows in parallel, a decode's inline.
+  ParallelChunks(bf16_amx::PaddedRows(m) / bf16_amx::kTileRows, /*min_chunk=*/2, threads,
+                 [&](int64_t begin, int64_t end) {
+                   const int64_t row = begin * bf16_amx::kTileRows;
+                   const int64_t rows = std::min(m, end * bf16_amx::kTileRows) - row;
+                   bf16_amx::PrepareX(x + row * k, rows, k, xb + row * cols);
+                 });
   if (threads <= 1) {
-    blocks_fn(x_bf16.data(), m, k, w, *own, n_out, 0, blocks, y, accumulate);
+    blocks_fn(xb, m, k, w, *own, n_out, 0, blocks, y, accumulate);
     return;
   }
   // Threads take runs of output blocks as they become free (runs of at least
   // kMinBlocksPerRun, so that most blocks are streamed in while the one before is worked
   // on: blocks_fn prefetches within its range only). Every output is computed the same way
   // whatever the split, so neither the thread count nor the timing changes a bit.
-  const uint16_t* xb = x_bf16.data();
   ParallelChunks(blocks, kMinBlocksPerRun, threads, [&](int64_t begin, int64_t end) {
     blocks_fn(xb, m, k, w, *own, n_out, begin, end, y, accumulate);
   });
