@@ -49,7 +49,8 @@ void ParallelChunks(int64_t count, int64_t min_chunk, int threads,
                     absl::FunctionRef<void(int64_t, int64_t)> body) {
   if (count <= 0) return;
   min_chunk = std::max<int64_t>(min_chunk, 1);
-  const int team = static_cast<int>(std::clamp<int64_t>(count / min_chunk, 1, threads));
+  const int team =
+      static_cast<int>(std::clamp<int64_t>(count / min_chunk, 1, std::max(threads, 1)));
   if (team == 1) {
     body(0, count);
     return;

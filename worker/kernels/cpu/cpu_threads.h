@@ -36,7 +36,7 @@ void ParallelEach(int64_t count, absl::FunctionRef<void(int64_t item)> body);
 // takes fewer items, so none waits long for the others at the end. Returns when all are
 // done. For work whose items cost the same but whose threads may not run at the same
 // speed (a GEMM's output blocks, streamed from memory while other work shares the CPUs).
-// body must be safe to run concurrently on disjoint ranges.
+// body must be safe to run concurrently on disjoint ranges. threads < 1 is taken as 1.
 void ParallelChunks(int64_t count, int64_t min_chunk, int threads,
                     absl::FunctionRef<void(int64_t begin, int64_t end)> body);
 

@@ -75,7 +75,8 @@ TEST(CpuThreadsTest, ChunksCoverEveryItemOnce) {
     int64_t count, min_chunk;
     int max_threads;
   } cases[] = {{1, 100, 1, 1}, {2, 100, 1, 2}, {3, 100, 4, 3}, {4, 7, 4, 1},
-               {2, 3, 1, 2},   {4, 0, 1, 0},   {2, 1, 0, 1},   {2, 176, 4, 2}};
+               {2, 3, 1, 2},   {4, 0, 1, 0},   {2, 1, 0, 1},   {2, 176, 4, 2},
+               {0, 10, 1, 1},  {-2, 10, 1, 1}};
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << c.threads << " threads, " << c.count << " items, "
                                     << c.min_chunk << " a chunk");
