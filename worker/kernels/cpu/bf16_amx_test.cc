@@ -82,7 +82,7 @@ TEST_P(Bf16KernelTest, RowsDoNotDependOnTheRestOfTheBatch) {
   ASSERT_TRUE(MatMulBf16(x.data(), rows, w, batch.data()).ok());
   for (int threads : {1, 2}) {
     SetBf16GemmThreads(threads);
-    for (int64_t m : {1, 2, 7, 8, 16, 17, 32, 64, 70}) {
+    for (int64_t m : {1, 2, 7, 8, 16, 17, 32, 48, 64, 70}) {
       for (int64_t first : {int64_t{0}, rows - m}) {
         std::vector<float> part(m * n_out);
         ASSERT_TRUE(MatMulBf16(x.data() + first * k, m, w, part.data()).ok());
@@ -142,6 +142,63 @@ TEST(Bf16AmxTilesTest, ConfigureTilesSetsEveryTile) {
     std::memcpy(&colsb, config + 16 + 2 * t, sizeof(colsb));
     EXPECT_EQ(colsb, 64) << "tile " << t;
     EXPECT_EQ(config[48 + t], 16) << "tile " << t;
+  }
+}
+
+// `w` ([n_out, k] bf16 bits) in bf16_amx.h's layout with blocks of `block_outputs`,
+// written out from the layout's definition (not by oneDNN's reorder).
+std::vector<uint16_t> PackBlocks(const std::vector<uint16_t>& w, int64_t n_out, int64_t k,
+                                 int64_t block_outputs, bf16_amx::Layout* layout) {
+  const int64_t b = block_outputs, cols = bf16_amx::PaddedCols(k);
+  *layout = bf16_amx::Layout{b, 32 * b, cols * b};
+  std::vector<uint16_t> packed(bf16_amx::NumBlocks(n_out, *layout) * cols * b, 0);
+  for (int64_t n = 0; n < n_out; ++n) {
+    for (int64_t c = 0; c < k; ++c) {  // block (c / 32, n / b): [16 column pairs][b][2]
+      packed[c / 32 * layout->k_block_stride + n / b * layout->n_block_stride +
+             c % 32 / 2 * b * 2 + n % b * 2 + c % 2] = w[n * k + c];
+    }
+  }
+  return packed;
+}
+
+// Every block width the layout allows gives every row of y the same bits, on both kernels
+// (whichever this CPU runs), accumulating or not, at row counts below, at and past the
+// 16-row tile: oneDNN packs 64 or 48 outputs a block by the weight's shape, so the other
+// widths' code paths are reached here only.
+TEST(Bf16AmxLayoutTest, EveryBlockWidthGivesTheSameBits) {
+  if (!bf16_avx512::Available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  const int64_t n_out = 200, k = 300;  // tails: 200 = 3·64 + 8, 300 = 9·32 + 12
+  const std::vector<float> w_values = RandomNormal(n_out * k, 81);
+  std::vector<uint16_t> w(n_out * k);
+  for (int64_t i = 0; i < n_out * k; ++i) w[i] = FloatToBf16(w_values[i]);
+  using Fn = void (*)(const uint16_t*, int64_t, int64_t, const uint16_t*, bf16_amx::Layout,
+                      int64_t, int64_t, int64_t, float*, bool);
+  std::vector<std::pair<const char*, Fn>> kernels = {{"vdpbf16ps", &bf16_avx512::MatMulBlocks}};
+  if (bf16_amx::Available()) kernels.push_back({"amx", &bf16_amx::MatMulBlocks});
+  for (int64_t m : {1, 15, 16, 17, 32, 33, 48, 70}) {
+    const std::vector<float> x = RandomNormal(m * k, 82);
+    const std::vector<float> y0 = RandomNormal(m * n_out, 83);
+    std::vector<uint16_t> xb(bf16_amx::PaddedRows(m) * bf16_amx::PaddedCols(k));
+    bf16_amx::PrepareX(x.data(), m, k, xb.data());
+    for (const auto& [name, fn] : kernels) {
+      for (bool accumulate : {false, true}) {
+        std::vector<float> want;
+        for (int64_t block_outputs : {32, 16, 48, 64}) {
+          bf16_amx::Layout layout;
+          const std::vector<uint16_t> packed = PackBlocks(w, n_out, k, block_outputs, &layout);
+          std::vector<float> y = y0;
+          fn(xb.data(), m, k, packed.data(), layout, n_out, 0,
+             bf16_amx::NumBlocks(n_out, layout), y.data(), accumulate);
+          if (want.empty()) {
+            want = y;
+            continue;
+          }
+          ASSERT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0)
+              << name << ": " << block_outputs << " outputs a block against 32, m " << m
+              << (accumulate ? ", accumulating" : "");
+        }
+      }
+    }
   }
 }
 
