@@ -65,6 +65,9 @@ usage: bash tools/bench_peers.sh [flags]
                        default N: one thread a rank), for the server and model_benchmark
   --serial             serve one engine at a time (default: all up at once, taking turns
                        at each level; chosen automatically when memory is short)
+  --pause-idle         all up at once, but the servers not being measured are stopped
+                       (SIGSTOP to their process groups) for each run and continued after
+                       it, so that an idle server's own polling takes no CPU from the run
   --skip-install       use the peers already in the cache; install nothing
   --install-only       install the peers, then stop
   --skip-build         do not run bazel build
@@ -80,7 +83,7 @@ EOF
 
 cache=${TPSERVE_PEERS_CACHE:-$HOME/.cache/tpserve-peers}
 model= engines=all concurrency=1,8,32 quick=0 prompts=0 input_len=128 output_len=64
-threads=$(nproc) tpserve_tp= serial=0 skip_install=0 install_only=0 skip_build=0 serving=1 micro=1
+threads=$(nproc) tpserve_tp= serial=0 pause_idle=0 skip_install=0 install_only=0 skip_build=0 serving=1 micro=1
 bin_dir= start_timeout=900 bench_timeout=1800
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -95,6 +98,7 @@ while [ $# -gt 0 ]; do
     --threads) threads=$2; shift 2 ;;
     --tpserve-tp) tpserve_tp=$2; shift 2 ;;
     --serial) serial=1; shift ;;
+    --pause-idle) pause_idle=1; shift ;;
     --skip-install) skip_install=1; shift ;;
     --install-only) install_only=1; shift ;;
     --skip-build) skip_build=1; shift ;;
@@ -157,6 +161,7 @@ declare -A server_pgid=()  # name -> process group of a server started here
 stop_server() {
   local name=$1 pgid=${server_pgid[$1]:-}
   [ -n "$pgid" ] || return 0
+  kill -CONT -- "-$pgid" 2>/dev/null || true  # a paused group (--pause-idle) cannot exit
   kill -TERM -- "-$pgid" 2>/dev/null || kill -TERM "$pgid" 2>/dev/null || true
   for _ in $(seq 1 100); do
     kill -0 -- "-$pgid" 2>/dev/null || kill -0 "$pgid" 2>/dev/null || break
@@ -433,6 +438,13 @@ group_cpu_s() {
   echo "$total"
 }
 
+# signal_groups SIG PGIDS...: SIG to each process group (--pause-idle's STOP and CONT).
+signal_groups() {
+  local sig=$1 pgid
+  shift
+  for pgid in "$@"; do kill "-$sig" -- "-$pgid" 2>/dev/null || true; done
+}
+
 row_file=$results/serving.tsv
 if [ "$serving" = 1 ]; then
   live=()
@@ -474,7 +486,9 @@ print(round(need, 1))' "$weights_gb" "${live[@]}")
         done
         before=$(group_cpu_s "${others[@]}")
         printf '%-14s c=%-3s %3s prompts ... ' "$e" "$c" "$n"
+        [ "$pause_idle" = 1 ] && signal_groups STOP "${others[@]}"
         if bench "$e" "$c" "$n" "$((100 + c))" "$out"; then :; fi
+        [ "$pause_idle" = 1 ] && signal_groups CONT "${others[@]}"
         after=$(group_cpu_s "${others[@]}")
         $py - "$out" "$e" "$c" "$n" "$output_len" "$((after - before))" >>"$row_file" <<'EOF' ||
 import json, sys
@@ -506,7 +520,8 @@ EOF
   }
   say "serving: ${live[*]:-none}; ${levels[*]} concurrent, prompts $input_len tokens," \
     "output $output_len tokens, greedy, ignore_eos; $( [ "$serial" = 1 ] && echo serial ||
-    echo all up at once)"
+    { [ "$pause_idle" = 1 ] && echo "all up at once, the idle ones paused" ||
+      echo all up at once; })"
   if [ "$serial" = 0 ]; then
     up=()
     for e in "${live[@]}"; do
@@ -633,7 +648,8 @@ if lines:
     print("%-30s %4s %12s %12s %12s" % ("pair", "conc", "out tok/s", "TTFT", "TPOT"))
     print("\n".join(lines))
 EOF
-    echo "(idle cpu: CPU seconds the other engines' servers used during that run; all-up mode)"
+    echo "(idle cpu: CPU seconds the other engines' servers used during that run; all-up mode;" \
+      "0 with --pause-idle)"
   fi
   if [ -s "$micro_file" ]; then
     echo
