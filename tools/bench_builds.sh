@@ -76,6 +76,7 @@ trap cleanup EXIT
 
 # start NAME DIR: one server from DIR's binaries; sets addr_NAME.
 start() {
+  : >"$logs/$1.log"  # before the server's own redirect: the poll below may read it first
   "$2/tpserve" --port 0 --model "$model" --worker-binary "$2/tpserve_worker" \
     "${server_flags[@]}" >"$logs/$1.log" 2>&1 &
   pids+=($!)
