@@ -86,7 +86,9 @@ __attribute__((target("amx-tile,amx-bf16"))) void OneGroup(const uint16_t* x, in
                                                             int64_t prefetch_step,
                                                             bool stream_l1) {
   static_assert(T >= 1 && T <= 4);
-  const int64_t pair_bytes = 16 * T * 2 * sizeof(uint16_t);  // one column pair's outputs
+  const int64_t row_bytes = layout.pair_stride() * sizeof(uint16_t);  // a tile's row stride
+  const int64_t tile = layout.tile_stride();
+  const int64_t step_bytes = 16 * T * 16 * 2 * sizeof(uint16_t);  // one k step of the block
   _tile_zero(4);
   if (T > 1) _tile_zero(5);
   if (T > 2) _tile_zero(6);
@@ -99,23 +101,23 @@ __attribute__((target("amx-tile,amx-bf16"))) void OneGroup(const uint16_t* x, in
     }
     if (stream_l1 && kb + 1 < k_blocks) {  // the next k step's weight and x rows, into L1
       const char* next_w = reinterpret_cast<const char*>(block + layout.k_block_stride);
-      for (int64_t b = 0; b < pair_bytes * 16; b += 64) _mm_prefetch(next_w + b, _MM_HINT_T0);
+      for (int64_t b = 0; b < step_bytes; b += 64) _mm_prefetch(next_w + b, _MM_HINT_T0);
       const char* next_x = reinterpret_cast<const char*>(x + (kb + 1) * kBlockCols);
       for (int r = 0; r < kTileRows; ++r) _mm_prefetch(next_x + r * x_stride, _MM_HINT_T0);
     }
     _tile_loadd(0, x + kb * kBlockCols, x_stride);
-    _tile_loadd(2, block, pair_bytes);
+    _tile_loadd(2, block, row_bytes);
     _tile_dpbf16ps(4, 0, 2);
     if (T > 1) {
-      _tile_loadd(3, block + 16 * 2, pair_bytes);
+      _tile_loadd(3, block + tile, row_bytes);
       _tile_dpbf16ps(5, 0, 3);
     }
     if (T > 2) {
-      _tile_loadd(2, block + 32 * 2, pair_bytes);
+      _tile_loadd(2, block + 2 * tile, row_bytes);
       _tile_dpbf16ps(6, 0, 2);
     }
     if (T > 3) {
-      _tile_loadd(3, block + 48 * 2, pair_bytes);
+      _tile_loadd(3, block + 3 * tile, row_bytes);
       _tile_dpbf16ps(7, 0, 3);
     }
   }
@@ -136,6 +138,39 @@ bool Available() {
 bool Layout::valid() const {
   return block_outputs > 0 && block_outputs <= kMaxBlockOutputs && block_outputs % 16 == 0 &&
          k_block_stride > 0 && n_block_stride > 0;
+}
+
+Layout TilesLayout(int64_t n_out, int64_t k) {
+  constexpr int64_t b = kMaxBlockOutputs;
+  return Layout{b, kBlockCols * b, PaddedCols(k) * b, /*tiles=*/true};
+}
+
+int64_t TilesElements(int64_t n_out, int64_t k) {
+  const Layout layout = TilesLayout(n_out, k);
+  return NumBlocks(n_out, layout) * layout.n_block_stride;
+}
+
+void PackTiles(const uint16_t* w, int64_t n_out, int64_t k, uint16_t* out, int64_t block_begin,
+               int64_t block_end) {
+  const Layout layout = TilesLayout(n_out, k);
+  const int64_t k_blocks = PaddedCols(k) / kBlockCols;
+  for (int64_t nb = block_begin; nb < block_end; ++nb) {
+    // The block's [k steps][4 tiles][16 column pairs][16 outputs][2], written in order.
+    uint16_t* dst = out + nb * layout.n_block_stride;
+    for (int64_t kb = 0; kb < k_blocks; ++kb) {
+      for (int64_t t = 0; t < layout.block_outputs / 16; ++t) {
+        for (int64_t p = 0; p < kBlockCols / 2; ++p) {
+          const int64_t c = kb * kBlockCols + 2 * p;
+          for (int64_t o = 0; o < 16; ++o) {
+            const int64_t n = nb * layout.block_outputs + t * 16 + o;
+            const uint16_t* src = w + n * k + c;
+            *dst++ = n < n_out && c < k ? src[0] : 0;
+            *dst++ = n < n_out && c + 1 < k ? src[1] : 0;
+          }
+        }
+      }
+    }
+  }
 }
 
 int64_t NumBlocks(int64_t n_out, const Layout& layout) {

@@ -42,8 +42,25 @@ struct Layout {
   int64_t block_outputs = 64;  // outputs per block: 16, 32, 48 or 64 (oneDNN: 48 or 64)
   int64_t k_block_stride = 0;  // elements from block (kb, nb) to (kb + 1, nb)
   int64_t n_block_stride = 0;  // elements from block (kb, nb) to (kb, nb + 1)
+  // false: a block is [16 column pairs][B outputs][2] (oneDNN's BA16a<B>b2a); true, tile
+  // by tile: [B / 16 tiles][16 column pairs][16 outputs][2], so that each AMX B tile is
+  // 1 KiB in one piece (PackTiles; loaded faster than 16 rows B · 4 bytes apart).
+  bool tiles = false;
+  // Elements from a block's first 16 outputs to its next 16, and from one column pair's
+  // outputs to the next pair's within those 16.
+  int64_t tile_stride() const { return tiles ? 16 * 16 * 2 : 16 * 2; }
+  int64_t pair_stride() const { return tiles ? 16 * 2 : block_outputs * 2; }
   bool valid() const;
 };
+
+// w ([n_out, k] bf16 bits, HF's order) packed into `out` in blocks of 64 outputs, tile by
+// tile (Layout::tiles), zero-padded: TilesLayout(n_out, k) describes it, TilesElements its
+// size. What MatMulBf16 packs on AMX CPUs. PackTiles writes output blocks [block_begin,
+// block_end) of NumBlocks(n_out, TilesLayout(n_out, k)), so threads may share the work.
+Layout TilesLayout(int64_t n_out, int64_t k);
+int64_t TilesElements(int64_t n_out, int64_t k);
+void PackTiles(const uint16_t* w, int64_t n_out, int64_t k, uint16_t* out, int64_t block_begin,
+               int64_t block_end);
 
 // Output blocks (the unit of the work split between threads).
 int64_t NumBlocks(int64_t n_out, const Layout& layout);

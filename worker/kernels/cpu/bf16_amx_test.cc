@@ -43,14 +43,22 @@ class Bf16KernelTest : public ::testing::TestWithParam<Bf16Kernel> {
   }
 };
 
-TEST_P(Bf16KernelTest, RunsOnOneDnnPackedWeights) {
+// The tile kernel's weights are packed in its own layout, which only it reads; the
+// vdpbf16ps kernel's in oneDNN's, which the tile kernel reads too.
+TEST_P(Bf16KernelTest, RunsOnTheLayoutItPacked) {
   PackedBf16Weight w = RandomWeight(100, 70, 1, nullptr);
-  EXPECT_TRUE(w.packed_for_onednn());
+  EXPECT_EQ(w.packed_for_onednn(), GetParam() != Bf16Kernel::kOwn);
   EXPECT_TRUE(OnKernel(w));
   EXPECT_NE(w.runs_on_amx(), w.runs_on_avx512_bf16());
   SetBf16Kernel(Bf16Kernel::kOneDnn);
-  EXPECT_FALSE(w.runs_on_amx());
+  EXPECT_EQ(w.runs_on_amx(), GetParam() == Bf16Kernel::kOwn);  // its own layout: still
   EXPECT_FALSE(w.runs_on_avx512_bf16());
+  PackedBf16Weight onednn = RandomWeight(100, 70, 1, nullptr);  // packed under kOneDnn
+  EXPECT_TRUE(onednn.packed_for_onednn());
+  EXPECT_FALSE(onednn.runs_on_amx());
+  EXPECT_FALSE(onednn.runs_on_avx512_bf16());
+  SetBf16Kernel(GetParam());
+  EXPECT_TRUE(OnKernel(onednn));
 }
 
 // Shapes with tails in every dimension: k not a multiple of 32, n_out not of 64, m below,
@@ -91,16 +99,19 @@ TEST_P(Bf16KernelTest, RowsDoNotDependOnTheRestOfTheBatch) {
       }
     }
   }
-  // The same check on oneDNN's matmul finds a difference for some row count (so the test
-  // does not pass because every row count took one code path).
+  // The same check on oneDNN's matmul (on the same values packed for it) finds a
+  // difference for some row count (so the test does not pass because every row count
+  // took one code path).
   SetBf16Kernel(Bf16Kernel::kOneDnn);
   SetBf16GemmThreads(1);
+  PackedBf16Weight onednn_w = RandomWeight(n_out, k, 41, nullptr);
+  ASSERT_TRUE(onednn_w.packed_for_onednn());
   std::vector<float> onednn_alone(n_out);
-  ASSERT_TRUE(MatMulBf16(x.data(), 1, w, onednn_alone.data()).ok());
+  ASSERT_TRUE(MatMulBf16(x.data(), 1, onednn_w, onednn_alone.data()).ok());
   int differing = 0;
   for (int64_t m : {2, 8, 16, 32, 64}) {
     std::vector<float> onednn_batch(m * n_out);
-    ASSERT_TRUE(MatMulBf16(x.data(), m, w, onednn_batch.data()).ok());
+    ASSERT_TRUE(MatMulBf16(x.data(), m, onednn_w, onednn_batch.data()).ok());
     differing += std::memcmp(onednn_alone.data(), onednn_batch.data(), n_out * 4) != 0;
   }
   EXPECT_GT(differing, 0) << "oneDNN's matmul gave row 0 the same bits at every row count";
@@ -161,10 +172,10 @@ std::vector<uint16_t> PackBlocks(const std::vector<uint16_t>& w, int64_t n_out, 
   return packed;
 }
 
-// Every block width the layout allows gives every row of y the same bits, on both kernels
-// (whichever this CPU runs), accumulating or not, at row counts below, at and past the
-// 16-row tile: oneDNN packs 64 or 48 outputs a block by the weight's shape, so the other
-// widths' code paths are reached here only.
+// Every block width the layout allows, and PackTiles' tile-by-tile blocks, give every row
+// of y the same bits, on both kernels (whichever this CPU runs), accumulating or not, at
+// row counts below, at and past the 16-row tile: oneDNN packs 64 or 48 outputs a block by
+// the weight's shape, so the other widths' code paths are reached here only.
 TEST(Bf16AmxLayoutTest, EveryBlockWidthGivesTheSameBits) {
   if (!bf16_avx512::Available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
   const int64_t n_out = 200, k = 300;  // tails: 200 = 3·64 + 8, 300 = 9·32 + 12
@@ -183,9 +194,18 @@ TEST(Bf16AmxLayoutTest, EveryBlockWidthGivesTheSameBits) {
     for (const auto& [name, fn] : kernels) {
       for (bool accumulate : {false, true}) {
         std::vector<float> want;
-        for (int64_t block_outputs : {32, 16, 48, 64}) {
+        for (int64_t block_outputs : {32, 16, 48, 64, /*PackTiles*/ 0}) {
           bf16_amx::Layout layout;
-          const std::vector<uint16_t> packed = PackBlocks(w, n_out, k, block_outputs, &layout);
+          std::vector<uint16_t> packed;
+          if (block_outputs > 0) {
+            packed = PackBlocks(w, n_out, k, block_outputs, &layout);
+          } else {
+            layout = bf16_amx::TilesLayout(n_out, k);
+            packed.resize(bf16_amx::TilesElements(n_out, k));
+            const int64_t blocks = bf16_amx::NumBlocks(n_out, layout);  // in two calls
+            bf16_amx::PackTiles(w.data(), n_out, k, packed.data(), 0, blocks / 2);
+            bf16_amx::PackTiles(w.data(), n_out, k, packed.data(), blocks / 2, blocks);
+          }
           std::vector<float> y = y0;
           fn(xb.data(), m, k, packed.data(), layout, n_out, 0,
              bf16_amx::NumBlocks(n_out, layout), y.data(), accumulate);
@@ -194,7 +214,8 @@ TEST(Bf16AmxLayoutTest, EveryBlockWidthGivesTheSameBits) {
             continue;
           }
           ASSERT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0)
-              << name << ": " << block_outputs << " outputs a block against 32, m " << m
+              << name << ": " << (block_outputs > 0 ? "" : "PackTiles' ") << layout.block_outputs
+              << " outputs a block against 32, m " << m
               << (accumulate ? ", accumulating" : "");
         }
       }

@@ -23,11 +23,12 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Rows(
   for (int r = 0; r < R; ++r) {
     for (int j = 0; j < T; ++j) acc[r][j] = _mm512_setzero_ps();
   }
-  const int64_t pair_elements = 16 * T * 2;  // one column pair's outputs
+  const int64_t step_bytes = 16 * T * 16 * 2 * sizeof(uint16_t);  // one k step of the block
+  const int64_t pair = layout.pair_stride(), tile = layout.tile_stride();
   for (int64_t kb = 0; kb < k_blocks; ++kb) {
     const uint16_t* block = w + kb * layout.k_block_stride;
     const char* ahead = reinterpret_cast<const char*>(block + layout.k_block_stride);
-    for (int64_t line = 0; line < 16 * pair_elements * 2; line += 512) {
+    for (int64_t line = 0; line < step_bytes; line += 512) {
       _mm_prefetch(ahead + line, _MM_HINT_T0);
     }
     const uint32_t* pairs = reinterpret_cast<const uint32_t*>(x + kb * kBlockCols);
@@ -36,7 +37,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Rows(
       __m512bh wv[T];
 #pragma GCC unroll 4
       for (int j = 0; j < T; ++j) {
-        wv[j] = (__m512bh)_mm512_loadu_si512(block + p * pair_elements + j * 32);
+        wv[j] = (__m512bh)_mm512_loadu_si512(block + p * pair + j * tile);
       }
 #pragma GCC unroll 6
       for (int r = 0; r < R; ++r) {

@@ -286,6 +286,19 @@ absl::StatusOr<PackedBf16Weight> PackedBf16Weight::FromBf16(const uint16_t* data
       bf16_avx2::PackBlocked(data, n_out, k, static_cast<uint16_t*>(impl->data));
       return PackedBf16Weight(n_out, k, std::move(impl));
     }
+    if (bf16_amx::Available() && bf16_kernel.load(std::memory_order_relaxed) == Bf16Kernel::kOwn) {
+      // The tile kernel's own layout, each B tile in one piece (bf16_amx.h): oneDNN's
+      // matmul does not read it, so such a weight runs on the tile kernel whatever
+      // SetBf16Kernel says later.
+      impl->Allocate(bf16_amx::TilesElements(n_out, k) * sizeof(uint16_t));
+      impl->own = bf16_amx::TilesLayout(n_out, k);
+      auto* out = static_cast<uint16_t*>(impl->data);
+      ParallelChunks(bf16_amx::NumBlocks(n_out, *impl->own), /*min_chunk=*/4,
+                     omp_get_max_threads(), [&](int64_t begin, int64_t end) {
+                       bf16_amx::PackTiles(data, n_out, k, out, begin, end);
+                     });
+      return PackedBf16Weight(n_out, k, std::move(impl));
+    }
     impl->Allocate(layout->get_size());
     memory plain(PlainWeightDesc(n_out, k), impl->engine, const_cast<uint16_t*>(data));
     impl->packed = memory(*layout, impl->engine, impl->data);
@@ -315,12 +328,12 @@ absl::Status PackedBf16Weight::MatMul(const float* x, int64_t m, float* y,
 size_t PackedBf16Weight::bytes() const { return impl_->bytes; }
 bool PackedBf16Weight::packed_for_onednn() const { return impl_->packed.has_value(); }
 bool PackedBf16Weight::runs_on_amx() const {
-  return impl_->own.has_value() && bf16_amx::Available() &&
-         bf16_kernel.load(std::memory_order_relaxed) == Bf16Kernel::kOwn;
+  if (!impl_->own.has_value() || !bf16_amx::Available()) return false;
+  return impl_->own->tiles || bf16_kernel.load(std::memory_order_relaxed) == Bf16Kernel::kOwn;
 }
 bool PackedBf16Weight::runs_on_avx512_bf16() const {
   const Bf16Kernel kernel = bf16_kernel.load(std::memory_order_relaxed);
-  return impl_->own.has_value() &&
+  return impl_->own.has_value() && !impl_->own->tiles &&
          (kernel == Bf16Kernel::kAvx512Bf16 || (kernel == Bf16Kernel::kOwn && !runs_on_amx()));
 }
 size_t PackedBf16Weight::num_cached_primitives() const {

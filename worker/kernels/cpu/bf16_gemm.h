@@ -9,7 +9,9 @@
 // that repacks per call, and below AVX-512 no bf16 matmul at all) the weight is packed
 // for this project's AVX2 kernel instead (bf16_avx2.h: 16-row blocks, widened in
 // registers, FMA in fp32). On oneDNN's packed weight the products run in this project's
-// kernels too: AMX tiles (bf16_amx.h) or vdpbf16ps (bf16_avx512.h). The paths give the
+// kernels too: vdpbf16ps (bf16_avx512.h), or on AMX CPUs the tile kernel (bf16_amx.h),
+// for which the weight is packed in the same blocks but tile by tile (each AMX B tile 1
+// KiB in one piece, loaded faster; oneDNN's matmul does not read it). The paths give the
 // same results up to fp32 summation order; every project kernel's order is fixed, so a
 // row of y does not depend on its batch (oneDNN's matmul, kept behind SetBf16Kernel,
 // changes with the row count).
@@ -59,9 +61,12 @@ class PackedBf16Weight : public PackedWeight {
   // Bytes the packed weight occupies (oneDNN pads k to 32 and n_out to 64; the AVX2
   // layout k to 16 and n_out to 4).
   size_t bytes() const override;
-  // True when the weight is in oneDNN's packed layout; false on the AVX2 kernel's path.
+  // True when the weight is in oneDNN's packed layout; false on the AVX2 kernel's path
+  // and in the AMX tile kernel's own layout.
   bool packed_for_onednn() const;
-  // True when MatMul runs bf16_amx.h's kernel on it (an AMX CPU, Bf16Kernel::kOwn).
+  // True when MatMul runs bf16_amx.h's kernel on it: packed on an AMX CPU under
+  // Bf16Kernel::kOwn (the tile kernel's own layout: always), or in oneDNN's layout on an
+  // AMX CPU while Bf16Kernel::kOwn is set.
   bool runs_on_amx() const;
   // True when MatMul runs bf16_avx512.h's kernel on it (AVX512-BF16 without AMX and
   // Bf16Kernel::kOwn, or Bf16Kernel::kAvx512Bf16).
@@ -101,7 +106,8 @@ void SetBf16GemmThreads(int threads);
 // project's own (kOwn, the default: AMX tiles where the CPU has them, else AVX512-BF16
 // dot products), the AVX512-BF16 one even on an AMX CPU (kAvx512Bf16), or oneDNN's matmul
 // (kOneDnn). Tests and benchmarks compare them; only the project's kernels keep a row's
-// bits independent of the batch.
+// bits independent of the batch. It also picks the layout of weights packed while it is
+// set: on an AMX CPU, kOwn packs for the tile kernel alone, the others in oneDNN's layout.
 enum class Bf16Kernel { kOwn, kAvx512Bf16, kOneDnn };
 void SetBf16Kernel(Bf16Kernel kernel);
 

@@ -245,6 +245,34 @@ double TimePerCall(int copies, double min_seconds, Call call) {
   return best;
 }
 
+// The median over pairs of calls of time(a) / time(b), `a(copy)` and `b(copy)` called in
+// turn on each copy (which goes first alternating), for at least `min_seconds` and 8
+// pairs: a ratio that a slow spell of the host moves far less than two separate timings.
+template <typename A, typename B>
+double RatioInTurns(int copies, double min_seconds, A a, B b) {
+  a(0);
+  b(0);
+  std::vector<double> ratios;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 8 || Seconds(start) < min_seconds; ++i) {
+    const int copy = (i + 1) % copies;
+    double ta = 0, tb = 0;
+    for (int turn = 0; turn < 2; ++turn) {
+      const auto t0 = std::chrono::steady_clock::now();
+      if ((turn == 0) == (i % 2 == 0)) {
+        a(copy);
+        ta = Seconds(t0);
+      } else {
+        b(copy);
+        tb = Seconds(t0);
+      }
+    }
+    ratios.push_back(ta / tb);
+  }
+  std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
+  return ratios[ratios.size() / 2];
+}
+
 struct Flags {
   std::string threads = "1,2", rows = "1,8,32,64,512,2048", sets = "tiny,7b", max_isa;
   double min_seconds = 0.3;
@@ -290,10 +318,20 @@ absl::Status Run(const Flags& f) {
     std::vector<PackedBf16Weight> packed;
     std::vector<Int8Weight> int8;
     std::vector<std::vector<float>> fp32(std::max(2, copies / 2), w);  // 1 GiB of fp32 too
+    // On an AMX CPU `packed` is in the tile kernel's own layout, which oneDNN's matmul
+    // does not read: `onednn` holds the same copies in oneDNN's layout, for its columns.
+    std::vector<PackedBf16Weight> onednn;
     for (int c = 0; c < copies; ++c) {
       absl::StatusOr<PackedBf16Weight> p = PackedBf16Weight::FromBf16(w_bf16.data(), layer.n_out, layer.k);
       if (!p.ok()) return p.status();
       packed.push_back(*std::move(p));
+      if (packed[0].runs_on_amx() && !packed[0].packed_for_onednn()) {
+        SetBf16Kernel(Bf16Kernel::kOneDnn);
+        p = PackedBf16Weight::FromBf16(w_bf16.data(), layer.n_out, layer.k);
+        SetBf16Kernel(own_kernel);
+        if (!p.ok()) return p.status();
+        onednn.push_back(*std::move(p));
+      }
       absl::StatusOr<Int8Weight> q = Int8Weight::QuantizeBf16(w_bf16.data(), layer.n_out, layer.k);
       if (!q.ok()) return q.status();
       int8.push_back(*std::move(q));
@@ -310,18 +348,24 @@ absl::Status Run(const Flags& f) {
         // Where the bf16 column is one of this project's kernels on oneDNN's packed weight,
         // oneDNN's own matmul on it is timed beside, and on an AMX CPU also the
         // AVX512-BF16 kernel.
-        double onednn_s = 0, avx512_s = 0;
+        double onednn_s = 0, avx512_s = 0, layout_gain = 0;
         const bool own = packed[0].runs_on_amx() || packed[0].runs_on_avx512_bf16();
+        const std::vector<PackedBf16Weight>& onednn_layout = onednn.empty() ? packed : onednn;
         auto time_kernel = [&](Bf16Kernel kernel) {
           SetBf16Kernel(kernel);
           const double s = TimePerCall(copies, f.min_seconds, [&](int c) {
-            status.Update(MatMulBf16(x.data(), m, packed[c], y.data()));
+            status.Update(MatMulBf16(x.data(), m, onednn_layout[c], y.data()));
           });
           SetBf16Kernel(own_kernel);
           return s;
         };
         if (own) onednn_s = time_kernel(Bf16Kernel::kOneDnn);
         if (packed[0].runs_on_amx()) avx512_s = time_kernel(Bf16Kernel::kAvx512Bf16);
+        if (!onednn.empty()) {  // the tile kernel on both layouts, calls alternating
+          layout_gain = RatioInTurns(copies, f.min_seconds, [&](int c) {
+            status.Update(MatMulBf16(x.data(), m, onednn[c], y.data()));
+          }, [&](int c) { status.Update(MatMulBf16(x.data(), m, packed[c], y.data())); });
+        }
         if (!status.ok()) return status;
         const double fp32_s = TimePerCall(static_cast<int>(fp32.size()), f.min_seconds, [&](int c) {
           MatMulTransB(x.data(), fp32[c].data(), m, layer.k, layer.n_out, y.data());
@@ -346,6 +390,9 @@ absl::Status Run(const Flags& f) {
           onednn_columns += absl::StrFormat(" | vdpbf16ps kernel %8.3f ms %7s  x%.2f of oneDNN",
                                             avx512_s * 1e3, gflops(avx512_s), onednn_s / avx512_s);
         }
+        if (layout_gain > 0) {
+          onednn_columns += absl::StrFormat(" | tiles' layout x%.2f oneDNN's", layout_gain);
+        }
         std::printf("%-13s %5ldx%-5ld %5d %3d | %9.3f %6.1f %7s | %9.3f %6.1f %7s | %5.2f %7.3f %s %s\n",
                     layer.name, long(layer.n_out), long(layer.k), m, thread_counts[ti],
                     bf16_s * 1e3, 2 * elements / bf16_s / 1e9, gflops(bf16_s).c_str(),
@@ -355,7 +402,8 @@ absl::Status Run(const Flags& f) {
       }
     }
     std::printf("  (%s: %s)\n", layer.name,
-                packed[0].runs_on_amx()           ? "AMX kernel on oneDNN's packed layout"
+                !onednn.empty()                   ? "AMX kernel on its own tile-by-tile layout"
+                : packed[0].runs_on_amx()         ? "AMX kernel on oneDNN's packed layout"
                 : packed[0].runs_on_avx512_bf16() ? "vdpbf16ps kernel on oneDNN's packed layout"
                 : packed[0].packed_for_onednn()   ? "oneDNN, packed"
                                                 : "AVX2 kernel, 16-row blocks");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "worker/kernels/cpu/bf16_amx.h"
 #include "worker/kernels/cpu/bf16_gemm_testing.h"
 
 namespace tpserve {
@@ -48,9 +49,15 @@ TEST(Bf16GemmTest, LlamaShapesMatchReference) {
   for (int64_t m : {1, 8}) ExpectMatchesReference(w, w_rounded, m, false, 8, 2);
 }
 
-TEST(Bf16GemmTest, UsesOneDnnWhereTheCpuHasBf16) {
+// oneDNN's blocked layout where the CPU has AVX512-BF16, the AMX tile kernel's own where
+// it has AMX: 32 x 64 blocks both, so a 64 x 32 weight needs no padding.
+TEST(Bf16GemmTest, UsesOneDnnsBlocksWhereTheCpuHasBf16) {
   PackedBf16Weight w = RandomWeight(64, 32, 1, nullptr);
-  if (__builtin_cpu_supports("avx512bf16")) {
+  if (bf16_amx::Available()) {
+    EXPECT_TRUE(w.runs_on_amx());
+    EXPECT_FALSE(w.packed_for_onednn());
+    EXPECT_EQ(w.bytes(), 64 * 32 * sizeof(uint16_t));
+  } else if (__builtin_cpu_supports("avx512bf16")) {
     EXPECT_TRUE(w.packed_for_onednn());
     EXPECT_EQ(w.bytes(), 64 * 32 * sizeof(uint16_t));  // already a multiple of the blocks
   }
