@@ -161,11 +161,10 @@ void PackTiles(const uint16_t* w, int64_t n_out, int64_t k, uint16_t* out, int64
       for (int64_t t = 0; t < layout.block_outputs / 16; ++t) {
         for (int64_t p = 0; p < kBlockCols / 2; ++p) {
           const int64_t c = kb * kBlockCols + 2 * p;
-          for (int64_t o = 0; o < 16; ++o) {
+          for (int64_t o = 0; o < 16; ++o, dst += 2) {
             const int64_t n = nb * layout.block_outputs + t * 16 + o;
-            const uint16_t* src = w + n * k + c;
-            *dst++ = n < n_out && c < k ? src[0] : 0;
-            *dst++ = n < n_out && c + 1 < k ? src[1] : 0;
+            dst[0] = n < n_out && c < k ? w[n * k + c] : 0;  // zeros past the weight's edges
+            dst[1] = n < n_out && c + 1 < k ? w[n * k + c + 1] : 0;
           }
         }
       }

@@ -1,7 +1,7 @@
 // The bf16-weight GEMM kernel for CPUs with AMX (Intel Sapphire Rapids and later):
-// y = x · wᵀ on a weight packed by oneDNN in its BA16a64b2a layout, with the tile
-// instructions (TDPBF16PS) for every row count, so that a row of y has the same bits
-// whatever other rows share the call.
+// y = x · wᵀ on a weight packed in oneDNN's BA16a64b2a blocks (by oneDNN, or tile by tile
+// by PackTiles), with the tile instructions (TDPBF16PS) for every row count, so that a
+// row of y has the same bits whatever other rows share the call.
 //
 // Why not oneDNN's own matmul for every call: its brgemm picks a k blocking per row count,
 // so one row of x got different low bits at different row counts (on this project's AMX
