@@ -17,7 +17,9 @@
 // Before the table, the peak rate of one thread's dot-product instructions (vdpbf16ps,
 // which oneDNN's bf16 brgemm runs without AMX, and vpdpwssd, MatMulInt8's) on registers
 // only, or on a CPU without them the AVX2 kernels' (vfmadd231ps; vpmaddwd with vpaddd):
-// what the prefill GFLOP/s columns compare with.
+// what the prefill GFLOP/s columns compare with. On an AMX CPU the last column ("tiles'
+// layout") is the tile kernel's speed on its own tile-by-tile packing over its speed on
+// oneDNN's, calls alternating (RatioInTurns).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -345,9 +347,9 @@ absl::Status Run(const Flags& f) {
           status.Update(MatMulBf16(x.data(), m, packed[c], y.data()));
         });
         if (!status.ok()) return status;
-        // Where the bf16 column is one of this project's kernels on oneDNN's packed weight,
-        // oneDNN's own matmul on it is timed beside, and on an AMX CPU also the
-        // AVX512-BF16 kernel.
+        // Where the bf16 column is one of this project's kernels, oneDNN's own matmul is
+        // timed beside on the weight in oneDNN's layout, and on an AMX CPU also the
+        // AVX512-BF16 kernel, and the tile kernel on oneDNN's layout against its own.
         double onednn_s = 0, avx512_s = 0, layout_gain = 0;
         const bool own = packed[0].runs_on_amx() || packed[0].runs_on_avx512_bf16();
         const std::vector<PackedBf16Weight>& onednn_layout = onednn.empty() ? packed : onednn;
