@@ -140,19 +140,19 @@ bool Layout::valid() const {
          k_block_stride > 0 && n_block_stride > 0;
 }
 
-Layout TilesLayout(int64_t n_out, int64_t k) {
+Layout TilesLayout(int64_t k) {
   constexpr int64_t b = kMaxBlockOutputs;
   return Layout{b, kBlockCols * b, PaddedCols(k) * b, /*tiles=*/true};
 }
 
 int64_t TilesElements(int64_t n_out, int64_t k) {
-  const Layout layout = TilesLayout(n_out, k);
+  const Layout layout = TilesLayout(k);
   return NumBlocks(n_out, layout) * layout.n_block_stride;
 }
 
 void PackTiles(const uint16_t* w, int64_t n_out, int64_t k, uint16_t* out, int64_t block_begin,
                int64_t block_end) {
-  const Layout layout = TilesLayout(n_out, k);
+  const Layout layout = TilesLayout(k);
   const int64_t k_blocks = PaddedCols(k) / kBlockCols;
   for (int64_t nb = block_begin; nb < block_end; ++nb) {
     // The block's [k steps][4 tiles][16 column pairs][16 outputs][2], written in order.

@@ -54,10 +54,10 @@ struct Layout {
 };
 
 // w ([n_out, k] bf16 bits, HF's order) packed into `out` in blocks of 64 outputs, tile by
-// tile (Layout::tiles), zero-padded: TilesLayout(n_out, k) describes it, TilesElements its
+// tile (Layout::tiles), zero-padded: TilesLayout(k) describes it, TilesElements its
 // size. What MatMulBf16 packs on AMX CPUs. PackTiles writes output blocks [block_begin,
-// block_end) of NumBlocks(n_out, TilesLayout(n_out, k)), so threads may share the work.
-Layout TilesLayout(int64_t n_out, int64_t k);
+// block_end) of NumBlocks(n_out, TilesLayout(k)), so threads may share the work.
+Layout TilesLayout(int64_t k);
 int64_t TilesElements(int64_t n_out, int64_t k);
 void PackTiles(const uint16_t* w, int64_t n_out, int64_t k, uint16_t* out, int64_t block_begin,
                int64_t block_end);

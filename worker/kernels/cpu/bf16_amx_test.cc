@@ -200,7 +200,7 @@ TEST(Bf16AmxLayoutTest, EveryBlockWidthGivesTheSameBits) {
           if (block_outputs > 0) {
             packed = PackBlocks(w, n_out, k, block_outputs, &layout);
           } else {
-            layout = bf16_amx::TilesLayout(n_out, k);
+            layout = bf16_amx::TilesLayout(k);
             packed.resize(bf16_amx::TilesElements(n_out, k));
             const int64_t blocks = bf16_amx::NumBlocks(n_out, layout);  // in two calls
             bf16_amx::PackTiles(w.data(), n_out, k, packed.data(), 0, blocks / 2);

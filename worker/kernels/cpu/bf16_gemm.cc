@@ -291,7 +291,7 @@ absl::StatusOr<PackedBf16Weight> PackedBf16Weight::FromBf16(const uint16_t* data
       // matmul does not read it, so such a weight runs on the tile kernel whatever
       // SetBf16Kernel says later.
       impl->Allocate(bf16_amx::TilesElements(n_out, k) * sizeof(uint16_t));
-      impl->own = bf16_amx::TilesLayout(n_out, k);
+      impl->own = bf16_amx::TilesLayout(k);
       auto* out = static_cast<uint16_t*>(impl->data);
       ParallelChunks(bf16_amx::NumBlocks(n_out, *impl->own), /*min_chunk=*/4,
                      omp_get_max_threads(), [&](int64_t begin, int64_t end) {
