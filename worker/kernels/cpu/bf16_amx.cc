@@ -17,6 +17,8 @@ namespace {
 
 constexpr int64_t kBlockCols = 32;     // k per block: one tile row of 32 bf16 (64 bytes)
 constexpr int64_t kMaxBlockOutputs = 64;  // outputs per block: up to four B tiles of 16
+// k steps of a block that row groups pass over at once (a chunk of 64 outputs: 256 KiB).
+constexpr int64_t kMaxChunkSteps = 64;
 
 // Linux's arch_prctl request for an XSAVE state component (asm/prctl.h), and the tile
 // data's component number (XFEATURE_XTILEDATA).
@@ -80,7 +82,8 @@ bool CpuHasAmxBf16() {
 template <int T>
 __attribute__((target("amx-tile,amx-bf16"))) void OneGroup(const uint16_t* x, int64_t x_stride,
                                                             const uint16_t* w, Layout layout,
-                                                            int64_t k_blocks, float* out,
+                                                            int64_t k_blocks, const float* init,
+                                                            int64_t init_stride, float* out,
                                                             int64_t out_stride,
                                                             const char* prefetch,
                                                             int64_t prefetch_step,
@@ -89,10 +92,17 @@ __attribute__((target("amx-tile,amx-bf16"))) void OneGroup(const uint16_t* x, in
   const int64_t row_bytes = layout.pair_stride() * sizeof(uint16_t);  // a tile's row stride
   const int64_t tile = layout.tile_stride();
   const int64_t step_bytes = 16 * T * 16 * 2 * sizeof(uint16_t);  // one k step of the block
-  _tile_zero(4);
-  if (T > 1) _tile_zero(5);
-  if (T > 2) _tile_zero(6);
-  if (T > 3) _tile_zero(7);
+  if (init == nullptr) {
+    _tile_zero(4);
+    if (T > 1) _tile_zero(5);
+    if (T > 2) _tile_zero(6);
+    if (T > 3) _tile_zero(7);
+  } else {  // the sums so far, parked by the call for the k steps before these
+    _tile_loadd(4, init, init_stride);
+    if (T > 1) _tile_loadd(5, init + 16, init_stride);
+    if (T > 2) _tile_loadd(6, init + 32, init_stride);
+    if (T > 3) _tile_loadd(7, init + 48, init_stride);
+  }
   for (int64_t kb = 0; kb < k_blocks; ++kb) {
     const uint16_t* block = w + kb * layout.k_block_stride;
     if (prefetch != nullptr) {
@@ -205,39 +215,67 @@ __attribute__((target("amx-tile,amx-bf16"))) void MatMulBlocks(
   const int64_t cols = PaddedCols(k);
   const int64_t k_blocks = cols / kBlockCols;
   const int64_t x_stride = cols * sizeof(uint16_t);
-  alignas(64) float c[kTileRows * kMaxBlockOutputs];  // [16 rows][64 outputs]
   auto group = layout.block_outputs == 64   ? &OneGroup<4>
                : layout.block_outputs == 48 ? &OneGroup<3>
                : layout.block_outputs == 32 ? &OneGroup<2>
                                             : &OneGroup<1>;
   // Each block of the weight (64 outputs × k: 256 KiB at k = 2048) is read from memory
   // once and stays in L2 while every row group passes over it. With more than one group,
-  // the passes over a block also bring the next block into L2, their k steps sharing its
-  // bytes evenly, so that memory streams while the tiles work on L2.
+  // the passes over a block also bring the next piece of the weight into L2, their k steps
+  // sharing its bytes evenly, so that memory streams while the tiles work on L2. Past
+  // kMaxChunkSteps k steps a block would not stay in L2 beside the next one and x, so the
+  // passes go over it a chunk of k at a time, each group's sums parked in `sums` between
+  // chunks and loaded back into the tiles: every sum still runs over k in order, from zero.
   const int64_t passes = PaddedRows(m) / kTileRows;
-  const int64_t block_bytes = k_blocks * layout.k_block_stride * sizeof(uint16_t);
-  const int64_t step_lines = (block_bytes / 64 + passes * k_blocks - 1) / (passes * k_blocks);
-  const int64_t prefetch_step = step_lines * 64;
+  const int64_t chunks = passes > 1 ? (k_blocks + kMaxChunkSteps - 1) / kMaxChunkSteps : 1;
+  const int64_t chunk_steps = (k_blocks + chunks - 1) / chunks;
+  const int64_t step_bytes = layout.k_block_stride * sizeof(uint16_t);
+  thread_local std::vector<float> sums_store;  // [PaddedRows(m)][kMaxBlockOutputs] + align
+  const int64_t sums_stride = kMaxBlockOutputs;
+  const size_t sums_floats = (chunks > 1 ? passes : 1) * kTileRows * sums_stride + 16;
+  if (sums_store.size() < sums_floats) sums_store.resize(sums_floats);
+  float* sums = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(sums_store.data()) + 63) &
+                                         ~uintptr_t{63});
   for (int64_t block = block_begin; block < block_end; ++block) {
     const uint16_t* w = packed + block * layout.n_block_stride;
     const int64_t col = block * layout.block_outputs;
     const bool full_width = col + layout.block_outputs <= n_out;
-    const char* next = passes > 1 && block + 1 < block_end
-                           ? reinterpret_cast<const char*>(w + layout.n_block_stride)
-                           : nullptr;
-    for (int64_t row = 0; row < m; row += kTileRows) {
-      const uint16_t* x_group = x_bf16 + row * cols;
-      const char* prefetch =
-          next == nullptr ? nullptr : next + row / kTileRows * k_blocks * prefetch_step;
-      if (!accumulate && full_width && row + kTileRows <= m) {  // straight into y
-        group(x_group, x_stride, w, layout, k_blocks, y + row * n_out + col,
-              n_out * sizeof(float), prefetch, prefetch_step, passes == 1);
-        continue;
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      const int64_t kb = chunk * chunk_steps;
+      const int64_t steps = std::min(chunk_steps, k_blocks - kb);
+      const bool last = chunk + 1 == chunks;
+      // The next piece: this block's next chunk, or the next block's first.
+      const char* next = nullptr;
+      int64_t next_steps = 0;
+      if (passes > 1 && !last) {
+        next = reinterpret_cast<const char*>(w + (kb + steps) * layout.k_block_stride);
+        next_steps = std::min(chunk_steps, k_blocks - kb - steps);
+      } else if (passes > 1 && block + 1 < block_end) {
+        next = reinterpret_cast<const char*>(w + layout.n_block_stride);
+        next_steps = chunk_steps;
       }
-      group(x_group, x_stride, w, layout, k_blocks, c, kMaxBlockOutputs * sizeof(float),
-            prefetch, prefetch_step, passes == 1);
-      StoreSums(c, kMaxBlockOutputs, std::min(kTileRows, m - row), row, col,
-                std::min(layout.block_outputs, n_out - col), n_out, y, accumulate);
+      const int64_t next_lines = next_steps * step_bytes / 64;
+      const int64_t prefetch_step = (next_lines + passes * steps - 1) / (passes * steps) * 64;
+      for (int64_t row = 0; row < m; row += kTileRows) {
+        const uint16_t* x_group = x_bf16 + row * cols + kb * kBlockCols;
+        const char* prefetch =
+            next == nullptr ? nullptr : next + row / kTileRows * steps * prefetch_step;
+        float* parked = sums + (chunks > 1 ? row * sums_stride : 0);
+        const float* init = chunk == 0 ? nullptr : parked;
+        if (last && !accumulate && full_width && row + kTileRows <= m) {  // straight into y
+          group(x_group, x_stride, w + kb * layout.k_block_stride, layout, steps, init,
+                sums_stride * sizeof(float), y + row * n_out + col, n_out * sizeof(float),
+                prefetch, prefetch_step, passes == 1);
+          continue;
+        }
+        group(x_group, x_stride, w + kb * layout.k_block_stride, layout, steps, init,
+              sums_stride * sizeof(float), parked, sums_stride * sizeof(float), prefetch,
+              prefetch_step, passes == 1);
+        if (last) {
+          StoreSums(parked, sums_stride, std::min(kTileRows, m - row), row, col,
+                    std::min(layout.block_outputs, n_out - col), n_out, y, accumulate);
+        }
+      }
     }
   }
   _tile_release();
@@ -303,10 +341,13 @@ double CachedTileLoopFlops(bool weights_in_l1, int64_t repeats) {
   alignas(64) float sums[kTileRows * kOutputs];
   const int64_t sums_stride = kOutputs * sizeof(float);
   ConfigureTiles();
-  OneGroup<4>(x, x_stride, w, layout, kSteps, sums, sums_stride, nullptr, 0, false);  // warm
+  // Once to warm the caches, then timed.
+  OneGroup<4>(x, x_stride, w, layout, kSteps, nullptr, 0, sums, sums_stride, nullptr, 0,
+              false);
   const auto start = std::chrono::steady_clock::now();
   for (int64_t r = 0; r < repeats; ++r) {
-    OneGroup<4>(x, x_stride, w, layout, kSteps, sums, sums_stride, nullptr, 0, false);
+    OneGroup<4>(x, x_stride, w, layout, kSteps, nullptr, 0, sums, sums_stride, nullptr, 0,
+                false);
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

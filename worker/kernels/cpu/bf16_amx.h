@@ -76,7 +76,10 @@ void PrepareX(const float* x, int64_t m, int64_t k, uint16_t* out);
 
 // Output blocks [block_begin, block_end) of y = x_bf16 · wᵀ (y += if accumulate), on the
 // calling thread: x_bf16 from PrepareX, packed the weight in Layout, y [m, n_out]. Needs
-// Available().
+// Available(). Past 64 k steps (k > 2,048) and 16 rows, the row groups pass over a block a
+// chunk of k at a time, so that the chunk stays in L2 while they do; each group's sums are
+// parked in a buffer of the thread's between chunks and loaded back into the tiles, so
+// every sum is the same as in one pass.
 void MatMulBlocks(const uint16_t* x_bf16, int64_t m, int64_t k, const uint16_t* packed,
                   Layout layout, int64_t n_out, int64_t block_begin, int64_t block_end,
                   float* y, bool accumulate);

@@ -63,10 +63,11 @@ TEST_P(Bf16KernelTest, RunsOnTheLayoutItPacked) {
 
 // Shapes with tails in every dimension: k not a multiple of 32, n_out not of 64, m below,
 // at and past the 16-row tile; blocks of 64 outputs and of 48 (oneDNN's choice for 65 x 33
-// and 96 x 200).
+// and 96 x 200); and k past the tile kernel's 64-step chunk (70 x 4200: three chunks of 44
+// steps, the last with the tail), where from 17 rows its sums are parked between chunks.
 TEST_P(Bf16KernelTest, OddShapesMatchReference) {
   for (auto [n_out, k] : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {65, 1}, {100, 31},
-                          {65, 33}, {96, 200}, {130, 100}, {517, 1031}}) {
+                          {65, 33}, {96, 200}, {130, 100}, {517, 1031}, {70, 4200}}) {
     std::vector<float> w_rounded;
     PackedBf16Weight w = RandomWeight(n_out, k, 31, &w_rounded);
     ASSERT_TRUE(OnKernel(w)) << n_out << " x " << k;
@@ -79,7 +80,9 @@ TEST_P(Bf16KernelTest, OddShapesMatchReference) {
 }
 
 // A row of y is the same bit for bit at every row count, at every position, on 1 or 2
-// threads: one request's logits do not depend on the batch it was scheduled with. (oneDNN's
+// threads: one request's logits do not depend on the batch it was scheduled with (k = 2816
+// is past the tile kernel's 64-step chunk: its sums are parked between two chunks from 17
+// rows on, and not at 16 or fewer). (oneDNN's
 // own matmul on the same weight changes a row's low bits with the row count; the check
 // against it below shows this test would see that.)
 TEST_P(Bf16KernelTest, RowsDoNotDependOnTheRestOfTheBatch) {
