@@ -19,6 +19,9 @@ constexpr int64_t kBlockCols = 32;     // k per block: one tile row of 32 bf16 (
 constexpr int64_t kMaxBlockOutputs = 64;  // outputs per block: up to four B tiles of 16
 // k steps of a block that row groups pass over at once (a chunk of 64 outputs: 256 KiB).
 constexpr int64_t kMaxChunkSteps = 64;
+// Bytes of x that the row groups passing over a block at once may span (256 rows at k =
+// 2,048), so that they stay in L2 beside the block and the next.
+constexpr int64_t kRowChunkBytes = int64_t{1} << 20;
 
 // Linux's arch_prctl request for an XSAVE state component (asm/prctl.h), and the tile
 // data's component number (XFEATURE_XTILEDATA).
@@ -220,60 +223,74 @@ __attribute__((target("amx-tile,amx-bf16"))) void MatMulBlocks(
                : layout.block_outputs == 32 ? &OneGroup<2>
                                             : &OneGroup<1>;
   // Each block of the weight (64 outputs × k: 256 KiB at k = 2048) is read from memory
-  // once and stays in L2 while every row group passes over it. With more than one group,
+  // and stays in L2 while every row group passes over it. With more than one group,
   // the passes over a block also bring the next piece of the weight into L2, their k steps
   // sharing its bytes evenly, so that memory streams while the tiles work on L2. Past
   // kMaxChunkSteps k steps a block would not stay in L2 beside the next one and x, so the
   // passes go over it a chunk of k at a time, each group's sums parked in `sums` between
   // chunks and loaded back into the tiles: every sum still runs over k in order, from zero.
-  const int64_t passes = PaddedRows(m) / kTileRows;
-  const int64_t chunks = passes > 1 ? (k_blocks + kMaxChunkSteps - 1) / kMaxChunkSteps : 1;
-  const int64_t chunk_steps = (k_blocks + chunks - 1) / chunks;
+  // With k in one chunk but more rows than kRowChunkBytes of x, x would not stay in L2
+  // either: the rows are taken in even chunks of whole groups, each passing over every
+  // block of the range (the range's weight read again, from L3, for each later chunk).
+  const int64_t groups = PaddedRows(m) / kTileRows;
+  int64_t row_chunks = 1;
+  if (k_blocks <= kMaxChunkSteps) {
+    const int64_t most = std::max<int64_t>(1, kRowChunkBytes / (kTileRows * x_stride));
+    row_chunks = std::max<int64_t>(1, groups / most);  // groups a chunk: at least `most`
+  }
+  const int64_t chunk_groups = (groups + row_chunks - 1) / row_chunks;
   const int64_t step_bytes = layout.k_block_stride * sizeof(uint16_t);
-  thread_local std::vector<float> sums_store;  // [PaddedRows(m)][kMaxBlockOutputs] + align
+  thread_local std::vector<float> sums_store;  // [chunk_groups · 16][kMaxBlockOutputs] + align
   const int64_t sums_stride = kMaxBlockOutputs;
-  const size_t sums_floats = (chunks > 1 ? passes : 1) * kTileRows * sums_stride + 16;
+  const size_t sums_floats = chunk_groups * kTileRows * sums_stride + 16;
   if (sums_store.size() < sums_floats) sums_store.resize(sums_floats);
   float* sums = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(sums_store.data()) + 63) &
                                          ~uintptr_t{63});
-  for (int64_t block = block_begin; block < block_end; ++block) {
-    const uint16_t* w = packed + block * layout.n_block_stride;
-    const int64_t col = block * layout.block_outputs;
-    const bool full_width = col + layout.block_outputs <= n_out;
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-      const int64_t kb = chunk * chunk_steps;
-      const int64_t steps = std::min(chunk_steps, k_blocks - kb);
-      const bool last = chunk + 1 == chunks;
-      // The next piece: this block's next chunk, or the next block's first.
-      const char* next = nullptr;
-      int64_t next_steps = 0;
-      if (passes > 1 && !last) {
-        next = reinterpret_cast<const char*>(w + (kb + steps) * layout.k_block_stride);
-        next_steps = std::min(chunk_steps, k_blocks - kb - steps);
-      } else if (passes > 1 && block + 1 < block_end) {
-        next = reinterpret_cast<const char*>(w + layout.n_block_stride);
-        next_steps = chunk_steps;
-      }
-      const int64_t next_lines = next_steps * step_bytes / 64;
-      const int64_t prefetch_step = (next_lines + passes * steps - 1) / (passes * steps) * 64;
-      for (int64_t row = 0; row < m; row += kTileRows) {
-        const uint16_t* x_group = x_bf16 + row * cols + kb * kBlockCols;
-        const char* prefetch =
-            next == nullptr ? nullptr : next + row / kTileRows * steps * prefetch_step;
-        float* parked = sums + (chunks > 1 ? row * sums_stride : 0);
-        const float* init = chunk == 0 ? nullptr : parked;
-        if (last && !accumulate && full_width && row + kTileRows <= m) {  // straight into y
-          group(x_group, x_stride, w + kb * layout.k_block_stride, layout, steps, init,
-                sums_stride * sizeof(float), y + row * n_out + col, n_out * sizeof(float),
-                prefetch, prefetch_step, passes == 1);
-          continue;
+  for (int64_t g0 = 0; g0 < groups; g0 += chunk_groups) {
+    const int64_t row_begin = g0 * kTileRows;
+    const int64_t row_end = std::min(m, (g0 + chunk_groups) * kTileRows);
+    const int64_t passes = std::min(chunk_groups, groups - g0);
+    const int64_t chunks = passes > 1 ? (k_blocks + kMaxChunkSteps - 1) / kMaxChunkSteps : 1;
+    const int64_t chunk_steps = (k_blocks + chunks - 1) / chunks;
+    for (int64_t block = block_begin; block < block_end; ++block) {
+      const uint16_t* w = packed + block * layout.n_block_stride;
+      const int64_t col = block * layout.block_outputs;
+      const bool full_width = col + layout.block_outputs <= n_out;
+      for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+        const int64_t kb = chunk * chunk_steps;
+        const int64_t steps = std::min(chunk_steps, k_blocks - kb);
+        const bool last = chunk + 1 == chunks;
+        // The next piece: this block's next chunk, or the next block's first.
+        const char* next = nullptr;
+        int64_t next_steps = 0;
+        if (passes > 1 && !last) {
+          next = reinterpret_cast<const char*>(w + (kb + steps) * layout.k_block_stride);
+          next_steps = std::min(chunk_steps, k_blocks - kb - steps);
+        } else if (passes > 1 && block + 1 < block_end) {
+          next = reinterpret_cast<const char*>(w + layout.n_block_stride);
+          next_steps = chunk_steps;
         }
-        group(x_group, x_stride, w + kb * layout.k_block_stride, layout, steps, init,
-              sums_stride * sizeof(float), parked, sums_stride * sizeof(float), prefetch,
-              prefetch_step, passes == 1);
-        if (last) {
-          StoreSums(parked, sums_stride, std::min(kTileRows, m - row), row, col,
-                    std::min(layout.block_outputs, n_out - col), n_out, y, accumulate);
+        const int64_t next_lines = next_steps * step_bytes / 64;
+        const int64_t prefetch_step = (next_lines + passes * steps - 1) / (passes * steps) * 64;
+        for (int64_t row = row_begin; row < row_end; row += kTileRows) {
+          const uint16_t* x_group = x_bf16 + row * cols + kb * kBlockCols;
+          const int64_t pass = (row - row_begin) / kTileRows;
+          const char* prefetch = next == nullptr ? nullptr : next + pass * steps * prefetch_step;
+          float* parked = sums + (chunks > 1 ? pass * kTileRows * sums_stride : 0);
+          const float* init = chunk == 0 ? nullptr : parked;
+          if (last && !accumulate && full_width && row + kTileRows <= m) {  // straight into y
+            group(x_group, x_stride, w + kb * layout.k_block_stride, layout, steps, init,
+                  sums_stride * sizeof(float), y + row * n_out + col, n_out * sizeof(float),
+                  prefetch, prefetch_step, passes == 1);
+            continue;
+          }
+          group(x_group, x_stride, w + kb * layout.k_block_stride, layout, steps, init,
+                sums_stride * sizeof(float), parked, sums_stride * sizeof(float), prefetch,
+                prefetch_step, passes == 1);
+          if (last) {
+            StoreSums(parked, sums_stride, std::min(kTileRows, m - row), row, col,
+                      std::min(layout.block_outputs, n_out - col), n_out, y, accumulate);
+          }
         }
       }
     }

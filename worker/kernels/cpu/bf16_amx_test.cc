@@ -120,6 +120,32 @@ TEST_P(Bf16KernelTest, RowsDoNotDependOnTheRestOfTheBatch) {
   EXPECT_GT(differing, 0) << "oneDNN's matmul gave row 0 the same bits at every row count";
 }
 
+// Past 256 rows at k = 2,048 (1 MiB of x) the tile kernel takes the rows in chunks, each
+// passing over every output block: 1,040 rows (65 groups) are three chunks of 17 groups
+// and one of 14.
+// A row's bits are those it gets in a call of 20 rows (one chunk), wherever it sits, on 1
+// or 2 threads, and the products match the reference, y's edges untouched.
+TEST_P(Bf16KernelTest, RowChunksGiveTheSameBits) {
+  const int64_t n_out = 100, k = 2048, rows = 1040;
+  std::vector<float> w_rounded;
+  PackedBf16Weight w = RandomWeight(n_out, k, 51, &w_rounded);
+  const std::vector<float> x = RandomNormal(rows * k, 52);  // [1040, k]
+  for (int threads : {1, 2}) {
+    SetBf16GemmThreads(threads);
+    std::vector<float> batch(rows * n_out);
+    ASSERT_TRUE(MatMulBf16(x.data(), rows, w, batch.data()).ok());
+    for (int64_t first : {int64_t{0}, int64_t{17 * 16 - 3}, int64_t{3 * 17 * 16}, rows - 20}) {
+      std::vector<float> part(20 * n_out);
+      ASSERT_TRUE(MatMulBf16(x.data() + first * k, 20, w, part.data()).ok());
+      ASSERT_EQ(std::memcmp(part.data(), batch.data() + first * n_out, part.size() * 4), 0)
+          << "rows from " << first << ", " << threads << " thread(s)";
+    }
+    for (bool accumulate : {false, true}) {
+      ExpectMatchesReference(w, w_rounded, rows, accumulate, 53, /*max_checked_rows=*/6);
+    }
+  }
+}
+
 TEST_P(Bf16KernelTest, NonFiniteXStaysInItsRow) {
   PackedBf16Weight w = RandomWeight(70, 40, 61, nullptr);
   std::vector<float> x = RandomNormal(20 * 40, 62);  // [20, 40]
