@@ -45,6 +45,24 @@ void* FreshZeroed(size_t bytes) {
   return p;
 }
 
+// Tensor storage starts on a 64-byte boundary, so that no 64-byte vector or tile row a
+// kernel reads or writes spans two cache lines (malloc and calloc put large blocks 16 bytes
+// past one). The block they returned is recorded in the 8 bytes before it.
+constexpr uintptr_t kStorageAlignment = 64;
+
+void* AlignedStorage(size_t bytes, bool zeroed) {
+  void* raw = zeroed ? FreshZeroed(bytes + kStorageAlignment)
+                     : std::malloc(bytes + kStorageAlignment);
+  if (raw == nullptr) throw std::bad_alloc();
+  // raw is at least 16-byte aligned, so p is 16 to 64 bytes past it: room for the record.
+  auto* p = reinterpret_cast<void**>(
+      (reinterpret_cast<uintptr_t>(raw) + kStorageAlignment) & ~(kStorageAlignment - 1));
+  p[-1] = raw;
+  return p;
+}
+
+void FreeAlignedStorage(void* p) { std::free(static_cast<void**>(p)[-1]); }
+
 class StorageRecycler {
  public:
   void* Allocate(size_t bytes, bool zeroed) {
@@ -80,8 +98,8 @@ class StorageRecycler {
       if (zeroed) std::memset(reused, 0, bytes);  // the rest of the block is never handed out
       return reused;
     }
-    for (void* p : dropped) std::free(p);
-    void* fresh = FreshZeroed(bytes);
+    for (void* p : dropped) FreeAlignedStorage(p);
+    void* fresh = AlignedStorage(bytes, /*zeroed=*/true);
     absl::MutexLock lock(&mu_);
     live_[fresh] = bytes;
     live_bytes_ += bytes;
@@ -102,7 +120,7 @@ class StorageRecycler {
         return;
       }
     }
-    std::free(p);
+    FreeAlignedStorage(p);
   }
 
   void Trim() {
@@ -113,7 +131,7 @@ class StorageRecycler {
       kept_bytes_ = 0;
       peak_live_bytes_ = live_bytes_;
     }
-    for (auto& [unused, p] : kept) std::free(p);
+    for (auto& [unused, p] : kept) FreeAlignedStorage(p);
   }
 
   RecycledStorage Kept() {
@@ -139,18 +157,14 @@ StorageRecycler& Recycler() {
 }  // namespace
 
 void* AllocateTensorStorage(size_t bytes, bool zeroed) {
-  if (bytes < kRecycleMinBytes) {
-    if (zeroed) return FreshZeroed(bytes);
-    void* p = std::malloc(bytes > 0 ? bytes : 1);  // a decode step's outputs: not cleared
-    if (p == nullptr) throw std::bad_alloc();
-    return p;
-  }
+  // A decode step's outputs need not be cleared (malloc).
+  if (bytes < kRecycleMinBytes) return AlignedStorage(bytes, zeroed);
   return Recycler().Allocate(bytes, zeroed);
 }
 
 void ReleaseTensorStorage(void* p, size_t bytes) {
   if (p == nullptr) return;
-  if (bytes < kRecycleMinBytes) return std::free(p);
+  if (bytes < kRecycleMinBytes) return FreeAlignedStorage(p);
   Recycler().Release(p);
 }
 

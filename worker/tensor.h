@@ -35,8 +35,8 @@ std::string ShapeToString(const Shape& shape);
 void* AllocateZeroed(size_t bytes);
 
 // Zeroed storage for a tensor (or, unless `zeroed`, storage whose contents are
-// unspecified), freed with ReleaseTensorStorage(p, bytes) and nothing
-// else. A smaller block that need not be zeroed comes from malloc, uncleared. Blocks of
+// unspecified), on a 64-byte boundary, freed with ReleaseTensorStorage(p, bytes) and
+// nothing else. A smaller block that need not be zeroed comes from malloc, uncleared. Blocks of
 // at least kRecycleMinBytes are recycled: a released one is kept, up to
 // kRecycleMaxBytes in all, and handed to a later request it holds (the smallest such, if
 // at most twice the request), zeroed by memset if `zeroed` (an output the next call
