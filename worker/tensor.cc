@@ -51,6 +51,7 @@ void* FreshZeroed(size_t bytes) {
 constexpr uintptr_t kStorageAlignment = 64;
 
 void* AlignedStorage(size_t bytes, bool zeroed) {
+  if (bytes > std::numeric_limits<size_t>::max() - kStorageAlignment) throw std::bad_alloc();
   void* raw = zeroed ? FreshZeroed(bytes + kStorageAlignment)
                      : std::malloc(bytes + kStorageAlignment);
   if (raw == nullptr) throw std::bad_alloc();
