@@ -12,6 +12,7 @@
 
 #include "worker/dtype.h"
 #include "worker/kernels/cpu/bf16_amx.h"
+#include "worker/kernels/cpu/scratch.h"
 
 // GCC 12's AVX-512 intrinsics pass an undefined vector (_mm512_undefined) to their masked
 // builtins, which -Wmaybe-uninitialized reports at every use.
@@ -30,28 +31,6 @@ constexpr int64_t kValueSteps = kBlock / kPairCols;  // 2 k steps of P·V per bl
 static_assert(kScoreTiles == 4 && kValueSteps == 2);
 
 int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
-
-// A 64-byte-aligned scratch buffer of one thread, grown as needed, never shrunk.
-template <typename T>
-class Scratch {
- public:
-  T* Get(int64_t count) {
-    if (count > capacity_) {
-      const size_t bytes = RoundUp(count * static_cast<int64_t>(sizeof(T)), 64);
-      data_.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
-      if (data_ == nullptr) throw std::bad_alloc();  // as a std::vector would
-      capacity_ = count;
-    }
-    return data_.get();
-  }
-
- private:
-  struct Free {
-    void operator()(T* p) const { std::free(p); }
-  };
-  std::unique_ptr<T, Free> data_;
-  int64_t capacity_ = 0;
-};
 
 // One sequence's view for one kv head, in the tiles' layouts.
 struct Shape {

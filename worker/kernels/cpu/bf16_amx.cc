@@ -11,6 +11,8 @@
 #include <iterator>
 #include <vector>
 
+#include "worker/kernels/cpu/scratch.h"
+
 namespace tpserve {
 namespace bf16_amx {
 namespace {
@@ -240,14 +242,11 @@ __attribute__((target("amx-tile,amx-bf16"))) void MatMulBlocks(
   }
   const int64_t chunk_groups = (groups + row_chunks - 1) / row_chunks;
   const int64_t step_bytes = layout.k_block_stride * sizeof(uint16_t);
-  // One group's sums, or with k in chunks every group's of a row chunk, + 64-byte alignment.
-  thread_local std::vector<float> sums_store;
+  // One group's sums, or with k in chunks every group's of a row chunk.
+  thread_local Scratch<float> sums_store;
   const int64_t sums_stride = kMaxBlockOutputs;
   const bool parks = k_blocks > kMaxChunkSteps && chunk_groups > 1;
-  const size_t sums_floats = (parks ? chunk_groups : 1) * kTileRows * sums_stride + 16;
-  if (sums_store.size() < sums_floats) sums_store.resize(sums_floats);
-  float* sums = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(sums_store.data()) + 63) &
-                                         ~uintptr_t{63});
+  float* sums = sums_store.Get((parks ? chunk_groups : 1) * kTileRows * sums_stride);
   for (int64_t g0 = 0; g0 < groups; g0 += chunk_groups) {
     const int64_t row_begin = g0 * kTileRows;
     const int64_t row_end = std::min(m, (g0 + chunk_groups) * kTileRows);

@@ -23,6 +23,7 @@
 #include "worker/kernels/cpu/bf16_avx2.h"
 #include "worker/kernels/cpu/bf16_avx512.h"
 #include "worker/kernels/cpu/cpu_threads.h"
+#include "worker/kernels/cpu/scratch.h"
 #include "worker/tensor.h"
 
 // Design, from measurements on this project's 2-core AVX512-BF16/AMX host (oneDNN 2.6.3;
@@ -232,17 +233,13 @@ absl::Status PackedBf16Weight::Impl::MatMulAvx2(const float* x, int64_t m, float
 
 void PackedBf16Weight::Impl::MatMulOwn(BlocksFn blocks_fn, const float* x, int64_t m,
                                        float* y, bool accumulate) const {
-  // [PaddedRows(m), PaddedCols(k)] from a 64-byte boundary (so that no 64-byte row piece
-  // a tile or vector load reads spans two cache lines), + 32 elements to get there.
-  thread_local std::vector<uint16_t> x_bf16;
+  thread_local Scratch<uint16_t> x_bf16;  // [PaddedRows(m), PaddedCols(k)]
   const int64_t cols = bf16_amx::PaddedCols(k);
-  x_bf16.resize(bf16_amx::PaddedRows(m) * cols + 32);
   const auto* w = static_cast<const uint16_t*>(data);
   const int64_t blocks = bf16_amx::NumBlocks(n_out, *own);
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), blocks));
   // The team's threads see their own x_bf16 (thread_local): they are handed its data.
-  uint16_t* xb = reinterpret_cast<uint16_t*>(
-      (reinterpret_cast<uintptr_t>(x_bf16.data()) + 63) & ~uintptr_t{63});
+  uint16_t* xb = x_bf16.Get(bf16_amx::PaddedRows(m) * cols);
   // x is rounded by 16-row groups (each padded as PrepareX pads the whole), runs of at
   // least two groups a thread: a prompt's rows in parallel, a decode's inline.
   ParallelChunks(bf16_amx::PaddedRows(m) / bf16_amx::kTileRows, /*min_chunk=*/2, threads,
