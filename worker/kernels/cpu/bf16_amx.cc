@@ -241,18 +241,18 @@ __attribute__((target("amx-tile,amx-bf16"))) void MatMulBlocks(
     row_chunks = std::max<int64_t>(1, groups / most);  // groups a chunk: at least `most`
   }
   const int64_t chunk_groups = (groups + row_chunks - 1) / row_chunks;
+  // k chunks only with more than one group (and then the rows are in one chunk).
+  const int64_t chunks = groups > 1 ? (k_blocks + kMaxChunkSteps - 1) / kMaxChunkSteps : 1;
+  const int64_t chunk_steps = (k_blocks + chunks - 1) / chunks;
   const int64_t step_bytes = layout.k_block_stride * sizeof(uint16_t);
-  // One group's sums, or with k in chunks every group's of a row chunk.
+  // One group's sums, or with k in chunks every group's.
   thread_local Scratch<float> sums_store;
   const int64_t sums_stride = kMaxBlockOutputs;
-  const bool parks = k_blocks > kMaxChunkSteps && chunk_groups > 1;
-  float* sums = sums_store.Get((parks ? chunk_groups : 1) * kTileRows * sums_stride);
+  float* sums = sums_store.Get((chunks > 1 ? chunk_groups : 1) * kTileRows * sums_stride);
   for (int64_t g0 = 0; g0 < groups; g0 += chunk_groups) {
     const int64_t row_begin = g0 * kTileRows;
     const int64_t row_end = std::min(m, (g0 + chunk_groups) * kTileRows);
     const int64_t passes = std::min(chunk_groups, groups - g0);
-    const int64_t chunks = passes > 1 ? (k_blocks + kMaxChunkSteps - 1) / kMaxChunkSteps : 1;
-    const int64_t chunk_steps = (k_blocks + chunks - 1) / chunks;
     for (int64_t block = block_begin; block < block_end; ++block) {
       const uint16_t* w = packed + block * layout.n_block_stride;
       const int64_t col = block * layout.block_outputs;
