@@ -8,7 +8,6 @@
 #include <cstring>
 #include <memory>
 #include <new>
-#include <vector>
 
 #include "worker/dtype.h"
 #include "worker/kernels/cpu/bf16_amx.h"
@@ -22,7 +21,7 @@ namespace tpserve {
 namespace attention_amx {
 namespace {
 
-constexpr int64_t kRows = 16;       // query rows per tile
+constexpr int64_t kRows = kQueryRowsPerTile;
 constexpr int64_t kPairCols = 32;   // bf16 values along k per tile row (64 bytes)
 constexpr int64_t kPosTile = 16;    // positions per score tile (a B tile's 16 columns)
 constexpr int64_t kBlock = kPositionsPerBlock;
@@ -45,26 +44,45 @@ struct Shape {
 // pairs][16 columns][2]: the B operand of P·V. Positions outside [lo, context_len) and
 // columns past d, dv are zeros. Every tile is written whole.
 
-// The cache's bf16 row of `pos` for kv head `head` (keys or values), or null outside
-// [lo, context_len).
-struct RowFinder {
-  const SequenceStep& seq;
-  const KvCache& cache;
-  int layer;
-  int32_t lo;
+// One sequence's cache rows for the positions [base, base + span), found once per call:
+// keys[i] and values[i] point at position base + i's slot row ([n_kv, d] and [n_kv, dv]
+// bf16), null outside [lo, context_len). (Looking each row up through the block table
+// and the cache's accessor, a division and a call a row, cost the gather more than its
+// loads did.)
+struct RowTable {
+  const uint16_t* const* keys;
+  const uint16_t* const* values;
+  int32_t base;
   const uint16_t* Key(int32_t pos, int64_t head, int64_t d) const {
-    return pos < lo || pos >= seq.context_len ? nullptr
-                                              : cache.key_bf16(layer, Slot(pos)) + head * d;
+    const uint16_t* row = keys[pos - base];
+    return row == nullptr ? nullptr : row + head * d;
   }
   const uint16_t* Value(int32_t pos, int64_t head, int64_t dv) const {
-    return pos < lo || pos >= seq.context_len ? nullptr
-                                              : cache.value_bf16(layer, Slot(pos)) + head * dv;
-  }
-  int64_t Slot(int32_t pos) const {
-    const int bs = cache.shape().block_size;
-    return int64_t{seq.block_table[pos / bs]} * bs + pos % bs;
+    const uint16_t* row = values[pos - base];
+    return row == nullptr ? nullptr : row + head * dv;
   }
 };
+
+void FindRows(const SequenceStep& seq, const KvCache& cache, int layer, int32_t lo,
+              int32_t base, int64_t span, const uint16_t** keys, const uint16_t** values) {
+  const KvCacheShape& c = cache.shape();
+  const int64_t key_row = int64_t{c.num_kv_heads} * c.head_dim;  // the cache's layout
+  const int64_t value_row = int64_t{c.num_kv_heads} * c.v_head_dim;
+  std::fill_n(keys, span, nullptr);
+  std::fill_n(values, span, nullptr);
+  const int32_t end = std::min<int64_t>(seq.context_len, base + span);
+  for (int32_t pos = std::max(lo, base); pos < end;) {  // a cache block at a time
+    const int32_t block = pos / c.block_size;
+    const int64_t slot = int64_t{seq.block_table[block]} * c.block_size + pos % c.block_size;
+    const uint16_t* k = cache.key_bf16(layer, slot);
+    const uint16_t* v = cache.value_bf16(layer, slot);
+    const int32_t stop = std::min(end, (block + 1) * c.block_size);
+    for (int64_t i = 0; pos < stop; ++pos, ++i) {
+      keys[pos - base] = k + i * key_row;
+      values[pos - base] = v + i * value_row;
+    }
+  }
+}
 
 // Mask of the first n of 32 bf16 lanes (n clamped to [0, 32]).
 __mmask32 FirstLanes(int64_t n) {
@@ -113,44 +131,56 @@ inline __attribute__((always_inline)) void PrefetchRow(const uint16_t* p, int64_
 // decode step reads each sequence's whole context from memory once. In a batch-32 decode
 // profile (128-278 positions) the gather took 17% as many samples as the GEMM kernel
 // without this, 12% with it (4 tiles ahead: the same).
-constexpr int64_t kPrefetchTiles = 2;
+constexpr int64_t kPrefetchTiles = 4;
 
-// Keys and values of position tile `pt`'s rows (none past `position_tiles`).
-inline __attribute__((always_inline)) void PrefetchTile(const RowFinder& rows, int64_t kv_head,
-                                                        int64_t d, int64_t dv, const Shape& s,
-                                                        int64_t pt, int64_t position_tiles) {
-  if (pt >= position_tiles) return;
+// Keys and values of position tile `pt`'s rows for kv heads [kv_begin, kv_end), adjacent
+// in each row (none past `position_tiles`).
+inline __attribute__((always_inline)) void PrefetchTile(const RowTable& rows, int64_t kv_begin,
+                                                        int64_t kv_end, int64_t d, int64_t dv,
+                                                        const Shape& s, int64_t pt,
+                                                        int64_t position_tiles) {
+  if (kPrefetchTiles == 0 || pt >= position_tiles) return;
   const int32_t pos0 = s.base + static_cast<int32_t>(pt * kPosTile);
   for (int32_t j = 0; j < kPosTile; ++j) {
-    PrefetchRow(rows.Key(pos0 + j, kv_head, d), d);
-    PrefetchRow(rows.Value(pos0 + j, kv_head, dv), dv);
+    PrefetchRow(rows.Key(pos0 + j, kv_begin, d), (kv_end - kv_begin) * d);
+    PrefetchRow(rows.Value(pos0 + j, kv_begin, dv), (kv_end - kv_begin) * dv);
   }
 }
 
+// Elements of one kv head's keys and values in GatherKv's layouts.
+int64_t HeadKeyElems(const Shape& s) { return s.blocks * kBlock * s.d_steps * kPairCols; }
+int64_t HeadValueElems(const Shape& s) { return s.blocks * kBlock * s.value_tiles * 16; }
+
+// Kv heads [kv_begin, kv_end) in one pass over the rows, head h's keys at keys + (h −
+// kv_begin) · HeadKeyElems(s), its values likewise: a position's heads are adjacent in its
+// cache row, so the pass reads whole rows in order, as the hardware prefetchers like.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void GatherKv(
-    const RowFinder& rows, int64_t kv_head, int64_t d, int64_t dv, const Shape& s,
-    uint16_t* keys, uint16_t* values) {
+    const RowTable& rows, int64_t kv_begin, int64_t kv_end, int64_t d, int64_t dv,
+    const Shape& s, uint16_t* keys, uint16_t* values) {
   const int64_t tile = kRows * kPairCols;
   const int64_t position_tiles = s.blocks * kScoreTiles;
+  const int64_t head_keys = HeadKeyElems(s), head_values = HeadValueElems(s);
   // The values are read after every key tile; their rows are asked for with the keys'.
   for (int64_t pt = 0; pt < kPrefetchTiles; ++pt) {
-    PrefetchTile(rows, kv_head, d, dv, s, pt, position_tiles);
+    PrefetchTile(rows, kv_begin, kv_end, d, dv, s, pt, position_tiles);
   }
   for (int64_t pt = 0; pt < position_tiles; ++pt) {  // 16 positions
-    PrefetchTile(rows, kv_head, d, dv, s, pt + kPrefetchTiles, position_tiles);
+    PrefetchTile(rows, kv_begin, kv_end, d, dv, s, pt + kPrefetchTiles, position_tiles);
     const int32_t pos0 = s.base + static_cast<int32_t>(pt * kPosTile);
-    const uint16_t* src[kPosTile];
-    for (int64_t j = 0; j < kPosTile; ++j) src[j] = rows.Key(pos0 + j, kv_head, d);
-    for (int64_t ds = 0; ds < s.d_steps; ++ds) {
-      const __mmask32 lanes = FirstLanes(d - ds * kPairCols);
-      __m512i in[16], out[16];
-      for (int64_t j = 0; j < kPosTile; ++j) {
-        in[j] = src[j] == nullptr ? _mm512_setzero_si512()
-                                  : _mm512_maskz_loadu_epi16(lanes, src[j] + ds * kPairCols);
+    for (int64_t h = kv_begin; h < kv_end; ++h) {
+      const uint16_t* src[kPosTile];
+      for (int64_t j = 0; j < kPosTile; ++j) src[j] = rows.Key(pos0 + j, h, d);
+      for (int64_t ds = 0; ds < s.d_steps; ++ds) {
+        const __mmask32 lanes = FirstLanes(d - ds * kPairCols);
+        __m512i in[16], out[16];
+        for (int64_t j = 0; j < kPosTile; ++j) {
+          in[j] = src[j] == nullptr ? _mm512_setzero_si512()
+                                    : _mm512_maskz_loadu_epi16(lanes, src[j] + ds * kPairCols);
+        }
+        Transpose16(in, out);  // out[r]: pair r of the 16 positions
+        uint16_t* dst = keys + (h - kv_begin) * head_keys + (pt * s.d_steps + ds) * tile;
+        for (int r = 0; r < 16; ++r) _mm512_store_si512(dst + r * kPairCols, out[r]);
       }
-      Transpose16(in, out);  // out[r]: pair r of the 16 positions
-      uint16_t* dst = keys + (pt * s.d_steps + ds) * tile;
-      for (int r = 0; r < 16; ++r) _mm512_store_si512(dst + r * kPairCols, out[r]);
     }
   }
   // Lane 2i of a row takes position 2r's column i, lane 2i + 1 position 2r + 1's.
@@ -163,17 +193,20 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void GatherKv(
   for (int64_t ks = 0; ks < s.blocks * kValueSteps; ++ks) {  // 32 positions
     const int32_t pos0 = s.base + static_cast<int32_t>(ks * kPairCols);
     for (int64_t r = 0; r < kRows; ++r) {
-      const uint16_t* even = rows.Value(pos0 + 2 * r, kv_head, dv);
-      const uint16_t* odd = rows.Value(pos0 + 2 * r + 1, kv_head, dv);
-      for (int64_t c = 0; c < s.value_tiles; ++c) {
-        const __mmask16 lanes = static_cast<__mmask16>(FirstLanes(dv - c * 16));
-        const __m256i a = even == nullptr ? _mm256_setzero_si256()
-                                          : _mm256_maskz_loadu_epi16(lanes, even + c * 16);
-        const __m256i b = odd == nullptr ? _mm256_setzero_si256()
-                                         : _mm256_maskz_loadu_epi16(lanes, odd + c * 16);
-        const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
-        _mm512_store_si512(values + ((ks * s.value_tiles + c) * kRows + r) * kPairCols,
-                           _mm512_permutexvar_epi16(order, both));
+      for (int64_t h = kv_begin; h < kv_end; ++h) {
+        const uint16_t* even = rows.Value(pos0 + 2 * r, h, dv);
+        const uint16_t* odd = rows.Value(pos0 + 2 * r + 1, h, dv);
+        uint16_t* dst = values + (h - kv_begin) * head_values;
+        for (int64_t c = 0; c < s.value_tiles; ++c) {
+          const __mmask16 lanes = static_cast<__mmask16>(FirstLanes(dv - c * 16));
+          const __m256i a = even == nullptr ? _mm256_setzero_si256()
+                                            : _mm256_maskz_loadu_epi16(lanes, even + c * 16);
+          const __m256i b = odd == nullptr ? _mm256_setzero_si256()
+                                           : _mm256_maskz_loadu_epi16(lanes, odd + c * 16);
+          const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+          _mm512_store_si512(dst + ((ks * s.value_tiles + c) * kRows + r) * kPairCols,
+                             _mm512_permutexvar_epi16(order, both));
+        }
       }
     }
   }
@@ -361,6 +394,17 @@ __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16"))) void At
   }
 }
 
+// dst[c] = src[c] · scale for c < n (16 lanes at a time: the same products as one by one).
+__attribute__((target("avx512f"))) void Scale(const float* src, int64_t n, float scale,
+                                               float* dst) {
+  const __m512 factor = _mm512_set1_ps(scale);
+  for (int64_t c = 0; c < n; c += 16) {
+    const __mmask16 lanes = static_cast<__mmask16>(FirstLanes(n - c));
+    _mm512_mask_storeu_ps(dst + c, lanes,
+                          _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, src + c), factor));
+  }
+}
+
 }  // namespace
 
 bool Available() { return bf16_amx::Available(); }
@@ -382,18 +426,24 @@ void AttendSequence(const float* q, const SequenceStep& seq, int64_t t0, int64_t
 
   thread_local Scratch<uint16_t> key_buf, value_buf, q_buf;
   thread_local Scratch<float> out_buf, block_out_buf;
-  uint16_t* keys = key_buf.Get(s.blocks * kBlock * s.d_steps * kPairCols);
-  uint16_t* values = value_buf.Get(s.blocks * kBlock * s.value_tiles * 16);
+  uint16_t* keys = key_buf.Get((kv_end - kv_begin) * HeadKeyElems(s));
+  uint16_t* values = value_buf.Get((kv_end - kv_begin) * HeadValueElems(s));
   uint16_t* q_tiles = q_buf.Get(s.d_steps * kRows * kPairCols);
   float* tile_out = out_buf.Get(kRows * out_cols);
   float* block_out = block_out_buf.Get(kRows * out_cols);
   thread_local RowState st;
-  std::vector<float> q_row(s.d_steps * kPairCols, 0.0f);
+  const int64_t span = s.blocks * kBlock;
+  thread_local Scratch<const uint16_t*> key_row_buf, value_row_buf;
+  const uint16_t** key_rows = key_row_buf.Get(span);
+  const uint16_t** value_rows = value_row_buf.Get(span);
+  FindRows(seq, cache, layer, lo_all, s.base, span, key_rows, value_rows);
+  GatherKv(RowTable{key_rows, value_rows, s.base}, kv_begin, kv_end, d, dv, s, keys, values);
 
   const int64_t num_rows = int64_t{seq.num_new_tokens} * group;  // row = token · G + g
   bf16_amx::ConfigureTiles();
   for (int64_t kv_head = kv_begin; kv_head < kv_end; ++kv_head) {
-    GatherKv(RowFinder{seq, cache, layer, lo_all}, kv_head, d, dv, s, keys, values);
+    const uint16_t* head_keys = keys + (kv_head - kv_begin) * HeadKeyElems(s);
+    const uint16_t* head_values = values + (kv_head - kv_begin) * HeadValueElems(s);
     for (int64_t r0 = 0; r0 < num_rows; r0 += kRows) {
       const int64_t rows = std::min(kRows, num_rows - r0);
       int32_t lo[kRows], pos[kRows];
@@ -402,9 +452,9 @@ void AttendSequence(const float* q, const SequenceStep& seq, int64_t t0, int64_t
         const int64_t token = (r0 + r) / group, head = kv_head * group + (r0 + r) % group;
         pos[r] = first_pos + static_cast<int32_t>(token);
         lo[r] = window > 0 ? std::max(0, pos[r] - window + 1) : 0;
-        std::copy_n(q + ((t0 + token) * p.num_heads + head) * d, d, q_row.begin());
-        for (int64_t ds = 0; ds < s.d_steps; ++ds) {
-          FloatsToBf16(q_row.data() + ds * kPairCols, kPairCols,
+        const float* q_head = q + ((t0 + token) * p.num_heads + head) * d;
+        for (int64_t ds = 0; ds < s.d_steps; ++ds) {  // columns past d stay zero
+          FloatsToBf16(q_head + ds * kPairCols, std::min(kPairCols, d - ds * kPairCols),
                        q_tiles + (ds * kRows + r) * kPairCols);
         }
       }
@@ -412,13 +462,12 @@ void AttendSequence(const float* q, const SequenceStep& seq, int64_t t0, int64_t
       const int64_t block_begin = (lo[0] - s.base) / kBlock;
       const int64_t block_end = (pos[rows - 1] - s.base) / kBlock + 1;
       std::memset(tile_out, 0, kRows * out_cols * sizeof(float));
-      AttendTile(q_tiles, keys, values, s, block_begin, block_end, rows, lo, pos, p.scale, st,
+      AttendTile(q_tiles, head_keys, head_values, s, block_begin, block_end, rows, lo, pos, p.scale, st,
                  tile_out, block_out);
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t token = (r0 + r) / group, head = kv_head * group + (r0 + r) % group;
         float* dst = out + ((t0 + token) * p.num_heads + head) * dv;
-        const float inv_sum = 1.0f / st.sum[r];
-        for (int64_t c = 0; c < dv; ++c) dst[c] = tile_out[r * out_cols + c] * inv_sum;
+        Scale(tile_out + r * out_cols, dv, 1.0f / st.sum[r], dst);
       }
     }
   }

@@ -2,8 +2,9 @@
 // Sapphire Rapids and later): the same contract as PagedAttention (paged_attention.h) for
 // one sequence of a step, flash-attention style.
 //
-// Per kv head, the sequence's keys and values are copied once per call out of the cache's
-// blocks into the tile layouts (bf16, no widening). Query rows — (token, query head of the
+// The sequence's keys and values of the call's kv heads are copied once per call out of
+// the cache's blocks into the tile layouts (bf16, no widening), in one pass over its cache
+// rows (a position's heads are adjacent in its row). Query rows — (token, query head of the
 // group) pairs, 16 to a tile — run over the positions in blocks of kPositionsPerBlock
 // aligned to absolute positions: scores S = q·kᵀ in tiles, then an online softmax in
 // fp32 (the running max and sum of each row; a block's weights rounded to bf16, the sum
@@ -31,6 +32,7 @@ namespace tpserve {
 namespace attention_amx {
 
 inline constexpr int64_t kPositionsPerBlock = 64;
+inline constexpr int64_t kQueryRowsPerTile = 16;
 
 // True when the tile kernels can run here (bf16_amx::Available()).
 bool Available();

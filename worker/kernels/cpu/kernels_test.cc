@@ -422,6 +422,63 @@ TEST(PagedAttentionTest, Bf16RowsDoNotDependOnChunkingOrBatch) {
   }
 }
 
+// A batch of decodes (with enough sequences, each one's kv heads gathered together in one
+// pass over its cache rows) and a prompt beside them: every row as the sequence computed
+// alone, bit for bit, on one and two threads, for head sizes that fill whole tile rows and
+// ones that do not.
+TEST(PagedAttentionTest, Bf16DecodeBatchMatchesEachSequenceAlone) {
+  if (!attention_amx::Available()) GTEST_SKIP() << "no AMX on this CPU";
+  struct Shape {
+    int nq, nkv, d, dv, window;
+  };
+  for (const Shape& a : {Shape{32, 4, 64, 64, 0}, Shape{12, 3, 80, 48, 50}}) {
+    const int block = 16, seqs = 9, blocks_each = 20;
+    auto cache = KvCache::Create({1, seqs * blocks_each, block, a.nkv, a.d, a.dv, 2}, 1 << 26);
+    ASSERT_TRUE(cache.ok());
+    // Block ids spread over the cache out of order, as a busy server leaves them.
+    std::vector<int32_t> ids(seqs * blocks_each);
+    for (int i = 0; i < seqs * blocks_each; ++i) ids[i] = (i * 37) % (seqs * blocks_each);
+    const int contexts[seqs] = {1, 17, 64, 65, 150, 200, 300, 31, 129};
+    const AttentionParams p{a.nq, a.nkv, a.d, a.dv, 0.125f, a.window};
+    StepBatch batch;  // a 40-token prompt chunk of sequence 0's table, then the decodes
+    std::vector<float> q;
+    for (int s = 0; s < seqs; ++s) {
+      std::vector<int32_t> table(ids.begin() + s * blocks_each,
+                                 ids.begin() + (s + 1) * blocks_each);
+      const int len = s == 0 ? 40 : contexts[s];
+      StepBatch fill;
+      fill.token_ids.assign(len, 0);
+      fill.seqs.push_back({len, len, table, true});
+      WriteKv(Random(len * a.nkv * a.d, 60 + s).data(), Random(len * a.nkv * a.dv, 80 + s).data(),
+              fill.Slots(block), 0, *cache);
+      const int new_tokens = s == 0 ? len : 1;
+      batch.token_ids.insert(batch.token_ids.end(), new_tokens, 0);
+      batch.seqs.push_back({new_tokens, len, table, s == 0});
+      const std::vector<float> qs = Random(new_tokens * a.nq * a.d, 100 + s);
+      q.insert(q.end(), qs.begin(), qs.end());
+    }
+    for (int threads : {1, 2}) {
+      SetCpuThreads(threads);
+      std::vector<float> together(batch.token_ids.size() * a.nq * a.dv);
+      PagedAttention(q.data(), batch, *cache, 0, p, together.data());
+      int64_t row = 0;  // the sequence's first token in the batch
+      for (int s = 0; s < seqs; ++s) {
+        const int64_t n = batch.seqs[s].num_new_tokens;
+        StepBatch alone;
+        alone.token_ids.assign(n, 0);
+        alone.seqs.push_back(batch.seqs[s]);
+        std::vector<float> got(n * a.nq * a.dv);
+        PagedAttention(&q[row * a.nq * a.d], alone, *cache, 0, p, got.data());
+        EXPECT_EQ(got, std::vector<float>(&together[row * a.nq * a.dv],
+                                          &together[(row + n) * a.nq * a.dv]))
+            << "sequence " << s << ", d " << a.d << ", " << threads << " thread(s)";
+        row += n;
+      }
+    }
+    SetCpuThreads(1);
+  }
+}
+
 // Scores of tens (softmax weights spanning e^±80) over a bf16 cache: the running max and
 // the rescaling keep the result at the definition's.
 TEST(PagedAttentionTest, Bf16WideScoreRangeMatchesDense) {

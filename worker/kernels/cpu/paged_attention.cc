@@ -139,17 +139,35 @@ void PagedAttention(const float* q, const StepBatch& batch, const KvCache& cache
     PagedAttentionSgemm(q, batch, cache, layer, p, out);
     return;
   }
-  // (sequence, kv head) pairs, shared out between the compute threads one at a time
-  // (a prompt's pairs cost far more than a decode's); each pair's rows are computed as
-  // they would be alone.
+  // Items shared out between the compute threads one at a time (a prompt's cost far more
+  // than a decode's), each a sequence's kv heads [kv_begin, kv_end), computed as they would
+  // be alone. A prompt's heads are items of their own. A decode's (one tile of query rows
+  // a head) are one item when there are enough sequences to keep the threads busy: its
+  // rows are then gathered from the cache in one pass, each position's heads adjacent.
+  struct Item {
+    int64_t seq, kv_begin, kv_end;
+  };
+  const int64_t group = p.num_heads / p.num_kv_heads;
+  const bool whole_decodes =
+      static_cast<int64_t>(batch.seqs.size()) >= 2 * int64_t{CpuThreads()};
+  std::vector<Item> items;
   std::vector<int64_t> t0(batch.seqs.size());  // flattened index of each one's first token
-  for (size_t s = 1; s < batch.seqs.size(); ++s) {
-    t0[s] = t0[s - 1] + batch.seqs[s - 1].num_new_tokens;
+  for (size_t s = 0; s < batch.seqs.size(); ++s) {
+    if (s > 0) t0[s] = t0[s - 1] + batch.seqs[s - 1].num_new_tokens;
+    const int64_t rows = int64_t{batch.seqs[s].num_new_tokens} * group;
+    const bool decode = rows <= attention_amx::kQueryRowsPerTile;
+    if (whole_decodes && decode) {
+      items.push_back({static_cast<int64_t>(s), 0, p.num_kv_heads});
+      continue;
+    }
+    for (int64_t h = 0; h < p.num_kv_heads; ++h) {
+      items.push_back({static_cast<int64_t>(s), h, h + 1});
+    }
   }
-  ParallelEach(static_cast<int64_t>(batch.seqs.size()) * p.num_kv_heads, [&](int64_t pair) {
-    const int64_t s = pair / p.num_kv_heads, kv_head = pair % p.num_kv_heads;
-    attention_amx::AttendSequence(q, batch.seqs[s], t0[s], kv_head, kv_head + 1, cache, layer,
-                                  p, out);
+  ParallelEach(static_cast<int64_t>(items.size()), [&](int64_t i) {
+    const Item& item = items[i];
+    attention_amx::AttendSequence(q, batch.seqs[item.seq], t0[item.seq], item.kv_begin,
+                                  item.kv_end, cache, layer, p, out);
   });
 }
 
