@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "spdlog/spdlog.h"
 #include "server/step_result_check.h"
 
 namespace tpserve {
@@ -137,13 +138,16 @@ absl::Status Engine::Impl::RunStep(const ScheduledStep& step) {
   }
   scheduler.CompleteStep(step);
   RecordStep(elapsed, result->compute_time_us());
-  int64_t tokens = 0;
-  bool prefill = false;  // a sequence computed more than its one decode token
+  int64_t tokens = 0, prefilling = 0;  // sequences that computed more than one token
   for (const ScheduledSequence& s : step.batch) {
     tokens += s.num_new_tokens;
-    prefill |= s.num_new_tokens > 1;
+    prefilling += s.num_new_tokens > 1;
   }
-  token_budget.Observe(tokens, elapsed, prefill);
+  // The scheduler's choices, step by step (--log-level debug).
+  spdlog::debug("engine step {}: {} sequences ({} prefilling), {} tokens, {:.1f} ms",
+                step.plan.step(), step.batch.size(), prefilling, tokens,
+                absl::ToDoubleMilliseconds(elapsed));
+  token_budget.Observe(tokens, elapsed, prefilling > 0);
   scheduler.set_token_budget(token_budget.tokens());
   if (options.staggered_admission && token_budget.modelled()) {
     scheduler.set_step_cost(token_budget.fixed(), token_budget.per_token());
