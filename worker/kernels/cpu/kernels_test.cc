@@ -1,6 +1,7 @@
 // Tests of the CPU block kernels against direct double-precision formulas.
 #include <cmath>
 #include <functional>
+#include <utility>
 #include <random>
 #include <vector>
 
@@ -331,7 +332,7 @@ TEST(PagedAttentionTest, Bf16CacheMatchesDenseAcrossShapes) {
                                    {8, 1, 80, 80, 0, 130},   {32, 1, 64, 64, 0, 70},
                                    {4, 4, 64, 64, 37, 300},  {6, 2, 96, 48, 0, 90},
                                    {2, 1, 8, 8, 5, 40}};
-  for (int block : {16, 8, 32}) {  // cache blocks smaller and larger than a 16-row tile
+  for (int block : {16, 8, 32, 5}) {  // cache blocks smaller and larger than a 16-row tile
     for (const AttentionShape& a : shapes) {
       SCOPED_TRACE(testing::Message() << "nq " << a.nq << " nkv " << a.nkv << " d " << a.d
                                       << " dv " << a.dv << " window " << a.window << " block "
@@ -431,13 +432,16 @@ TEST(PagedAttentionTest, Bf16DecodeBatchMatchesEachSequenceAlone) {
   struct Shape {
     int nq, nkv, d, dv, window;
   };
-  for (const Shape& a : {Shape{32, 4, 64, 64, 0}, Shape{12, 3, 80, 48, 50}}) {
-    const int block = 16, seqs = 9, blocks_each = 20;
-    auto cache = KvCache::Create({1, seqs * blocks_each, block, a.nkv, a.d, a.dv, 2}, 1 << 26);
+  for (const auto& [a, block] : {std::pair{Shape{32, 4, 64, 64, 0}, 16},
+                                 std::pair{Shape{12, 3, 80, 48, 50}, 16},
+                                 std::pair{Shape{32, 4, 64, 64, 0}, 5}}) {
+    const int seqs = 9, blocks_each = 300 / block + 1, total = seqs * blocks_each;
+    auto cache = KvCache::Create({1, total, block, a.nkv, a.d, a.dv, 2}, 1 << 26);
     ASSERT_TRUE(cache.ok());
-    // Block ids spread over the cache out of order, as a busy server leaves them.
-    std::vector<int32_t> ids(seqs * blocks_each);
-    for (int i = 0; i < seqs * blocks_each; ++i) ids[i] = (i * 37) % (seqs * blocks_each);
+    // Block ids spread over the cache out of order, as a busy server leaves them (37 is
+    // prime to both totals, 180 and 549).
+    std::vector<int32_t> ids(total);
+    for (int i = 0; i < total; ++i) ids[i] = (i * 37) % total;
     const int contexts[seqs] = {1, 17, 64, 65, 150, 200, 300, 31, 129};
     const AttentionParams p{a.nq, a.nkv, a.d, a.dv, 0.125f, a.window};
     StepBatch batch;  // a 40-token prompt chunk of sequence 0's table, then the decodes
@@ -471,7 +475,8 @@ TEST(PagedAttentionTest, Bf16DecodeBatchMatchesEachSequenceAlone) {
         PagedAttention(&q[row * a.nq * a.d], alone, *cache, 0, p, got.data());
         EXPECT_EQ(got, std::vector<float>(&together[row * a.nq * a.dv],
                                           &together[(row + n) * a.nq * a.dv]))
-            << "sequence " << s << ", d " << a.d << ", " << threads << " thread(s)";
+            << "sequence " << s << ", d " << a.d << ", block " << block << ", " << threads
+            << " thread(s)";
         row += n;
       }
     }
