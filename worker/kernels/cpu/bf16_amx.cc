@@ -74,6 +74,24 @@ bool CpuHasAmxBf16() {
   return amx_bf16 && amx_tile && avx512_bf16 && __builtin_cpu_supports("avx512bw");
 }
 
+// A group's sums waiting in a staging buffer (16 rows, kMaxBlockOutputs floats apart) to
+// be copied to their place in y, `width` floats a row, while the next group's tiles work.
+// Stored straight from the tiles into y, each group's 16 rows (a line each a tile, in
+// lines of y not yet in cache) held up the next group's start until they drained.
+struct PendingRows {
+  const float* src = nullptr;
+  float* dst = nullptr;
+  int64_t dst_stride = 0;  // floats
+  int64_t width = 0;       // a multiple of 16
+};
+
+__attribute__((target("avx512f"))) inline void CopyRow(const PendingRows& p, int64_t r) {
+  for (int64_t c = 0; c < p.width; c += 16) {
+    _mm512_storeu_ps(p.dst + r * p.dst_stride + c,
+                     _mm512_load_ps(p.src + r * kMaxBlockOutputs + c));
+  }
+}
+
 // One 16-row group of x against one block of 16·T outputs: T sum tiles, one x tile,
 // weight tiles alternating between 2 and 3. (Two groups at once, 2 x 2 sum tiles sharing
 // each weight tile, ran slower in a scratch program.)
@@ -83,16 +101,18 @@ bool CpuHasAmxBf16() {
 // reading its block from memory (the only pass, at 16 rows or fewer) finds each tile's
 // rows there when it loads it. (Timed interleaved in one process on an AMX host: faster
 // at 1 and 16 rows; slower at 32 rows and more, where later passes read the block from
-// L2, so callers ask for it only for a single pass.)
+// L2, so callers ask for it only for a single pass.) The first 16 k steps also copy the
+// rows of `pending` (none when its src is null), one a step; the rest after the last step.
 template <int T>
-__attribute__((target("amx-tile,amx-bf16"))) void OneGroup(const uint16_t* x, int64_t x_stride,
+__attribute__((target("amx-tile,amx-bf16,avx512f"))) void OneGroup(const uint16_t* x, int64_t x_stride,
                                                             const uint16_t* w, Layout layout,
                                                             int64_t k_blocks, const float* init,
                                                             int64_t init_stride, float* out,
                                                             int64_t out_stride,
                                                             const char* prefetch,
                                                             int64_t prefetch_step,
-                                                            bool stream_l1) {
+                                                            bool stream_l1,
+                                                            const PendingRows& pending) {
   static_assert(T >= 1 && T <= 4);
   const int64_t row_bytes = layout.pair_stride() * sizeof(uint16_t);  // a tile's row stride
   const int64_t tile = layout.tile_stride();
@@ -110,6 +130,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void OneGroup(const uint16_t* x, in
   }
   for (int64_t kb = 0; kb < k_blocks; ++kb) {
     const uint16_t* block = w + kb * layout.k_block_stride;
+    if (pending.src != nullptr && kb < kTileRows) CopyRow(pending, kb);
     if (prefetch != nullptr) {
       const char* p = prefetch + kb * prefetch_step;
       for (int64_t b = 0; b < prefetch_step; b += 64) _mm_prefetch(p + b, _MM_HINT_T1);
@@ -135,6 +156,9 @@ __attribute__((target("amx-tile,amx-bf16"))) void OneGroup(const uint16_t* x, in
       _tile_loadd(3, block + 3 * tile, row_bytes);
       _tile_dpbf16ps(7, 0, 3);
     }
+  }
+  if (pending.src != nullptr) {
+    for (int64_t r = k_blocks; r < kTileRows; ++r) CopyRow(pending, r);
   }
   _tile_stored(4, out, out_stride);
   if (T > 1) _tile_stored(5, out + 16, out_stride);
@@ -213,7 +237,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void PrepareX(const float
   std::memset(out + m * cols, 0, (PaddedRows(m) - m) * cols * sizeof(uint16_t));
 }
 
-__attribute__((target("amx-tile,amx-bf16"))) void MatMulBlocks(
+__attribute__((target("amx-tile,amx-bf16,avx512f"))) void MatMulBlocks(
     const uint16_t* x_bf16, int64_t m, int64_t k, const uint16_t* packed, Layout layout,
     int64_t n_out, int64_t block_begin, int64_t block_end, float* y, bool accumulate) {
   ConfigureTiles();
@@ -249,6 +273,12 @@ __attribute__((target("amx-tile,amx-bf16"))) void MatMulBlocks(
   thread_local Scratch<float> sums_store;
   const int64_t sums_stride = kMaxBlockOutputs;
   float* sums = sums_store.Get((chunks > 1 ? chunk_groups : 1) * kTileRows * sums_stride);
+  // A group bound for y is stored to one half of `staging` and copied to y during the next
+  // group's pass (PendingRows), while the following group stores to the other half.
+  thread_local Scratch<float> staging_store;
+  float* staging = staging_store.Get(2 * kTileRows * kMaxBlockOutputs);
+  int64_t half = 0;
+  PendingRows pending;
   for (int64_t g0 = 0; g0 < groups; g0 += chunk_groups) {
     const int64_t row_begin = g0 * kTileRows;
     const int64_t row_end = std::min(m, (g0 + chunk_groups) * kTileRows);
@@ -279,15 +309,19 @@ __attribute__((target("amx-tile,amx-bf16"))) void MatMulBlocks(
           const char* prefetch = next == nullptr ? nullptr : next + pass * steps * prefetch_step;
           float* parked = sums + (chunks > 1 ? pass * kTileRows * sums_stride : 0);
           const float* init = chunk == 0 ? nullptr : parked;
-          if (last && !accumulate && full_width && row + kTileRows <= m) {  // straight into y
+          if (last && !accumulate && full_width && row + kTileRows <= m) {  // bound for y
+            float* staged = staging + half * kTileRows * kMaxBlockOutputs;
+            half ^= 1;
             group(x_group, x_stride, w + kb * layout.k_block_stride, layout, steps, init,
-                  sums_stride * sizeof(float), y + row * n_out + col, n_out * sizeof(float),
-                  prefetch, prefetch_step, passes == 1);
+                  sums_stride * sizeof(float), staged, kMaxBlockOutputs * sizeof(float),
+                  prefetch, prefetch_step, passes == 1, pending);
+            pending = PendingRows{staged, y + row * n_out + col, n_out, layout.block_outputs};
             continue;
           }
           group(x_group, x_stride, w + kb * layout.k_block_stride, layout, steps, init,
                 sums_stride * sizeof(float), parked, sums_stride * sizeof(float), prefetch,
-                prefetch_step, passes == 1);
+                prefetch_step, passes == 1, pending);
+          pending = PendingRows{};
           if (last) {
             StoreSums(parked, sums_stride, std::min(kTileRows, m - row), row, col,
                       std::min(layout.block_outputs, n_out - col), n_out, y, accumulate);
@@ -295,6 +329,9 @@ __attribute__((target("amx-tile,amx-bf16"))) void MatMulBlocks(
         }
       }
     }
+  }
+  if (pending.src != nullptr) {
+    for (int64_t r = 0; r < kTileRows; ++r) CopyRow(pending, r);
   }
   _tile_release();
 }
@@ -361,11 +398,11 @@ double CachedTileLoopFlops(bool weights_in_l1, int64_t repeats) {
   ConfigureTiles();
   // Once to warm the caches, then timed.
   OneGroup<4>(x, x_stride, w, layout, kSteps, nullptr, 0, sums, sums_stride, nullptr, 0,
-              false);
+              false, PendingRows{});
   const auto start = std::chrono::steady_clock::now();
   for (int64_t r = 0; r < repeats; ++r) {
     OneGroup<4>(x, x_stride, w, layout, kSteps, nullptr, 0, sums, sums_stride, nullptr, 0,
-                false);
+                false, PendingRows{});
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -81,7 +81,8 @@ void PrepareX(const float* x, int64_t m, int64_t k, uint16_t* out);
 // parked in a buffer of the thread's between chunks and loaded back into the tiles, so
 // every sum is the same as in one pass. With k in one chunk and more than 1 MiB of x (256
 // rows at k = 2,048), the rows are taken in even chunks of whole groups, each passing over
-// every block of the range, so that x's chunk stays in L2 too.
+// every block of the range, so that x's chunk stays in L2 too. A group's sums reach y
+// through a staging buffer of the thread's, copied there while the next group computes.
 void MatMulBlocks(const uint16_t* x_bf16, int64_t m, int64_t k, const uint16_t* packed,
                   Layout layout, int64_t n_out, int64_t block_begin, int64_t block_end,
                   float* y, bool accumulate);
