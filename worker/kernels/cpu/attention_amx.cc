@@ -463,8 +463,8 @@ void AttendSequence(const float* q, const SequenceStep& seq, int64_t t0, int64_t
       const int64_t block_begin = (lo[0] - s.base) / kBlock;
       const int64_t block_end = (pos[rows - 1] - s.base) / kBlock + 1;
       std::memset(tile_out, 0, kRows * out_cols * sizeof(float));
-      AttendTile(q_tiles, head_keys, head_values, s, block_begin, block_end, rows, lo, pos, p.scale, st,
-                 tile_out, block_out);
+      AttendTile(q_tiles, head_keys, head_values, s, block_begin, block_end, rows, lo, pos,
+                 p.scale, st, tile_out, block_out);
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t token = (r0 + r) / group, head = kv_head * group + (r0 + r) % group;
         float* dst = out + ((t0 + token) * p.num_heads + head) * dv;

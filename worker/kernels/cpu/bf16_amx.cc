@@ -104,15 +104,10 @@ __attribute__((target("avx512f"))) inline void CopyRow(const PendingRows& p, int
 // L2, so callers ask for it only for a single pass.) The first 16 k steps also copy the
 // rows of `pending` (none when its src is null), one a step; the rest after the last step.
 template <int T>
-__attribute__((target("amx-tile,amx-bf16,avx512f"))) void OneGroup(const uint16_t* x, int64_t x_stride,
-                                                            const uint16_t* w, Layout layout,
-                                                            int64_t k_blocks, const float* init,
-                                                            int64_t init_stride, float* out,
-                                                            int64_t out_stride,
-                                                            const char* prefetch,
-                                                            int64_t prefetch_step,
-                                                            bool stream_l1,
-                                                            const PendingRows& pending) {
+__attribute__((target("amx-tile,amx-bf16,avx512f"))) void OneGroup(
+    const uint16_t* x, int64_t x_stride, const uint16_t* w, Layout layout, int64_t k_blocks,
+    const float* init, int64_t init_stride, float* out, int64_t out_stride, const char* prefetch,
+    int64_t prefetch_step, bool stream_l1, const PendingRows& pending) {
   static_assert(T >= 1 && T <= 4);
   const int64_t row_bytes = layout.pair_stride() * sizeof(uint16_t);  // a tile's row stride
   const int64_t tile = layout.tile_stride();
