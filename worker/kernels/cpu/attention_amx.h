@@ -2,9 +2,12 @@
 // Sapphire Rapids and later): the same contract as PagedAttention (paged_attention.h) for
 // one sequence of a step, flash-attention style.
 //
-// The sequence's keys and values of the call's kv heads are copied once per call out of
-// the cache's blocks into the tile layouts (bf16, no widening), in one pass over its cache
-// rows (a position's heads are adjacent in its row). Query rows — (token, query head of the
+// A prompt's keys and values of the call's kv heads are copied once per call out of the
+// cache's blocks into the tile layouts (bf16, no widening), in one pass over its cache rows
+// (a position's heads are adjacent in its row). A decode (one or two tiles of query rows a
+// kv head) reads its keys where they lie in the cache, as the A operand of sᵀ = k·qᵀ, and
+// runs its tiles over the blocks together, a block's values gathered at a time while the
+// rows of the block after are fetched. Query rows — (token, query head of the
 // group) pairs, 16 to a tile — run over the positions in blocks of kPositionsPerBlock
 // aligned to absolute positions: scores S = q·kᵀ in tiles, then an online softmax in
 // fp32 (the running max and sum of each row; a block's weights rounded to bf16, the sum
@@ -36,6 +39,11 @@ inline constexpr int64_t kQueryRowsPerTile = 16;
 
 // True when the tile kernels can run here (bf16_amx::Available()).
 bool Available();
+
+// Whether a decode's keys are read straight from the cache (the default) or gathered into
+// the tile layout as a prompt's are; the results are the same bits either way. For tests
+// and benchmarks; a call reads the setting once.
+void SetKeysFromCache(bool on);
 
 // The new tokens of `seq`, whose first query row is token `t0` of the step: q: [.., n_q, d]
 // -> out: [.., n_q, dv] at the same rows, for the query heads of kv heads [kv_begin,

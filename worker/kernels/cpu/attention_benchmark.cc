@@ -6,7 +6,8 @@
 //
 //   bazel build -c opt //worker/kernels/cpu:attention_benchmark
 //   bazel-bin/worker/kernels/cpu/attention_benchmark [--contexts 128,512,2048]
-//       [--heads 16] [--kv-heads 2] [--head-dim 64] [--decode-batch 8] [--min-seconds 0.5]
+//       [--cases prefill,decode] [--heads 16] [--kv-heads 2] [--head-dim 64]
+//       [--decode-batch 8] [--min-seconds 0.5]
 //
 // The default heads are one tp-2 rank's of the TinyLlama-1.1B shape (32 query heads and
 // 4 kv heads of 64 in all); one layer, one thread. Per row: the median time of a call,
@@ -18,9 +19,11 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -36,6 +39,7 @@ namespace {
 
 struct Flags {
   std::string contexts = "128,512,2048";
+  std::string cases = "prefill,decode";
   int64_t heads = 16, kv_heads = 2, head_dim = 64, decode_batch = 8;
   double min_seconds = 0.5;
 };
@@ -75,6 +79,15 @@ std::pair<double, double> TimePair(AttentionFn fn, AttentionFn gn, const std::ve
   return {a[a.size() / 2], b[b.size() / 2]};
 }
 
+// PagedAttention with every call's keys gathered into the tile layout, as before decodes
+// read them from the cache (attention_amx::SetKeysFromCache).
+void PagedAttentionKeysGathered(const float* q, const StepBatch& batch, const KvCache& cache,
+                                int layer, const AttentionParams& p, float* out) {
+  attention_amx::SetKeysFromCache(false);
+  PagedAttention(q, batch, cache, layer, p, out);
+  attention_amx::SetKeysFromCache(true);
+}
+
 absl::Status Run(const Flags& f) {
   std::vector<int64_t> contexts;
   for (absl::string_view c : absl::StrSplit(f.contexts, ',')) {
@@ -95,8 +108,8 @@ absl::Status Run(const Flags& f) {
   std::printf("heads %ld/%ld of %ld, bf16 KV cache, one thread; PagedAttention runs %s\n",
               f.heads, f.kv_heads, f.head_dim,
               amx ? "the AMX tile kernel" : "the sgemm path too (no AMX on this CPU)");
-  std::printf("%-8s %7s | %12s %9s | %12s %9s | %7s\n", "case", "context", "sgemm ms",
-              "GFLOP/s", "tiles ms", "GFLOP/s", "ratio");
+  std::printf("%-8s %7s | %12s %9s | %12s %9s | %7s | %12s %7s\n", "case", "context",
+              "sgemm ms", "GFLOP/s", "tiles ms", "GFLOP/s", "ratio", "gathered ms", "ratio");
   const AttentionParams p{f.heads, f.kv_heads, f.head_dim, f.head_dim,
                           1.0f / std::sqrt(static_cast<float>(f.head_dim)), 0};
   std::mt19937 rng(7);
@@ -140,15 +153,24 @@ absl::Status Run(const Flags& f) {
         {"decode", &decode,
          static_cast<double>(f.decode_batch) * ctx * f.heads * 4.0 * f.head_dim}};
     for (const Case& c : cases) {
+      if (!absl::StrContains(f.cases, c.name)) continue;
       const std::vector<float> q = Random(c.batch->token_ids.size() * f.heads * f.head_dim, rng);
       const auto [sgemm, tiles] =
           TimePair(&PagedAttentionSgemm, &PagedAttention, q, *c.batch, *cache, p, f.min_seconds);
-      std::printf("%-8s %7ld | %12.3f %9.1f | %12.3f %9.1f | %6.2fx\n",
-                  c.name == std::string("decode")
-                      ? absl::StrFormat("decode%ld", f.decode_batch).c_str()
-                      : c.name,
-                  ctx, sgemm * 1e3, c.flops / sgemm / 1e9, tiles * 1e3, c.flops / tiles / 1e9,
-                  sgemm / tiles);
+      // The tile kernel with its keys always gathered, against it as it runs (timed anew,
+      // alternating): how much reading a decode's keys from the cache saves.
+      double gathered = 0, tiles_again = 0;
+      if (amx) {
+        std::tie(gathered, tiles_again) = TimePair(&PagedAttentionKeysGathered, &PagedAttention,
+                                                   q, *c.batch, *cache, p, f.min_seconds);
+      }
+      const std::string name = c.name == std::string("decode")
+                                   ? absl::StrFormat("decode%ld", f.decode_batch)
+                                   : std::string(c.name);
+      std::printf("%-8s %7ld | %12.3f %9.1f | %12.3f %9.1f | %6.2fx | %12.3f %6.2fx\n",
+                  name.c_str(), ctx, sgemm * 1e3, c.flops / sgemm / 1e9, tiles * 1e3,
+                  c.flops / tiles / 1e9, sgemm / tiles, gathered * 1e3,
+                  amx ? gathered / tiles_again : 0.0);
     }
   }
   return absl::OkStatus();
@@ -163,6 +185,7 @@ int main(int argc, char** argv) {
   tpserve::Flags f;
   tpserve::ArgParser p("attention_benchmark");
   p.AddString("contexts", &f.contexts, "context lengths to run, e.g. 128,512,2048");
+  p.AddString("cases", &f.cases, "which of prefill,decode to run (default both)");
   p.AddInt("heads", &f.heads, "local query heads (default 16: a tp-2 rank of TinyLlama)");
   p.AddInt("kv-heads", &f.kv_heads, "local kv heads (default 2)");
   p.AddInt("head-dim", &f.head_dim, "head size (default 64)");

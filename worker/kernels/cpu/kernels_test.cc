@@ -1,8 +1,10 @@
 // Tests of the CPU block kernels against direct double-precision formulas.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <utility>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -479,6 +481,75 @@ TEST(PagedAttentionTest, Bf16DecodeBatchMatchesEachSequenceAlone) {
             << " thread(s)";
         row += n;
       }
+    }
+    SetCpuThreads(1);
+  }
+}
+
+// A decode reads its keys straight from the cache (the positions of a 16-row tile in one
+// cache block) and takes its blocks together with its values gathered a block at a time;
+// a prompt gathers both first. The two give the same bits, for one and two query tiles a
+// kv head, windows, and shapes where the decode falls back to the gather (cache blocks of
+// 5, d = 80). Slots the sequences do not own hold NaN and infinities, as a stale block
+// could: reading a tile's 16 rows takes some of them, and no output may notice.
+TEST(PagedAttentionTest, Bf16DecodeKeysFromCacheMatchGatheredAndIgnoreOtherSlots) {
+  if (!attention_amx::Available()) GTEST_SKIP() << "no AMX on this CPU";
+  struct Shape {
+    int nq, nkv, d, dv, window;
+  };
+  const std::pair<Shape, int> cases[] = {
+      {{32, 4, 64, 64, 0}, 16},  {{32, 1, 64, 64, 0}, 16},  // 8 and 32 rows a kv head
+      {{16, 8, 128, 128, 0}, 32}, {{8, 2, 64, 32, 37}, 16},  // d 128; a window, dv < d
+      {{32, 4, 64, 64, 0}, 5},   {{12, 3, 80, 48, 0}, 16}};  // the gather's cases
+  for (const auto& [a, block] : cases) {
+    const int seqs = 6, blocks_each = 260 / block + 1, total = seqs * blocks_each + 2;
+    auto cache = KvCache::Create({1, total, block, a.nkv, a.d, a.dv, 2}, 1 << 26);
+    ASSERT_TRUE(cache.ok());
+    {  // every slot NaN, +inf or -inf first
+      std::vector<float> k(int64_t{total} * block * a.nkv * a.d),
+          v(int64_t{total} * block * a.nkv * a.dv);
+      const float bad[] = {NAN, INFINITY, -INFINITY};
+      for (size_t i = 0; i < k.size(); ++i) k[i] = bad[i % 3];
+      for (size_t i = 0; i < v.size(); ++i) v[i] = bad[(i + 1) % 3];
+      std::vector<int64_t> slots(int64_t{total} * block);
+      for (size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int64_t>(i);
+      WriteKv(k.data(), v.data(), slots, 0, *cache);
+    }
+    const int contexts[seqs] = {1, 16, 63, 100, 130, 257};
+    const AttentionParams p{a.nq, a.nkv, a.d, a.dv, 0.125f, a.window};
+    StepBatch batch;
+    std::vector<float> q;
+    for (int s = 0; s < seqs; ++s) {
+      std::vector<int32_t> table;  // every other sequence's blocks reversed
+      for (int b = 0; b < blocks_each; ++b) {
+        table.push_back(1 + s * blocks_each + (s % 2 ? blocks_each - 1 - b : b));
+      }
+      const int len = contexts[s];
+      StepBatch fill;
+      fill.token_ids.assign(len, 0);
+      fill.seqs.push_back({len, len, table, true});
+      WriteKv(Random(len * a.nkv * a.d, 200 + s).data(),
+              Random(len * a.nkv * a.dv, 220 + s).data(), fill.Slots(block), 0, *cache);
+      batch.token_ids.push_back(0);
+      batch.seqs.push_back({1, len, table, false});
+      const std::vector<float> qs = Random(a.nq * a.d, 240 + s);
+      q.insert(q.end(), qs.begin(), qs.end());
+    }
+    for (int threads : {1, 2}) {
+      SetCpuThreads(threads);
+      std::vector<float> from_cache(seqs * a.nq * a.dv), gathered(from_cache.size());
+      PagedAttention(q.data(), batch, *cache, 0, p, from_cache.data());
+      attention_amx::SetKeysFromCache(false);
+      PagedAttention(q.data(), batch, *cache, 0, p, gathered.data());
+      attention_amx::SetKeysFromCache(true);
+      const std::string where = testing::PrintToString(a.nq) + "/" +
+                                testing::PrintToString(a.nkv) + " heads, d " +
+                                testing::PrintToString(a.d) + ", block " +
+                                testing::PrintToString(block);
+      EXPECT_EQ(from_cache, gathered) << where << ", " << threads << " thread(s)";
+      EXPECT_TRUE(std::all_of(from_cache.begin(), from_cache.end(),
+                              [](float x) { return std::isfinite(x); }))
+          << where;
     }
     SetCpuThreads(1);
   }
