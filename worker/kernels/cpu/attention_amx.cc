@@ -160,30 +160,36 @@ int64_t HeadValueElems(const Shape& s) { return s.blocks * kBlock * s.value_tile
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void GatherValueSteps(
     const RowTable& rows, int64_t kv_begin, int64_t kv_end, int64_t dv, const Shape& s,
     int64_t ks_begin, int64_t ks_end, uint16_t* values, int64_t head_values) {
-  // Lane 2i of a row takes position 2r's column i, lane 2i + 1 position 2r + 1's.
-  alignas(64) uint16_t interleave[32];
+  // Lane 2i of a tile row takes position 2r's column i of the tile, lane 2i + 1 position
+  // 2r + 1's: from 32 columns of each (lanes 0-31 one, 32-63 the other), two tiles' rows.
+  alignas(64) uint16_t interleave[2][32];
   for (int i = 0; i < 16; ++i) {
-    interleave[2 * i] = static_cast<uint16_t>(i);
-    interleave[2 * i + 1] = static_cast<uint16_t>(16 + i);
+    for (int half = 0; half < 2; ++half) {
+      interleave[half][2 * i] = static_cast<uint16_t>(16 * half + i);
+      interleave[half][2 * i + 1] = static_cast<uint16_t>(32 + 16 * half + i);
+    }
   }
-  const __m512i order = _mm512_load_si512(interleave);
+  const __m512i low = _mm512_load_si512(interleave[0]);
+  const __m512i high = _mm512_load_si512(interleave[1]);
   for (int64_t ks = ks_begin; ks < ks_end; ++ks) {  // 32 positions
     const int32_t pos0 = s.base + static_cast<int32_t>(ks * kPairCols);
     for (int64_t r = 0; r < kRows; ++r) {
       for (int64_t h = kv_begin; h < kv_end; ++h) {
         const uint16_t* even = rows.Value(pos0 + 2 * r, h, dv);
         const uint16_t* odd = rows.Value(pos0 + 2 * r + 1, h, dv);
-        uint16_t* dst = values + (h - kv_begin) * head_values;
-        for (int64_t c = 0; c < s.value_tiles; ++c) {
-          const __mmask16 lanes = static_cast<__mmask16>(FirstLanes(dv - c * 16));
-          const __m256i a = even == nullptr ? _mm256_setzero_si256()
-                                            : _mm256_maskz_loadu_epi16(lanes, even + c * 16);
-          const __m256i b = odd == nullptr ? _mm256_setzero_si256()
-                                           : _mm256_maskz_loadu_epi16(lanes, odd + c * 16);
-          const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
-          _mm512_store_si512(
-              dst + (((ks - ks_begin) * s.value_tiles + c) * kRows + r) * kPairCols,
-              _mm512_permutexvar_epi16(order, both));
+        uint16_t* dst = values + (h - kv_begin) * head_values +
+                        ((ks - ks_begin) * s.value_tiles * kRows + r) * kPairCols;
+        for (int64_t c = 0; c < s.value_tiles; c += 2) {  // 32 columns
+          const __mmask32 lanes = FirstLanes(dv - c * 16);
+          const __m512i a = even == nullptr ? _mm512_setzero_si512()
+                                            : _mm512_maskz_loadu_epi16(lanes, even + c * 16);
+          const __m512i b = odd == nullptr ? _mm512_setzero_si512()
+                                           : _mm512_maskz_loadu_epi16(lanes, odd + c * 16);
+          const int64_t tile = kRows * kPairCols;
+          _mm512_store_si512(dst + c * tile, _mm512_permutex2var_epi16(a, low, b));
+          if (c + 1 < s.value_tiles) {
+            _mm512_store_si512(dst + (c + 1) * tile, _mm512_permutex2var_epi16(a, high, b));
+          }
         }
       }
     }
