@@ -259,6 +259,9 @@ inline __attribute__((always_inline, target("avx512f"))) __m512 Exp16(__m512 x) 
   __m512 r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(0.693145751953125f), c);
   r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(1.428606765330187e-06f), r);
   __m512 poly = _mm512_set1_ps(1.0f / 5040);
+  // Unrolled: as a loop GCC 12 kept the coefficients in memory and the loop's own counter
+  // in the chain (11% of the softmax's samples sat on that counter's add).
+#pragma GCC unroll 8
   for (const float k : {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f}) {
     poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(k));
   }
