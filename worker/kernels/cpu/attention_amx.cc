@@ -352,43 +352,61 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Softmax(
     float scale, RowPrefetcher* prefetch, int64_t prefetch_lines) {
   const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  // First each row's scaled, masked scores (back in place) and new max; then the rows'
+  // e^(max_old − max_new) 16 lanes at once (a row's lane is the value it had alone: Exp16
+  // is lane by lane); then the weights and sums.
+  alignas(64) float old_max[kRows], new_max[kRows];
+  __mmask16 rescale = 0;  // rows whose max moved from a finite one
+  __mmask16 skip = 0;     // rows with no weight in this block: weights 0, state kept
   for (int64_t r = 0; r < kRows; ++r) {
-    if (prefetch != nullptr) prefetch->Issue(prefetch_lines);
-    uint16_t* w = st.weights + r * kBlock;
-    st.alpha[r] = 1.0f;
+    old_max[r] = st.max[r];
+    new_max[r] = st.max[r];
     const int32_t first = r < rows ? std::max(lo[r] - block_first, 0) : kBlock;
     const int32_t last = r < rows ? std::min<int32_t>(pos[r] - block_first, kBlock - 1) : -1;
     if (first > last) {  // nothing of this block in the row's window
-      std::memset(w, 0, kBlock * sizeof(uint16_t));
+      skip |= __mmask16{1} << r;
       continue;
     }
     const bool whole = first == 0 && last == kBlock - 1;  // most blocks of a long context
     __m512 s[4];
+    float* row = st.scores + r * kBlock;
     for (int q = 0; q < 4; ++q) {
-      s[q] = _mm512_mul_ps(_mm512_load_ps(st.scores + r * kBlock + 16 * q), _mm512_set1_ps(scale));
-      if (whole) continue;
-      const __m512 col = _mm512_add_ps(iota, _mm512_set1_ps(static_cast<float>(16 * q)));
-      const __mmask16 in = _mm512_cmp_ps_mask(col, _mm512_set1_ps(static_cast<float>(first)),
-                                              _CMP_GE_OQ) &
-                           _mm512_cmp_ps_mask(col, _mm512_set1_ps(static_cast<float>(last)),
-                                              _CMP_LE_OQ);
-      s[q] = _mm512_mask_blend_ps(in, neg_inf, s[q]);
+      s[q] = _mm512_mul_ps(_mm512_load_ps(row + 16 * q), _mm512_set1_ps(scale));
+      if (!whole) {
+        const __m512 col = _mm512_add_ps(iota, _mm512_set1_ps(static_cast<float>(16 * q)));
+        const __mmask16 in = _mm512_cmp_ps_mask(col, _mm512_set1_ps(static_cast<float>(first)),
+                                                _CMP_GE_OQ) &
+                             _mm512_cmp_ps_mask(col, _mm512_set1_ps(static_cast<float>(last)),
+                                                _CMP_LE_OQ);
+        s[q] = _mm512_mask_blend_ps(in, neg_inf, s[q]);
+      }
+      _mm512_store_ps(row + 16 * q, s[q]);
     }
-    const float block_max = MaxOf(s[0], s[1], s[2], s[3]);
-    const float new_max = std::max(st.max[r], block_max);
-    if (!(new_max > -INFINITY)) {  // every score -inf (or NaN): weights 0, state kept
+    const float m = std::max(st.max[r], MaxOf(s[0], s[1], s[2], s[3]));
+    if (!(m > -INFINITY)) {  // every score -inf (or NaN): weights 0, state kept
+      skip |= __mmask16{1} << r;
+      continue;
+    }
+    if (st.max[r] > -INFINITY && m != st.max[r]) rescale |= __mmask16{1} << r;
+    new_max[r] = m;
+    st.max[r] = m;
+  }
+  // alpha = e^0 = 1 exactly where the max did not move (or there was none before).
+  const __m512 moved = Exp16(_mm512_sub_ps(_mm512_load_ps(old_max), _mm512_load_ps(new_max)));
+  _mm512_storeu_ps(st.alpha, _mm512_mask_blend_ps(rescale, _mm512_set1_ps(1.0f), moved));
+  for (int64_t r = 0; r < kRows; ++r) {
+    if (prefetch != nullptr) prefetch->Issue(prefetch_lines);
+    uint16_t* w = st.weights + r * kBlock;
+    if ((skip >> r) & 1) {
       std::memset(w, 0, kBlock * sizeof(uint16_t));
       continue;
     }
-    if (st.max[r] > -INFINITY && new_max != st.max[r]) {  // else alpha = e^0 = 1 exactly
-      alignas(64) float x[16] = {st.max[r] - new_max};
-      st.alpha[r] = _mm512_cvtss_f32(Exp16(_mm512_load_ps(x)));
-    }
-    st.max[r] = new_max;
+    const float* row = st.scores + r * kBlock;
+    const __m512 m = _mm512_set1_ps(new_max[r]);
     __m512 total = _mm512_setzero_ps();
     for (int q = 0; q < 4; q += 2) {
-      const __m512 a = Exp16(_mm512_sub_ps(s[q], _mm512_set1_ps(new_max)));
-      const __m512 b = Exp16(_mm512_sub_ps(s[q + 1], _mm512_set1_ps(new_max)));
+      const __m512 a = Exp16(_mm512_sub_ps(_mm512_load_ps(row + 16 * q), m));
+      const __m512 b = Exp16(_mm512_sub_ps(_mm512_load_ps(row + 16 * q + 16), m));
       const __m512i pair = (__m512i)_mm512_cvtne2ps_pbh(b, a);  // a low, b high
       _mm512_store_si512(w + 16 * q, pair);
       // The sum of the weights as rounded: bf16 widens exactly by a 16-bit shift.
