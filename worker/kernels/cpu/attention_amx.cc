@@ -199,8 +199,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void GatherValueSteps(
 // Kv heads [kv_begin, kv_end) in one pass over the rows, head h's keys at keys + (h −
 // kv_begin) · HeadKeyElems(s), its values likewise: a position's heads are adjacent in its
 // cache row, so the pass reads whole rows in order, as the hardware prefetchers like.
-// With `keys` null only the values are copied; the keys' rows are still asked for, so
-// that AttendTile finds them in cache when it reads them from there (KeyTiles).
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void GatherKv(
     const RowTable& rows, int64_t kv_begin, int64_t kv_end, int64_t d, int64_t dv,
     const Shape& s, uint16_t* keys, uint16_t* values) {
@@ -213,7 +211,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void GatherKv(
   }
   for (int64_t pt = 0; pt < position_tiles; ++pt) {  // 16 positions
     PrefetchTile(rows, kv_begin, kv_end, d, dv, s, pt + kPrefetchTiles, position_tiles);
-    if (keys == nullptr) continue;
     const int32_t pos0 = s.base + static_cast<int32_t>(pt * kPosTile);
     for (int64_t h = kv_begin; h < kv_end; ++h) {
       const uint16_t* src[kPosTile];
@@ -482,21 +479,20 @@ __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16"))) void At
     for (int64_t t = 0; t < kScoreTiles; ++t) {
       TransposeTile(st.scores_t + t * kPosTile * kRows, st.scores + t * kPosTile, kBlock);
     }
-  }
-  for (int64_t ds = 0; cached.tile == nullptr && ds < s.d_steps; ++ds) {
-    _tile_loadd(0, q_tiles + ds * key_tile_elems, kPairCols * sizeof(uint16_t));
-    const uint16_t* k = block_keys + ds * key_tile_elems;
-    const int64_t next_tile = s.d_steps * key_tile_elems;  // the next 16 positions
-    _tile_loadd(2, k, kPairCols * sizeof(uint16_t));
-    _tile_dpbf16ps(4, 0, 2);
-    _tile_loadd(3, k + next_tile, kPairCols * sizeof(uint16_t));
-    _tile_dpbf16ps(5, 0, 3);
-    _tile_loadd(2, k + 2 * next_tile, kPairCols * sizeof(uint16_t));
-    _tile_dpbf16ps(6, 0, 2);
-    _tile_loadd(3, k + 3 * next_tile, kPairCols * sizeof(uint16_t));
-    _tile_dpbf16ps(7, 0, 3);
-  }
-  if (cached.tile == nullptr) {
+  } else {
+    for (int64_t ds = 0; ds < s.d_steps; ++ds) {
+      _tile_loadd(0, q_tiles + ds * key_tile_elems, kPairCols * sizeof(uint16_t));
+      const uint16_t* k = block_keys + ds * key_tile_elems;
+      const int64_t next_tile = s.d_steps * key_tile_elems;  // the next 16 positions
+      _tile_loadd(2, k, kPairCols * sizeof(uint16_t));
+      _tile_dpbf16ps(4, 0, 2);
+      _tile_loadd(3, k + next_tile, kPairCols * sizeof(uint16_t));
+      _tile_dpbf16ps(5, 0, 3);
+      _tile_loadd(2, k + 2 * next_tile, kPairCols * sizeof(uint16_t));
+      _tile_dpbf16ps(6, 0, 2);
+      _tile_loadd(3, k + 3 * next_tile, kPairCols * sizeof(uint16_t));
+      _tile_dpbf16ps(7, 0, 3);
+    }
     const int64_t score_stride = kBlock * sizeof(float);
     _tile_stored(4, st.scores, score_stride);
     _tile_stored(5, st.scores + 16, score_stride);
@@ -550,21 +546,20 @@ __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16"))) void At
 }
 
 // One tile of query rows against the blocks [block_begin, block_end): AttendBlock on each,
-// keys and values in GatherKv's layouts (keys unused with `cached.tile` set).
+// keys and values in GatherKv's layouts.
 __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16"))) void AttendTile(
-    const uint16_t* q_tiles, const uint16_t* qt_tiles, const uint16_t* keys, KeyTiles cached,
-    const uint16_t* values, const Shape& s, int64_t block_begin, int64_t block_end,
-    int64_t rows, const int32_t* lo, const int32_t* pos, float scale, RowState& st, float* out,
-    float* block_out) {
+    const uint16_t* q_tiles, const uint16_t* keys, const uint16_t* values, const Shape& s,
+    int64_t block_begin, int64_t block_end, int64_t rows, const int32_t* lo, const int32_t* pos,
+    float scale, RowState& st, float* out, float* block_out) {
   const int64_t key_tile_elems = kRows * kPairCols;
   for (int64_t r = 0; r < kRows; ++r) {
     st.max[r] = -INFINITY;
     st.sum[r] = 0.0f;
   }
   for (int64_t b = block_begin; b < block_end; ++b) {
-    AttendBlock(q_tiles, qt_tiles, keys + b * kScoreTiles * s.d_steps * key_tile_elems, cached,
-                values + b * kValueSteps * s.value_tiles * key_tile_elems, s, b, rows, lo, pos,
-                scale, st, out, block_out, nullptr, 0);
+    AttendBlock(q_tiles, nullptr, keys + b * kScoreTiles * s.d_steps * key_tile_elems,
+                KeyTiles{nullptr, 0, 0}, values + b * kValueSteps * s.value_tiles * key_tile_elems,
+                s, b, rows, lo, pos, scale, st, out, block_out, nullptr, 0);
   }
 }
 
@@ -656,8 +651,6 @@ void AttendSequence(const float* q, const SequenceStep& seq, int64_t t0, int64_t
 
   thread_local Scratch<uint16_t> key_buf, value_buf, q_buf;
   thread_local Scratch<float> out_buf, block_out_buf;
-  uint16_t* keys = key_buf.Get((kv_end - kv_begin) * HeadKeyElems(s));
-  uint16_t* values = value_buf.Get((kv_end - kv_begin) * HeadValueElems(s));
   float* block_out = block_out_buf.Get(kRows * out_cols);
   thread_local RowState st;
   const int64_t span = s.blocks * kBlock;
@@ -717,11 +710,12 @@ void AttendSequence(const float* q, const SequenceStep& seq, int64_t t0, int64_t
   }
   bf16_amx::ConfigureTiles();
   if (cached.tile == nullptr) {
+    uint16_t* keys = key_buf.Get((kv_end - kv_begin) * HeadKeyElems(s));
+    uint16_t* values = value_buf.Get((kv_end - kv_begin) * HeadValueElems(s));
     GatherKv(table, kv_begin, kv_end, d, dv, s, keys, values);
     for (int64_t u = 0; u < units; ++u) {
       const QueryTile& t = unit_store[u];
-      AttendTile(q_tiles + u * q_elems, qt_tiles + u * q_elems,
-                 keys + (t.kv_head - kv_begin) * HeadKeyElems(s), cached,
+      AttendTile(q_tiles + u * q_elems, keys + (t.kv_head - kv_begin) * HeadKeyElems(s),
                  values + (t.kv_head - kv_begin) * HeadValueElems(s), s, t.block_begin,
                  t.block_end, t.rows, t.lo, t.pos, p.scale, st, tile_out + u * kRows * out_cols,
                  block_out);
@@ -731,8 +725,8 @@ void AttendSequence(const float* q, const SequenceStep& seq, int64_t t0, int64_t
     // A decode: every tile over the blocks together, a block at a time (a tile's rows are
     // left bit for bit as they were by blocks they do not see, so the union of the tiles'
     // ranges is theirs). Each block's values are gathered, then each tile takes the block
-    // (its keys read from the cache), while its softmax asks for the rows of the block
-    // after next a few lines a row, so that memory works while the tiles do.
+    // (its keys read from the cache), while its softmax asks for the rows of the next
+    // block a few lines a row, so that memory works while the tiles do.
     int64_t block_begin = s.blocks, block_end = 0;
     for (int64_t u = 0; u < units; ++u) {
       block_begin = std::min(block_begin, unit_store[u].block_begin);
