@@ -143,7 +143,7 @@ void PagedAttention(const float* q, const StepBatch& batch, const KvCache& cache
   // than a decode's), each a sequence's kv heads [kv_begin, kv_end), computed as they would
   // be alone. A prompt's heads are items of their own. A decode's (one tile of query rows
   // a head) are one item when there are enough sequences to keep the threads busy: its
-  // rows are then gathered from the cache in one pass, each position's heads adjacent.
+  // rows are then read in one pass over the cache, each position's heads adjacent.
   struct Item {
     int64_t seq, kv_begin, kv_end;
   };
