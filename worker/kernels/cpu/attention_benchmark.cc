@@ -1,8 +1,9 @@
 // attention_benchmark: the CPU attention paths over one bf16 KV cache, side by side in one
 // process — PagedAttentionSgemm (keys and values widened to fp32, OpenBLAS sgemm) and
-// PagedAttention (on an AMX CPU the tile kernel, attention_amx.h) — for a causal prefill
-// of a whole prompt and for a batch of decodes at the same context, calls alternating
-// between the two so that the machine's swings hit both alike.
+// PagedAttention (on an AMX CPU the tile kernel, attention_amx.h; on others with AVX2
+// attention_avx2.h) — for a causal prefill of a whole prompt and for a batch of decodes
+// at the same context, calls alternating between the two so that the machine's swings
+// hit both alike.
 //
 //   bazel build -c opt //worker/kernels/cpu:attention_benchmark
 //   bazel-bin/worker/kernels/cpu/attention_benchmark [--contexts 128,512,2048]
@@ -13,6 +14,8 @@
 // 4 kv heads of 64 in all); one layer, one thread. Per row: the median time of a call,
 // and for the prefill the attention's FLOPs (2·d for q·kᵀ and 2·dv for P·V per query
 // head and visible position) over it.
+#include <cblas.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -29,6 +32,7 @@
 #include "absl/strings/str_split.h"
 #include "base/args.h"
 #include "worker/kernels/cpu/attention_amx.h"
+#include "worker/kernels/cpu/attention_avx2.h"
 #include "worker/kernels/cpu/openblas_core.h"
 #include "worker/kernels/cpu/paged_attention.h"
 #include "worker/kv_cache.h"
@@ -105,13 +109,17 @@ absl::Status Run(const Flags& f) {
         "--decode-batch 1 to 256");
   }
   const bool amx = attention_amx::Available();
-  std::printf("heads %ld/%ld of %ld, bf16 KV cache, one thread; PagedAttention runs %s\n",
-              f.heads, f.kv_heads, f.head_dim,
-              amx ? "the AMX tile kernel" : "the sgemm path too (no AMX on this CPU)");
-  std::printf("%-8s %7s | %12s %9s | %12s %9s | %7s | %12s %7s\n", "case", "context",
-              "sgemm ms", "GFLOP/s", "tiles ms", "GFLOP/s", "ratio", "gathered ms", "ratio");
   const AttentionParams p{f.heads, f.kv_heads, f.head_dim, f.head_dim,
                           1.0f / std::sqrt(static_cast<float>(f.head_dim)), 0};
+  const char* kernel = amx ? "the AMX tile kernel"
+                       : attention_avx2::Available() && attention_avx2::Supports(p)
+                           ? "the AVX2 kernel (no AMX on this CPU)"
+                           : "the sgemm path too";
+  openblas_set_num_threads(1);  // the sgemm path on one thread too, as the worker runs it
+  std::printf("heads %ld/%ld of %ld, bf16 KV cache, one thread; PagedAttention runs %s\n",
+              f.heads, f.kv_heads, f.head_dim, kernel);
+  std::printf("%-8s %7s | %12s %9s | %12s %9s | %7s | %12s %7s\n", "case", "context",
+              "sgemm ms", "GFLOP/s", "kernel ms", "GFLOP/s", "ratio", "gathered ms", "ratio");
   std::mt19937 rng(7);
   for (int64_t ctx : contexts) {
     const int64_t blocks_per_seq = (ctx + kBlockSize - 1) / kBlockSize;

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "worker/dtype.h"
 #include "worker/kernels/cpu/attention_amx.h"
+#include "worker/kernels/cpu/attention_avx2.h"
 #include "worker/kernels/cpu/cpu_threads.h"
 #include "worker/kernels/cpu/norm_activation.h"
 #include "worker/kernels/cpu/paged_attention.h"
@@ -348,7 +349,8 @@ TEST(PagedAttentionTest, Bf16CacheMatchesDenseAcrossShapes) {
       std::vector<int32_t> table;
       for (int b = 0; b < blocks; ++b) table.push_back(blocks - 1 - b + 3);  // reversed
       AttentionParams p{a.nq, a.nkv, a.d, a.dv, 1.0f / std::sqrt(float(a.d)), a.window};
-      std::vector<float> got(a.len * a.nq * a.dv), sgemm(got.size());
+      std::vector<float> got(a.len * a.nq * a.dv), sgemm(got.size()), avx2(got.size());
+      const bool with_avx2 = attention_avx2::Available();
       const int third = a.len / 3;
       std::vector<int> chunks = {third, a.len - 2 * third - 4, third};
       for (int i = 0; i < 4; ++i) chunks.push_back(1);
@@ -361,76 +363,105 @@ TEST(PagedAttentionTest, Bf16CacheMatchesDenseAcrossShapes) {
         PagedAttention(&q[done * a.nq * a.d], batch, *cache, 0, p, &got[done * a.nq * a.dv]);
         PagedAttentionSgemm(&q[done * a.nq * a.d], batch, *cache, 0, p,
                             &sgemm[done * a.nq * a.dv]);
+        if (with_avx2) {
+          PagedAttentionAvx2(&q[done * a.nq * a.d], batch, *cache, 0, p,
+                             &avx2[done * a.nq * a.dv]);
+        }
         done += chunk;
       }
       ASSERT_EQ(done, a.len);
-      double worst = 0, worst_sgemm = 0;
+      double worst = 0, worst_sgemm = 0, avx2_from_sgemm = 0;
       for (size_t i = 0; i < got.size(); ++i) {
         worst = std::max(worst, std::abs(double(got[i]) - want[i]));
         worst_sgemm = std::max(worst_sgemm, std::abs(double(sgemm[i]) - want[i]));
+        avx2_from_sgemm = std::max(avx2_from_sgemm, std::abs(double(avx2[i]) - sgemm[i]));
       }
-      // Keys and values in bf16 (both paths), q and the weights too on AMX: a few units of
-      // bf16's 2^-8 on outputs of order 1.
+      // Keys and values in bf16 (every path), q and the weights too on AMX: a few units of
+      // bf16's 2^-8 on outputs of order 1. The AVX2 kernel and the sgemm path both work in
+      // fp32 on the same widened keys and values: they differ by rounding order alone.
       EXPECT_LT(worst, 2e-2);
       EXPECT_LT(worst_sgemm, 2e-2);
+      if (with_avx2) EXPECT_LT(avx2_from_sgemm, 1e-5);
     }
   }
 }
 
-// On AMX, a query row's bits depend on nothing but its own q, position and the cache: the
-// same prompt prefilled whole, in uneven chunks beside another sequence, or decoded a
-// token at a time gives identical outputs at every position.
+using AttentionFn = void (*)(const float*, const StepBatch&, const KvCache&, int,
+                             const AttentionParams&, float*);
+
+// The bf16-cache kernels this CPU runs whose rows must not depend on their batch: the AMX
+// tile kernel (through PagedAttention) and the AVX2 one, each where the CPU has it.
+std::vector<std::pair<std::string, AttentionFn>> BatchIndependentKernels() {
+  std::vector<std::pair<std::string, AttentionFn>> kernels;
+  if (attention_amx::Available()) kernels.emplace_back("AMX", &PagedAttention);
+  if (attention_avx2::Available()) kernels.emplace_back("AVX2", &PagedAttentionAvx2);
+  return kernels;
+}
+
+// With the AMX or the AVX2 kernel, a query row's bits depend on nothing but its own q,
+// position and the cache: the same prompt prefilled whole, in uneven chunks beside another
+// sequence, or decoded a token at a time gives identical outputs at every position. GQA
+// groups of 8 (a tile's rows one token's heads) and of 1 (a tile's rows several tokens').
 TEST(PagedAttentionTest, Bf16RowsDoNotDependOnChunkingOrBatch) {
-  if (!attention_amx::Available()) GTEST_SKIP() << "no AMX on this CPU";
-  const int nq = 32, nkv = 4, d = 64, block = 16, len = 150;
-  for (int window : {0, 40}) {
-    auto q = Random(len * nq * d, 41), k = Random(len * nkv * d, 42), v = Random(len * nkv * d, 43);
-    auto other_q = Random(70 * nq * d, 44), other_k = Random(70 * nkv * d, 45),
-         other_v = Random(70 * nkv * d, 46);
-    AttentionParams p{nq, nkv, d, d, 0.125f, window};
-    std::vector<int32_t> table, other_table;
-    for (int b = 0; b < 10; ++b) table.push_back(b);
-    for (int b = 0; b < 5; ++b) other_table.push_back(10 + b);
-    // Run `chunks` of the prompt; with `beside`, each step also carries a 70-token prompt of
-    // another sequence (a fresh one every step, its rows after ours).
-    auto run = [&](const std::vector<int>& chunks, bool beside) {
-      auto cache = KvCache::Create({1, 16, block, nkv, d, d, 2}, 1 << 24);
-      EXPECT_TRUE(cache.ok());
-      std::vector<float> out(len * nq * d);
-      int done = 0;
-      for (int chunk : chunks) {
-        StepBatch batch;
-        batch.token_ids.assign(chunk + (beside ? 70 : 0), 0);
-        batch.seqs.push_back({chunk, done + chunk, table, true});
-        if (beside) batch.seqs.push_back({70, 70, other_table, true});
-        std::vector<float> step_q(&q[done * nq * d], &q[(done + chunk) * nq * d]);
-        std::vector<float> step_k(&k[done * nkv * d], &k[(done + chunk) * nkv * d]);
-        std::vector<float> step_v(&v[done * nkv * d], &v[(done + chunk) * nkv * d]);
-        if (beside) {
-          step_q.insert(step_q.end(), other_q.begin(), other_q.end());
-          step_k.insert(step_k.end(), other_k.begin(), other_k.end());
-          step_v.insert(step_v.end(), other_v.begin(), other_v.end());
-        }
-        WriteKv(step_k.data(), step_v.data(), batch.Slots(block), 0, *cache);
-        std::vector<float> step_out(step_q.size());
-        PagedAttention(step_q.data(), batch, *cache, 0, p, step_out.data());
-        std::copy_n(step_out.begin(), chunk * nq * d, out.begin() + done * nq * d);
-        done += chunk;
+  const auto kernels = BatchIndependentKernels();
+  if (kernels.empty()) GTEST_SKIP() << "neither AMX nor AVX2 on this CPU";
+  for (const auto& [kernel, attend] : kernels) {
+    for (const auto& [nq, nkv] : {std::pair{32, 4}, std::pair{4, 4}}) {
+      const int d = 64, block = 16, len = 150;
+      for (int window : {0, 40}) {
+        SCOPED_TRACE(testing::Message() << kernel << ", " << nq << "/" << nkv << " heads, window "
+                                        << window);
+        auto q = Random(len * nq * d, 41), k = Random(len * nkv * d, 42),
+             v = Random(len * nkv * d, 43);
+        auto other_q = Random(70 * nq * d, 44), other_k = Random(70 * nkv * d, 45),
+             other_v = Random(70 * nkv * d, 46);
+        AttentionParams p{nq, nkv, d, d, 0.125f, window};
+        std::vector<int32_t> table, other_table;
+        for (int b = 0; b < 10; ++b) table.push_back(b);
+        for (int b = 0; b < 5; ++b) other_table.push_back(10 + b);
+        // Run `chunks` of the prompt; with `beside`, each step also carries a 70-token
+        // prompt of another sequence (a fresh one every step, its rows after ours).
+        auto run = [&](const std::vector<int>& chunks, bool beside) {
+          auto cache = KvCache::Create({1, 16, block, nkv, d, d, 2}, 1 << 24);
+          EXPECT_TRUE(cache.ok());
+          std::vector<float> out(len * nq * d);
+          int done = 0;
+          for (int chunk : chunks) {
+            StepBatch batch;
+            batch.token_ids.assign(chunk + (beside ? 70 : 0), 0);
+            batch.seqs.push_back({chunk, done + chunk, table, true});
+            if (beside) batch.seqs.push_back({70, 70, other_table, true});
+            std::vector<float> step_q(&q[done * nq * d], &q[(done + chunk) * nq * d]);
+            std::vector<float> step_k(&k[done * nkv * d], &k[(done + chunk) * nkv * d]);
+            std::vector<float> step_v(&v[done * nkv * d], &v[(done + chunk) * nkv * d]);
+            if (beside) {
+              step_q.insert(step_q.end(), other_q.begin(), other_q.end());
+              step_k.insert(step_k.end(), other_k.begin(), other_k.end());
+              step_v.insert(step_v.end(), other_v.begin(), other_v.end());
+            }
+            WriteKv(step_k.data(), step_v.data(), batch.Slots(block), 0, *cache);
+            std::vector<float> step_out(step_q.size());
+            attend(step_q.data(), batch, *cache, 0, p, step_out.data());
+            std::copy_n(step_out.begin(), chunk * nq * d, out.begin() + done * nq * d);
+            done += chunk;
+          }
+          return out;
+        };
+        const std::vector<float> whole = run({len}, false);
+        EXPECT_EQ(run({1, 63, 2, 64, 20}, true), whole);
+        EXPECT_EQ(run(std::vector<int>(len, 1), false), whole);
       }
-      return out;
-    };
-    const std::vector<float> whole = run({len}, false);
-    EXPECT_EQ(run({1, 63, 2, 64, 20}, true), whole) << "window " << window;
-    EXPECT_EQ(run(std::vector<int>(len, 1), false), whole) << "window " << window;
+    }
   }
 }
 
 // A batch of decodes (with enough sequences, each one's kv heads gathered together in one
 // pass over its cache rows) and a prompt beside them: every row as the sequence computed
 // alone, bit for bit, on one and two threads, for head sizes that fill whole tile rows and
-// ones that do not.
+// ones that do not; with the AMX kernel and with the AVX2 one.
 TEST(PagedAttentionTest, Bf16DecodeBatchMatchesEachSequenceAlone) {
-  if (!attention_amx::Available()) GTEST_SKIP() << "no AMX on this CPU";
+  const auto kernels = BatchIndependentKernels();
+  if (kernels.empty()) GTEST_SKIP() << "neither AMX nor AVX2 on this CPU";
   struct Shape {
     int nq, nkv, d, dv, window;
   };
@@ -463,27 +494,43 @@ TEST(PagedAttentionTest, Bf16DecodeBatchMatchesEachSequenceAlone) {
       const std::vector<float> qs = Random(new_tokens * a.nq * a.d, 100 + s);
       q.insert(q.end(), qs.begin(), qs.end());
     }
-    for (int threads : {1, 2}) {
-      SetCpuThreads(threads);
-      std::vector<float> together(batch.token_ids.size() * a.nq * a.dv);
-      PagedAttention(q.data(), batch, *cache, 0, p, together.data());
-      int64_t row = 0;  // the sequence's first token in the batch
-      for (int s = 0; s < seqs; ++s) {
-        const int64_t n = batch.seqs[s].num_new_tokens;
-        StepBatch alone;
-        alone.token_ids.assign(n, 0);
-        alone.seqs.push_back(batch.seqs[s]);
-        std::vector<float> got(n * a.nq * a.dv);
-        PagedAttention(&q[row * a.nq * a.d], alone, *cache, 0, p, got.data());
-        EXPECT_EQ(got, std::vector<float>(&together[row * a.nq * a.dv],
-                                          &together[(row + n) * a.nq * a.dv]))
-            << "sequence " << s << ", d " << a.d << ", block " << block << ", " << threads
-            << " thread(s)";
-        row += n;
+    for (const auto& [kernel, attend] : kernels) {
+      for (int threads : {1, 2}) {
+        SetCpuThreads(threads);
+        std::vector<float> together(batch.token_ids.size() * a.nq * a.dv);
+        attend(q.data(), batch, *cache, 0, p, together.data());
+        int64_t row = 0;  // the sequence's first token in the batch
+        for (int s = 0; s < seqs; ++s) {
+          const int64_t n = batch.seqs[s].num_new_tokens;
+          StepBatch alone;
+          alone.token_ids.assign(n, 0);
+          alone.seqs.push_back(batch.seqs[s]);
+          std::vector<float> got(n * a.nq * a.dv);
+          attend(&q[row * a.nq * a.d], alone, *cache, 0, p, got.data());
+          EXPECT_EQ(got, std::vector<float>(&together[row * a.nq * a.dv],
+                                            &together[(row + n) * a.nq * a.dv]))
+              << kernel << ", sequence " << s << ", d " << a.d << ", block " << block << ", "
+              << threads << " thread(s)";
+          row += n;
+        }
       }
     }
     SetCpuThreads(1);
   }
+}
+
+// Every slot of layer 0 of `cache` NaN, +inf or -inf, as a stale block could hold.
+void PoisonEverySlot(KvCache& cache) {
+  const KvCacheShape& shape = cache.shape();
+  const int64_t slots = shape.num_slots();
+  std::vector<float> k(slots * shape.num_kv_heads * shape.head_dim),
+      v(slots * shape.num_kv_heads * shape.v_head_dim);
+  const float bad[] = {NAN, INFINITY, -INFINITY};
+  for (size_t i = 0; i < k.size(); ++i) k[i] = bad[i % 3];
+  for (size_t i = 0; i < v.size(); ++i) v[i] = bad[(i + 1) % 3];
+  std::vector<int64_t> all(slots);
+  for (int64_t i = 0; i < slots; ++i) all[i] = i;
+  WriteKv(k.data(), v.data(), all, 0, cache);
 }
 
 // A decode reads its keys straight from the cache (the positions of a 16-row tile in one
@@ -505,16 +552,7 @@ TEST(PagedAttentionTest, Bf16DecodeKeysFromCacheMatchGatheredAndIgnoreOtherSlots
     const int seqs = 6, blocks_each = 260 / block + 1, total = seqs * blocks_each + 2;
     auto cache = KvCache::Create({1, total, block, a.nkv, a.d, a.dv, 2}, 1 << 26);
     ASSERT_TRUE(cache.ok());
-    {  // every slot NaN, +inf or -inf first
-      std::vector<float> k(int64_t{total} * block * a.nkv * a.d),
-          v(int64_t{total} * block * a.nkv * a.dv);
-      const float bad[] = {NAN, INFINITY, -INFINITY};
-      for (size_t i = 0; i < k.size(); ++i) k[i] = bad[i % 3];
-      for (size_t i = 0; i < v.size(); ++i) v[i] = bad[(i + 1) % 3];
-      std::vector<int64_t> slots(int64_t{total} * block);
-      for (size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int64_t>(i);
-      WriteKv(k.data(), v.data(), slots, 0, *cache);
-    }
+    PoisonEverySlot(*cache);
     const int contexts[seqs] = {1, 16, 63, 100, 130, 257};
     const AttentionParams p{a.nq, a.nkv, a.d, a.dv, 0.125f, a.window};
     StepBatch batch;
@@ -552,6 +590,47 @@ TEST(PagedAttentionTest, Bf16DecodeKeysFromCacheMatchGatheredAndIgnoreOtherSlots
           << where;
     }
     SetCpuThreads(1);
+  }
+}
+
+// The AVX2 kernel reads only positions its rows' windows hold: with every slot the
+// sequences do not own NaN or an infinity, a batch of decodes and a prompt chunk with and
+// without a window gives finite outputs, those of the sgemm path (which reads the same
+// positions, in fp32 too) up to rounding order.
+TEST(PagedAttentionTest, Bf16Avx2IgnoresSlotsOutsideTheWindows) {
+  if (!attention_avx2::Available()) GTEST_SKIP() << "no AVX2 and FMA on this CPU";
+  const int nq = 8, nkv = 2, d = 64, block = 16, seqs = 5, blocks_each = 12;
+  const int total = seqs * blocks_each + 3;
+  for (int window : {0, 37}) {
+    auto cache = KvCache::Create({1, total, block, nkv, d, d, 2}, 1 << 26);
+    ASSERT_TRUE(cache.ok());
+    PoisonEverySlot(*cache);
+    // Sequence 0 prefills a 45-token chunk after 60 cached tokens; the others decode.
+    const int contexts[seqs] = {105, 1, 17, 100, 150};
+    const AttentionParams p{nq, nkv, d, d, 0.125f, window};
+    StepBatch batch;
+    std::vector<float> q;
+    for (int s = 0; s < seqs; ++s) {
+      std::vector<int32_t> table;
+      for (int b = 0; b < blocks_each; ++b) table.push_back(2 + s * blocks_each + b);
+      const int len = contexts[s], new_tokens = s == 0 ? 45 : 1;
+      StepBatch fill;
+      fill.token_ids.assign(len, 0);
+      fill.seqs.push_back({len, len, table, true});
+      WriteKv(Random(len * nkv * d, 300 + s).data(), Random(len * nkv * d, 320 + s).data(),
+              fill.Slots(block), 0, *cache);
+      batch.token_ids.insert(batch.token_ids.end(), new_tokens, 0);
+      batch.seqs.push_back({new_tokens, len, table, s == 0});
+      const std::vector<float> qs = Random(new_tokens * nq * d, 340 + s);
+      q.insert(q.end(), qs.begin(), qs.end());
+    }
+    std::vector<float> got(batch.token_ids.size() * nq * d), sgemm(got.size());
+    PagedAttentionAvx2(q.data(), batch, *cache, 0, p, got.data());
+    PagedAttentionSgemm(q.data(), batch, *cache, 0, p, sgemm.data());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << "window " << window << ", index " << i;
+      ASSERT_NEAR(got[i], sgemm[i], 1e-5) << "window " << window << ", index " << i;
+    }
   }
 }
 

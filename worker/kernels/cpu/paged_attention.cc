@@ -9,6 +9,7 @@
 
 #include "worker/dtype.h"
 #include "worker/kernels/cpu/attention_amx.h"
+#include "worker/kernels/cpu/attention_avx2.h"
 #include "worker/kernels/cpu/cpu_threads.h"
 #include "worker/kernels/cpu/vec_math.h"
 
@@ -37,30 +38,8 @@ namespace {
 void SoftmaxRow(float* scores, int64_t columns, int64_t first, int64_t last) {
   float max_score = -INFINITY;
   for (int64_t j = first; j <= last; ++j) max_score = std::max(max_score, scores[j]);
-  std::fill(scores, scores + first, 0.0f);
-  std::fill(scores + last + 1, scores + columns, 0.0f);
-  const int64_t count = last - first + 1;
-  float* row = scores + first;
-  V8 sum = Splat(0.0f);
-  int64_t j = 0;
-  for (; j + 8 <= count; j += 8) {
-    V8 v;
-    std::memcpy(&v, row + j, sizeof(v));
-    v = Exp(v - Splat(max_score));
-    std::memcpy(row + j, &v, sizeof(v));
-    sum += v;
-  }
-  float total = 0.0f;
-  for (int l = 0; l < 8; ++l) total += sum[l];
-  if (j < count) {  // the tail, through the same Exp
-    V8 v = Splat(-INFINITY);
-    std::memcpy(&v, row + j, (count - j) * sizeof(float));
-    v = Exp(v - Splat(max_score));  // -inf lanes give 0
-    std::memcpy(row + j, &v, (count - j) * sizeof(float));
-    for (int64_t l = 0; l < count - j; ++l) total += v[l];
-  }
-  const float inv = 1.0f / total;
-  for (int64_t i = 0; i < count; ++i) row[i] *= inv;
+  const float inv = 1.0f / ExpWindow(scores, columns, first, last, max_score);
+  for (int64_t j = first; j <= last; ++j) scores[j] *= inv;
 }
 
 // Query rows handled by one pair of GEMMs: bounds the scores buffer at kRowsPerChunk ×
@@ -131,10 +110,29 @@ void AttendHeadSgemm(const float* q, const SequenceStep& seq, int64_t t0, int64_
   }
 }
 
+// fn(sequence index, the row of its first new token in the step, kv head) for every
+// (sequence, kv head) pair of the batch, shared out between the compute threads.
+template <typename Fn>
+void ForEachSequenceHead(const StepBatch& batch, int64_t num_kv_heads, const Fn& fn) {
+  std::vector<int64_t> t0(batch.seqs.size());  // flattened index of each one's first token
+  for (size_t s = 1; s < batch.seqs.size(); ++s) {
+    t0[s] = t0[s - 1] + batch.seqs[s - 1].num_new_tokens;
+  }
+  ParallelEach(static_cast<int64_t>(batch.seqs.size()) * num_kv_heads, [&](int64_t pair) {
+    const int64_t s = pair / num_kv_heads;
+    fn(s, t0[s], pair % num_kv_heads);
+  });
+}
+
 }  // namespace
 
 void PagedAttention(const float* q, const StepBatch& batch, const KvCache& cache, int layer,
                     const AttentionParams& p, float* out) {
+  if (cache.bf16() && !attention_amx::Available() && attention_avx2::Available() &&
+      attention_avx2::Supports(p)) {
+    PagedAttentionAvx2(q, batch, cache, layer, p, out);
+    return;
+  }
   if (!cache.bf16() || !attention_amx::Available()) {
     PagedAttentionSgemm(q, batch, cache, layer, p, out);
     return;
@@ -173,25 +171,23 @@ void PagedAttention(const float* q, const StepBatch& batch, const KvCache& cache
 
 void PagedAttentionSgemm(const float* q, const StepBatch& batch, const KvCache& cache, int layer,
                          const AttentionParams& p, float* out) {
-  std::vector<int64_t> t0(batch.seqs.size());  // flattened index of each one's first token
-  for (size_t s = 1; s < batch.seqs.size(); ++s) {
-    t0[s] = t0[s - 1] + batch.seqs[s - 1].num_new_tokens;
-  }
-  const int64_t pairs = static_cast<int64_t>(batch.seqs.size()) * p.num_kv_heads;
-  auto attend = [&](int64_t pair) {
-    const int64_t s = pair / p.num_kv_heads;
-    AttendHeadSgemm(q, batch.seqs[s], t0[s], pair % p.num_kv_heads, cache, layer, p, out);
-  };
-  if (CpuThreads() == 1 || pairs == 1) {
-    for (int64_t pair = 0; pair < pairs; ++pair) attend(pair);
-    return;
-  }
-  // (sequence, kv head) pairs on the compute threads, each pair's GEMMs on its own thread
-  // (OpenBLAS single-threaded meanwhile: the pairs are the parallelism).
+  // Each (sequence, kv head) pair's GEMMs on its own compute thread, OpenBLAS
+  // single-threaded meanwhile (the pairs are the parallelism).
+  const bool threaded =
+      CpuThreads() > 1 && static_cast<int64_t>(batch.seqs.size()) * p.num_kv_heads > 1;
   const int blas_threads = openblas_get_num_threads();
-  openblas_set_num_threads(1);
-  ParallelEach(pairs, attend);
-  openblas_set_num_threads(blas_threads);
+  if (threaded) openblas_set_num_threads(1);
+  ForEachSequenceHead(batch, p.num_kv_heads, [&](int64_t s, int64_t t0, int64_t kv_head) {
+    AttendHeadSgemm(q, batch.seqs[s], t0, kv_head, cache, layer, p, out);
+  });
+  if (threaded) openblas_set_num_threads(blas_threads);
+}
+
+void PagedAttentionAvx2(const float* q, const StepBatch& batch, const KvCache& cache, int layer,
+                        const AttentionParams& p, float* out) {
+  ForEachSequenceHead(batch, p.num_kv_heads, [&](int64_t s, int64_t t0, int64_t kv_head) {
+    attention_avx2::AttendHead(q, batch.seqs[s], t0, kv_head, cache, layer, p, out);
+  });
 }
 
 }  // namespace tpserve

@@ -29,8 +29,10 @@ void WriteKv(const float* k, const float* v, absl::Span<const int64_t> slots, in
              KvCache& cache);
 
 // q: [num_tokens, n_q, d] -> out: [num_tokens, n_q, dv]. Over a bf16 cache on a CPU
-// with AMX, the tile kernel (attention_amx.h: q and the softmax weights rounded to bf16,
-// a row's bits independent of its batch and of how its prompt was chunked); otherwise
+// with AMX, the tile kernel (attention_amx.h: q and the softmax weights rounded to bf16);
+// on other CPUs with AVX2 and FMA, for head sizes that are multiples of 8,
+// PagedAttentionAvx2. Either way a row's bits are independent of its batch, of the thread
+// count, and of how its prompt was chunked. Otherwise (an fp32 cache, other head sizes)
 // PagedAttentionSgemm.
 void PagedAttention(const float* q, const StepBatch& batch, const KvCache& cache, int layer,
                     const AttentionParams& params, float* out);
@@ -39,6 +41,12 @@ void PagedAttention(const float* q, const StepBatch& batch, const KvCache& cache
 // the cache, then OpenBLAS's sgemm for q·kᵀ and P·V, softmax between.
 void PagedAttentionSgemm(const float* q, const StepBatch& batch, const KvCache& cache,
                          int layer, const AttentionParams& params, float* out);
+
+// The same in fp32 over a bf16 cache with AVX2 and FMA (attention_avx2.h): each (sequence,
+// kv head) pair on a compute thread, its keys and values widened a block at a time. Needs
+// attention_avx2::Available() and attention_avx2::Supports(params).
+void PagedAttentionAvx2(const float* q, const StepBatch& batch, const KvCache& cache,
+                        int layer, const AttentionParams& params, float* out);
 
 }  // namespace tpserve
 

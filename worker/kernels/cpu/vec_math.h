@@ -1,12 +1,14 @@
 // Eight-lane fp32 helpers for the CPU elementwise kernels (GCC/Clang vector extensions;
 // the build targets x86-64-v3, so a V8 is one AVX register): load/store, a broadcast, a
-// lane sum in a fixed order, e^x, and elementwise sums. Header-only so that each kernel's
-// loop inlines them. GCC 12 at -O2 leaves a plain elementwise loop scalar (its cheapest
-// vectoriser cost model will not add a runtime alias check or a remainder loop), so the
-// hot loops are written with these.
+// lane sum in a fixed order, e^x, elementwise sums and a masked row of e^x. Header-only
+// so that each kernel's loop inlines them. GCC 12 at -O2 leaves a plain elementwise loop
+// scalar (its cheapest vectoriser cost model will not add a runtime alias check or a
+// remainder loop), so the hot loops are written with these.
 #ifndef TPSERVE_WORKER_KERNELS_CPU_VEC_MATH_H_
 #define TPSERVE_WORKER_KERNELS_CPU_VEC_MATH_H_
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -74,6 +76,32 @@ inline void SumInto(float* dst, const float* a, const float* b, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) Store8(dst + i, Load8(a + i) + Load8(b + i));
   for (; i < n; ++i) dst[i] = a[i] + b[i];
+}
+
+// A row of attention scores in place: columns [first, last] become e^(s − max), the rest
+// +0; returns their sum, taken 8 lanes at a time from `first` and the lanes summed in
+// order (the window's length alone fixes the order).
+inline float ExpWindow(float* row, int64_t columns, int64_t first, int64_t last, float max) {
+  std::fill(row, row + first, 0.0f);
+  std::fill(row + last + 1, row + columns, 0.0f);
+  const int64_t count = last - first + 1;
+  float* w = row + first;
+  const V8 m = Splat(max);
+  V8 sum = Splat(0.0f);
+  int64_t j = 0;
+  for (; j + 8 <= count; j += 8) {
+    const V8 e = Exp(Load8(w + j) - m);
+    Store8(w + j, e);
+    sum += e;
+  }
+  float total = 0.0f;
+  for (int l = 0; l < 8; ++l) total += sum[l];
+  for (; j < count; ++j) {  // the tail through the same Exp, a lane at a time
+    const float e = Exp(Splat(w[j] - max))[0];
+    w[j] = e;
+    total += e;
+  }
+  return total;
 }
 
 }  // namespace tpserve
