@@ -127,9 +127,10 @@ void AttendHead(const float* q, const SequenceStep& seq, int64_t t0, int64_t kv_
   const int64_t tokens_per_chunk = std::max<int64_t>(1, kRowsPerChunk / group);
   const int32_t first_pos = seq.context_len - seq.num_new_tokens;
   const __m256 scale = _mm256_set1_ps(p.scale);
-  // Per thread, grown and kept: keys: [block + 8, d] (rows past the block's last are
-  // read by a pass of 8 and discarded: zero once, never NaN); values: [block, dv];
-  // scores: [rows, columns] of a chunk; the rows' windows, maxima, sums and pointers.
+  // Per thread, grown and kept: keys: [block + 8, d] (a pass of 8 past the block's last
+  // row reads rows whose lanes it drops; zeroed once, so never uninitialised); values:
+  // [block, dv]; scores: [rows, columns] of a chunk; the rows' windows, maxima, sums and
+  // pointers.
   thread_local std::vector<float> keys, values, scores, row_max, row_sum;
   thread_local std::vector<int64_t> lo, hi;
   thread_local std::vector<const float*> weight_rows;
@@ -138,8 +139,7 @@ void AttendHead(const float* q, const SequenceStep& seq, int64_t t0, int64_t kv_
     keys.assign((block + kScoresPerPass) * d, 0.0f);
   }
   if (static_cast<int64_t>(values.size()) < block * dv) values.resize(block * dv);
-  // Widens columns [c0, c1) (positions base + c) of the key or value heads out of the
-  // cache into dst, [c1 - c0, width].
+  // Column c's key or value head in the cache (position base + c).
   auto row = [&](bool key, int32_t base, int64_t c) {
     const int32_t pos = base + static_cast<int32_t>(c);
     const int64_t slot =
@@ -147,6 +147,7 @@ void AttendHead(const float* q, const SequenceStep& seq, int64_t t0, int64_t kv_
     return key ? cache.key_bf16(layer, slot) + kv_head * d
                : cache.value_bf16(layer, slot) + kv_head * dv;
   };
+  // Columns [c0, c1) of the key or value heads widened into dst, [c1 - c0, width].
   auto widen = [&](bool key, int32_t base, int64_t c0, int64_t c1, float* dst) {
     const int64_t width = key ? d : dv;
     for (int64_t c = c0; c < c1; ++c) WidenRow(row(key, base, c), width, dst + (c - c0) * width);
