@@ -100,6 +100,8 @@ void FoldRows(int rows, const float* const* p, const float* v, int64_t dv, int64
 }
 
 // dst[0, width) = the bf16 src widened (exactly), 8 at a time (width a multiple of 8).
+// Inlined: Bf16ToFloats (dtype.h), a call a row with a scalar tail, made the whole kernel
+// 1.1x slower at decodes.
 inline void WidenRow(const uint16_t* src, int64_t width, float* dst) {
   for (int64_t c = 0; c < width; c += 8) {
     const __m128i half = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c));
@@ -152,16 +154,6 @@ void AttendHead(const float* q, const SequenceStep& seq, int64_t t0, int64_t kv_
     const int64_t width = key ? d : dv;
     for (int64_t c = c0; c < c1; ++c) WidenRow(row(key, base, c), width, dst + (c - c0) * width);
   };
-  // Asks for the lines of columns [c0, c1)'s heads ahead of their widening: the rows lie
-  // a cache row apart, and the block before is computed meanwhile.
-  auto prefetch = [&](bool key, int32_t base, int64_t c0, int64_t c1) {
-    const int64_t bytes = (key ? d : dv) * int64_t{sizeof(uint16_t)};
-    for (int64_t c = c0; c < c1; ++c) {
-      const char* src = reinterpret_cast<const char*>(row(key, base, c));
-      for (int64_t at = 0; at < bytes; at += 64) _mm_prefetch(src + at, _MM_HINT_T0);
-      _mm_prefetch(src + bytes - 1, _MM_HINT_T0);  // a row that straddles a line
-    }
-  };
   for (int32_t i0 = 0; i0 < seq.num_new_tokens; i0 += tokens_per_chunk) {
     const int32_t i1 =
         static_cast<int32_t>(std::min<int64_t>(seq.num_new_tokens, i0 + tokens_per_chunk));
@@ -190,15 +182,10 @@ void AttendHead(const float* q, const SequenceStep& seq, int64_t t0, int64_t kv_
       }
     }
     // Scores of each row's window and their maximum, a block of keys at a time.
-    prefetch(true, base, 0, std::min(columns, block));
     for (int64_t b0 = 0; b0 < columns; b0 += block) {
       const int64_t b1 = std::min(columns, b0 + block);
       widen(true, base, b0, b1, keys.data());
-      if (b1 < columns) {
-        prefetch(true, base, b1, std::min(columns, b1 + block));
-      } else {
-        prefetch(false, base, 0, std::min(columns, block));
-      }
+
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t j0 = std::max(lo[r], b0), j1 = std::min(hi[r] + 1, b1);
         if (j0 >= j1) continue;
@@ -232,7 +219,6 @@ void AttendHead(const float* q, const SequenceStep& seq, int64_t t0, int64_t kv_
     for (int64_t b0 = 0; b0 < columns; b0 += block) {
       const int64_t b1 = std::min(columns, b0 + block);
       widen(false, base, b0, b1, values.data());
-      if (b1 < columns) prefetch(false, base, b1, std::min(columns, b1 + block));
       for (int64_t r = 0; r < rows; r += kTileRows) {
         const int n = static_cast<int>(std::min<int64_t>(kTileRows, rows - r));
         int64_t j0 = lo[r], j1 = hi[r] + 1;

@@ -4,8 +4,8 @@
 //
 // The new tokens' query rows — (token, query head of the group) pairs — are taken in
 // chunks of up to kRowsPerChunk. Per chunk, two passes over the positions any row sees,
-// in blocks of a few KiB, each block's rows asked for while the block before is computed:
-// each block's keys are widened out of the cache into L1 and every row's scores against
+// in blocks of a few KiB: each block's keys are widened out of the cache into L1 (software
+// prefetches of the next block's rows measured slower) and every row's scores against
 // them computed (eight positions at a time, each score a dot product of eight lane partial
 // sums over d, the lanes summed in one fixed tree, then scaled), the row's maximum kept;
 // each row's weights e^(s − max) over its window (ExpWindow, vec_math.h) and their sum;
