@@ -132,10 +132,9 @@ void AttendHead(const float* q, const SequenceStep& seq, int64_t t0, int64_t kv_
   // Per thread, grown and kept: keys: [block + 8, d] (a pass of 8 past the block's last
   // row reads rows whose lanes it drops; zeroed once, so never uninitialised); values:
   // [block, dv]; scores: [rows, columns] of a chunk; the rows' windows, maxima, sums and
-  // pointers.
+  // output rows.
   thread_local std::vector<float> keys, values, scores, row_max, row_sum;
   thread_local std::vector<int64_t> lo, hi;
-  thread_local std::vector<const float*> weight_rows;
   thread_local std::vector<float*> out_rows;
   if (static_cast<int64_t>(keys.size()) < (block + kScoresPerPass) * d) {
     keys.assign((block + kScoresPerPass) * d, 0.0f);
@@ -167,7 +166,6 @@ void AttendHead(const float* q, const SequenceStep& seq, int64_t t0, int64_t kv_
     hi.resize(rows);
     row_max.assign(rows, -INFINITY);
     row_sum.resize(rows);
-    weight_rows.resize(rows);
     out_rows.resize(rows);
     for (int32_t i = i0; i < i1; ++i) {  // row (i, g): token i, query head kv_head·G + g
       const int32_t pos = first_pos + i;
@@ -176,7 +174,6 @@ void AttendHead(const float* q, const SequenceStep& seq, int64_t t0, int64_t kv_
         const int64_t r = (i - i0) * group + g;
         lo[r] = first - base;
         hi[r] = pos - base;
-        weight_rows[r] = &scores[r * columns];
         out_rows[r] = out + ((t0 + i) * p.num_heads + kv_head * group + g) * dv;
         std::memset(out_rows[r], 0, dv * sizeof(float));
       }
@@ -231,7 +228,7 @@ void AttendHead(const float* q, const SequenceStep& seq, int64_t t0, int64_t kv_
         if (j0 >= j1) continue;
         // Block-relative: the weights shifted so that column b0 + j is at index j.
         const float* w[kTileRows];
-        for (int t = 0; t < n; ++t) w[t] = weight_rows[r + t] + b0;
+        for (int t = 0; t < n; ++t) w[t] = &scores[(r + t) * columns + b0];
         FoldRows(n, w, values.data(), dv, j0 - b0, j1 - b0, &out_rows[r]);
       }
     }
