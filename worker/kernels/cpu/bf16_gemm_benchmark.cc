@@ -37,6 +37,7 @@
 #include "worker/dtype.h"
 #include "worker/kernels/cpu/bf16_amx.h"
 #include "worker/kernels/cpu/bf16_gemm.h"
+#include "worker/kernels/cpu/cpu_threads.h"
 #include "worker/kernels/cpu/gemm.h"
 #include "worker/kernels/cpu/int8_gemm.h"
 #include "worker/kernels/cpu/openblas_core.h"
@@ -341,6 +342,7 @@ absl::Status Run(const Flags& f) {
     for (size_t ti = 0; ti < thread_counts.size(); ++ti) {
       SetBf16GemmThreads(thread_counts[ti]);
       SetGemmThreads(thread_counts[ti]);
+      SetCpuThreads(thread_counts[ti]);  // the AVX2 and int8 kernels' threads
       for (int32_t m : row_counts) {
         absl::Status status;
         const double bf16_s = TimePerCall(copies, f.min_seconds, [&](int c) {
