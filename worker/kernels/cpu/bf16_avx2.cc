@@ -25,8 +25,11 @@
 //   beat widening 256-column chunks into an L1 panel for 6-row tiles, as a BLAS kernel
 //   does (the previous arrangement from 17 rows), 1.1-1.3x at 16-32 rows and even at 512.
 //   Up to 256 rows of x share one pass over the weight.
+// - A pass needs 10 accumulators to cover the FMA latency (two pipes, 5 cycles on Zen 2),
+//   so a remainder of 1-3 rows runs over two blocks at once, 4 accumulators a row: 8 rows
+//   are a 5-row tile and a 3-row two-block tile, not two 4-row tiles (PlanTiles).
 // - x is laid out tile by tile, a column's rows side by side: broadcasts from rows 8 KiB
-//   apart cost 20-25%. Tiles are as even as they go (Tiles). Scratch is kept per thread.
+//   apart cost 20-25%. Scratch is kept per thread.
 
 namespace tpserve {
 namespace bf16_avx2 {
@@ -36,6 +39,7 @@ constexpr int64_t kPairElems = 2 * kRowsPerBlock;  // bf16 per column pair of a 
 constexpr int64_t kPrefetchElems = 1024;           // 2 KiB ahead of the stream
 constexpr int64_t kRowGroup = 256;                 // rows of x prepared at a time
 constexpr int kTileRows = 6;                       // rows of x per pass over a block
+constexpr int kMaxTwoBlockRows = 3;                // rows of x per pass over two blocks
 
 // Column 2p of 8 rows (the low halves of their 32-bit words), as fp32.
 inline __m256 Even(__m256i w) { return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)); }
@@ -43,6 +47,12 @@ inline __m256 Even(__m256i w) { return _mm256_castsi256_ps(_mm256_slli_epi32(w, 
 inline __m256 Odd(__m256i w) {
   return _mm256_castsi256_ps(
       _mm256_and_si256(w, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+
+// Odd's value by two shifts: no mask constant, so a kernel with every register taken needs
+// none spare for it.
+inline __m256 OddByShifts(__m256i w) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_srli_epi32(w, 16), 16));
 }
 
 inline __m256i Load8Rows(const uint16_t* p) {
@@ -91,21 +101,31 @@ enum class Ahead {
   kNone,       // the block is in L2 already, and so is the next one
   kThisBlock,  // the block streams from memory: its lines 2 KiB ahead, into L1
   kNextBlock,  // the block is in L2: the next block's line at the same place, into L2
+  // Both: the one-block pass of a group whose other tile is a two-block one (which then
+  // asks for nothing, its two blocks in L2), so the next block streams in over every pass.
+  kThisAndNext,
 };
 
 // A tile of MB rows of prepared x (column c of row i at x + c·MB + i) against one block
 // over all `pairs` column pairs, chains from zero: row i's 16 sums to sums + 16·i.
+// Not inlined: compiled apart from its callers, its loop keeps its 12 accumulators in
+// registers whatever else MatMulBlocks holds (inlined, a change elsewhere in MatMulBlocks
+// once sent accumulators to the stack).
 template <int MB, Ahead kAhead>
-void RunBlock(const float* x, const uint16_t* blk, int64_t pairs, const uint16_t* next,
-              float* sums) {
+__attribute__((noinline)) void RunBlock(const float* x, const uint16_t* blk, int64_t pairs,
+                                        const uint16_t* next, float* sums) {
   static_assert(MB >= 1 && MB <= kTileRows);
   __m256 lo[MB], hi[MB];  // rows 0-7 and 8-15 of the block, per row of x
 #pragma GCC unroll 8
   for (int i = 0; i < MB; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
   for (int64_t p = 0; p < pairs; ++p) {
     const uint16_t* w = blk + p * kPairElems;
-    if constexpr (kAhead == Ahead::kThisBlock) Prefetch(w + kPrefetchElems);
-    if constexpr (kAhead == Ahead::kNextBlock) PrefetchToL2(next + p * kPairElems);
+    if constexpr (kAhead == Ahead::kThisBlock || kAhead == Ahead::kThisAndNext) {
+      Prefetch(w + kPrefetchElems);
+    }
+    if constexpr (kAhead == Ahead::kNextBlock || kAhead == Ahead::kThisAndNext) {
+      PrefetchToL2(next + p * kPairElems);
+    }
     const __m256 e0 = Even(Load8Rows(w)), e1 = Even(Load8Rows(w + 16));
 #pragma GCC unroll 8
     for (int i = 0; i < MB; ++i) {
@@ -115,11 +135,12 @@ void RunBlock(const float* x, const uint16_t* blk, int64_t pairs, const uint16_t
     }
     // The same line again for the odd column (an L1 hit): the compiler would otherwise
     // keep its raw words in two registers for the whole step, and 12 accumulators leave
-    // none spare. As inlined into MatMul the loop runs at 93-97% of the FMA peak from 32
-    // rows (docs/perf.md); register allocation is fragile here, so measure any change.
+    // none spare; widened by two shifts, which need no mask register. The loop runs at
+    // 93-97% of the FMA peak from 32 rows (docs/perf.md); register allocation is fragile
+    // here, so measure any change (and look for ymm spills in the disassembly).
     const uint16_t* w_odd = w;
     asm("" : "+r"(w_odd));
-    const __m256 o0 = Odd(Load8Rows(w_odd)), o1 = Odd(Load8Rows(w_odd + 16));
+    const __m256 o0 = OddByShifts(Load8Rows(w_odd)), o1 = OddByShifts(Load8Rows(w_odd + 16));
 #pragma GCC unroll 8
     for (int i = 0; i < MB; ++i) {
       const __m256 xb = _mm256_broadcast_ss(x + (2 * p + 1) * MB + i);
@@ -147,19 +168,190 @@ void RunBlockRows(int rows, const float* x, const uint16_t* blk, int64_t pairs,
   }
 }
 
-// `rows` rows in ceil(rows / max_rows) tiles as even as they go (16 at most 6 → 6, 5, 5;
-// 32 → 6, 6, 5, 5, 5, 5): a kernel needs 4 rows (8 accumulators) to keep the
-// FMA pipes busy, and a remainder tile of 1 or 2 would run at half speed. Each tile is
-// (first row, rows).
-std::vector<std::pair<int64_t, int>> Tiles(int64_t rows, int64_t max_rows) {
-  const int64_t count = (rows + max_rows - 1) / max_rows;
+// RunTwoBlocks<3>, written out: twelve accumulators, three broadcasts and one weight take
+// all 16 registers, and compiled from intrinsics two accumulators went to the stack each
+// pass (their chains then waited on store forwarding, and the tile ran slower than two
+// one-block passes). Registers: ymm0-2 rows 0-2 of block a's outputs 0-7, ymm3-5 its
+// outputs 8-15, ymm6-11 block b's alike; ymm12-14 the rows' x, ymm15 the weight. The same
+// FMAs in the same order for each output as RunTwoBlocks<MB < 3> and RunBlock.
+#define TPSERVE_WIDEN_EVEN(off, blk) \
+  "vmovdqu " off "(%[" blk "]), %%ymm15\n\t" \
+  "vpslld $16, %%ymm15, %%ymm15\n\t"
+#define TPSERVE_WIDEN_ODD(off, blk) \
+  "vmovdqu " off "(%[" blk "]), %%ymm15\n\t" \
+  "vpsrld $16, %%ymm15, %%ymm15\n\t" \
+  "vpslld $16, %%ymm15, %%ymm15\n\t"
+#define TPSERVE_FMA_ROWS(r0, r1, r2) \
+  "vfmadd231ps %%ymm15, %%ymm12, %%ymm" r0 "\n\t" \
+  "vfmadd231ps %%ymm15, %%ymm13, %%ymm" r1 "\n\t" \
+  "vfmadd231ps %%ymm15, %%ymm14, %%ymm" r2 "\n\t"
+#define TPSERVE_BROADCAST_X(o0, o1, o2) \
+  "vbroadcastss " o0 "(%[x]), %%ymm12\n\t" \
+  "vbroadcastss " o1 "(%[x]), %%ymm13\n\t" \
+  "vbroadcastss " o2 "(%[x]), %%ymm14\n\t"
+#define TPSERVE_STORE_ROW(reg_lo, reg_hi, off_lo, off_hi, dst) \
+  "vmovups %%ymm" reg_lo ", " off_lo "(%[" dst "])\n\t" \
+  "vmovups %%ymm" reg_hi ", " off_hi "(%[" dst "])\n\t"
+#define TPSERVE_TWO_BLOCKS_THREE_ROWS(AHEAD)                                                \
+  "vxorps %%xmm0, %%xmm0, %%xmm0\n\t"                                                     \
+  "vxorps %%xmm1, %%xmm1, %%xmm1\n\tvxorps %%xmm2, %%xmm2, %%xmm2\n\t"                    \
+  "vxorps %%xmm3, %%xmm3, %%xmm3\n\tvxorps %%xmm4, %%xmm4, %%xmm4\n\t"                    \
+  "vxorps %%xmm5, %%xmm5, %%xmm5\n\tvxorps %%xmm6, %%xmm6, %%xmm6\n\t"                    \
+  "vxorps %%xmm7, %%xmm7, %%xmm7\n\tvxorps %%xmm8, %%xmm8, %%xmm8\n\t"                    \
+  "vxorps %%xmm9, %%xmm9, %%xmm9\n\tvxorps %%xmm10, %%xmm10, %%xmm10\n\t"                 \
+  "vxorps %%xmm11, %%xmm11, %%xmm11\n\t"                                                  \
+  "test %[pairs], %[pairs]\n\t"                                                           \
+  "jle 2f\n"                                                                              \
+  "1:\n\t" AHEAD TPSERVE_BROADCAST_X("0", "4", "8")                                       \
+  TPSERVE_WIDEN_EVEN("0", "a") TPSERVE_FMA_ROWS("0", "1", "2")                            \
+  TPSERVE_WIDEN_EVEN("32", "a") TPSERVE_FMA_ROWS("3", "4", "5")                           \
+  TPSERVE_WIDEN_EVEN("0", "b") TPSERVE_FMA_ROWS("6", "7", "8")                            \
+  TPSERVE_WIDEN_EVEN("32", "b") TPSERVE_FMA_ROWS("9", "10", "11")                         \
+  TPSERVE_BROADCAST_X("12", "16", "20")                                                   \
+  TPSERVE_WIDEN_ODD("0", "a") TPSERVE_FMA_ROWS("0", "1", "2")                             \
+  TPSERVE_WIDEN_ODD("32", "a") TPSERVE_FMA_ROWS("3", "4", "5")                            \
+  TPSERVE_WIDEN_ODD("0", "b") TPSERVE_FMA_ROWS("6", "7", "8")                             \
+  TPSERVE_WIDEN_ODD("32", "b") TPSERVE_FMA_ROWS("9", "10", "11")                          \
+  "add $24, %[x]\n\t"                                                                     \
+  "add $64, %[a]\n\t"                                                                     \
+  "add $64, %[b]\n\t"                                                                     \
+  "dec %[pairs]\n\t"                                                                      \
+  "jnz 1b\n"                                                                              \
+  "2:\n\t"                                                                                \
+  TPSERVE_STORE_ROW("0", "3", "0", "32", "sa") TPSERVE_STORE_ROW("1", "4", "64", "96", "sa") \
+  TPSERVE_STORE_ROW("2", "5", "128", "160", "sa")                                         \
+  TPSERVE_STORE_ROW("6", "9", "0", "32", "sb") TPSERVE_STORE_ROW("7", "10", "64", "96", "sb") \
+  TPSERVE_STORE_ROW("8", "11", "128", "160", "sb")
+
+template <Ahead kAhead>
+__attribute__((noinline)) void TwoBlocksThreeRows(const float* x, const uint16_t* a,
+                                                  const uint16_t* b, int64_t pairs,
+                                                  float* sums_a, float* sums_b) {
+  static_assert(kAhead == Ahead::kThisBlock || kAhead == Ahead::kNone);
+  static_assert(kPrefetchElems * sizeof(uint16_t) == 2048 && kPairElems == 32 &&
+                kRowsPerBlock == 16);
+#define TPSERVE_OPERANDS                                                                  \
+  : [x] "+r"(x), [a] "+r"(a), [b] "+r"(b), [pairs] "+r"(pairs)                            \
+  : [sa] "r"(sums_a), [sb] "r"(sums_b)                                                    \
+  : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",        \
+    "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc"
+  if constexpr (kAhead == Ahead::kThisBlock) {
+    asm volatile(TPSERVE_TWO_BLOCKS_THREE_ROWS(
+        "prefetcht0 2048(%[a])\n\tprefetcht0 2048(%[b])\n\t") TPSERVE_OPERANDS);
+  } else {
+    asm volatile(TPSERVE_TWO_BLOCKS_THREE_ROWS("") TPSERVE_OPERANDS);
+  }
+#undef TPSERVE_OPERANDS
+}
+#undef TPSERVE_TWO_BLOCKS_THREE_ROWS
+#undef TPSERVE_STORE_ROW
+#undef TPSERVE_BROADCAST_X
+#undef TPSERVE_FMA_ROWS
+#undef TPSERVE_WIDEN_ODD
+#undef TPSERVE_WIDEN_EVEN
+
+// A tile of MB <= 3 rows against two blocks a and b at once, 4·MB chains: over one block
+// its 2·MB would leave the FMA pipes idle much of the time (docs/perf.md). Each output is
+// the same chain as RunBlock's. Row i's 16 sums of block a to sums_a + 16·i, of b to
+// sums_b + 16·i. kThisBlock streams both blocks; kNone finds them in L2.
+template <int MB, Ahead kAhead>
+__attribute__((noinline)) void RunTwoBlocks(const float* x, const uint16_t* a,
+                                            const uint16_t* b, int64_t pairs, float* sums_a,
+                                            float* sums_b) {
+  static_assert(MB >= 1 && MB < kMaxTwoBlockRows);  // 3: TwoBlocksThreeRows
+  static_assert(kAhead == Ahead::kThisBlock || kAhead == Ahead::kNone);
+  __m256 acc[4][MB];  // per weight vector (a's rows 0-7, 8-15, b's alike), per row of x
+#pragma GCC unroll 4
+  for (int v = 0; v < 4; ++v) {
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; ++i) acc[v][i] = _mm256_setzero_ps();
+  }
+  for (int64_t p = 0; p < pairs; ++p) {
+    const uint16_t* wa = a + p * kPairElems;
+    const uint16_t* wb = b + p * kPairElems;
+    if constexpr (kAhead == Ahead::kThisBlock) {
+      Prefetch(wa + kPrefetchElems);
+      Prefetch(wb + kPrefetchElems);
+    }
+    const uint16_t* const vectors[4] = {wa, wa + 16, wb, wb + 16};
+    // One column of the pair: its x (MB values) times the four weight vectors, widened.
+    auto column = [&](const float* xc, auto widen) {
+      __m256 xb[MB];
+#pragma GCC unroll 4
+      for (int i = 0; i < MB; ++i) xb[i] = _mm256_broadcast_ss(xc + i);
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        const __m256 w = widen(Load8Rows(vectors[v]));
+#pragma GCC unroll 4
+        for (int i = 0; i < MB; ++i) acc[v][i] = _mm256_fmadd_ps(w, xb[i], acc[v][i]);
+      }
+    };
+    column(x + 2 * p * MB, [](__m256i w) { return Even(w); });
+    column(x + (2 * p + 1) * MB, [](__m256i w) { return OddByShifts(w); });
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < MB; ++i) {
+    _mm256_storeu_ps(sums_a + i * kRowsPerBlock, acc[0][i]);
+    _mm256_storeu_ps(sums_a + i * kRowsPerBlock + 8, acc[1][i]);
+    _mm256_storeu_ps(sums_b + i * kRowsPerBlock, acc[2][i]);
+    _mm256_storeu_ps(sums_b + i * kRowsPerBlock + 8, acc[3][i]);
+  }
+}
+
+template <Ahead kAhead>
+void RunTwoBlocksRows(int rows, const float* x, const uint16_t* a, const uint16_t* b,
+                      int64_t pairs, float* sums_a, float* sums_b) {
+  switch (rows) {
+    case 1: return RunTwoBlocks<1, kAhead>(x, a, b, pairs, sums_a, sums_b);
+    case 2: return RunTwoBlocks<2, kAhead>(x, a, b, pairs, sums_a, sums_b);
+    default: return TwoBlocksThreeRows<kAhead>(x, a, b, pairs, sums_a, sums_b);
+  }
+}
+
+// How a group's rows are split into tiles. Each pass of a tile over a block needs 10 FMA
+// chains to cover the FMA latency (5 cycles, two pipes): a one-block tile of r rows has
+// 2r, a two-block tile 4r. So: one-block tiles of 6 rows, then the remainder as a 5-row
+// tile and a two-block tile of at most 3 rows (8 → 5 + 3, 7 → 5 + 2, 4 → 4, 10 → 5 + 5).
+// Each tile is (first row, rows); `two_block` is the last tile's, if it has one.
+struct TilePlan {
   std::vector<std::pair<int64_t, int>> tiles;
-  for (int64_t t = 0, first = 0; t < count; ++t) {
-    const int64_t n = rows / count + (t < rows % count ? 1 : 0);
-    tiles.emplace_back(first, static_cast<int>(n));
+  bool two_block = false;
+};
+
+TilePlan PlanTiles(int64_t rows) {
+  std::vector<int> sizes(static_cast<size_t>(rows / kTileRows), kTileRows);
+  bool two_block = false;
+  switch (rows % kTileRows) {
+    case 0: break;
+    case 5: sizes.push_back(5); break;
+    case 4:
+      if (sizes.empty()) {
+        sizes.push_back(4);
+      } else {
+        sizes.back() = 5;
+        sizes.push_back(5);
+      }
+      break;
+    case 3: sizes.push_back(3); two_block = true; break;
+    default: {  // 1 or 2: a 6 becomes a 5, and a two-block tile takes the rest
+      int rest = static_cast<int>(rows % kTileRows);
+      if (!sizes.empty()) {
+        sizes.back() = 5;
+        ++rest;
+      }
+      sizes.push_back(rest);
+      two_block = true;
+      break;
+    }
+  }
+  TilePlan plan;
+  plan.two_block = two_block;
+  int64_t first = 0;
+  for (int n : sizes) {
+    plan.tiles.emplace_back(first, n);
     first += n;
   }
-  return tiles;
+  return plan;
 }
 
 // 8 floats rounded to bf16 (nearest even; a NaN stays a NaN, made quiet), as fp32: the
@@ -283,16 +475,22 @@ void MatMulBlocks(const float* x, int64_t m, const uint16_t* packed, int64_t n_o
       }
       continue;
     }
-    const auto tiles = Tiles(g, kTileRows);
-    PrepareTiles(x + g0 * k, k, k_pad, tiles, xt);
+    const TilePlan plan = PlanTiles(g);
+    PrepareTiles(x + g0 * k, k, k_pad, plan.tiles, xt);
+    const size_t singles = plan.tiles.size() - (plan.two_block ? 1 : 0);
+    const int64_t single_rows = plan.two_block ? plan.tiles.back().first : g;
     for (int64_t b = block_begin; b < block_end; ++b) {
       const uint16_t* blk = packed + b * block_elems;
       const uint16_t* next = b + 1 < block_end ? blk + block_elems : nullptr;
-      for (size_t t = 0; t < tiles.size(); ++t) {
-        const auto [i, rows] = tiles[t];
+      // One-block tiles: the first streams the block, the second asks for the next one
+      // into L2; with a two-block tile beside a single one-block tile, that one does both.
+      for (size_t t = 0; t < singles; ++t) {
+        const auto [i, rows] = plan.tiles[t];
         const float* xi = xt + i * k_pad;
         float* sums = block_sums + i * kRowsPerBlock;
-        if (t == 0) {
+        if (t == 0 && singles == 1 && plan.two_block && next != nullptr) {
+          RunBlockRows<Ahead::kThisAndNext>(rows, xi, blk, pairs, next, sums);
+        } else if (t == 0) {
           RunBlockRows<Ahead::kThisBlock>(rows, xi, blk, pairs, nullptr, sums);
         } else if (t == 1 && next != nullptr) {
           RunBlockRows<Ahead::kNextBlock>(rows, xi, blk, pairs, next, sums);
@@ -300,7 +498,34 @@ void MatMulBlocks(const float* x, int64_t m, const uint16_t* packed, int64_t n_o
           RunBlockRows<Ahead::kNone>(rows, xi, blk, pairs, nullptr, sums);
         }
       }
-      for (int64_t i = 0; i < g; ++i) put(g0 + i, b, block_sums + i * kRowsPerBlock);
+      for (int64_t i = 0; i < single_rows; ++i) {
+        put(g0 + i, b, block_sums + i * kRowsPerBlock);
+      }
+      if (!plan.two_block) continue;
+      // The two-block tile runs at the second block of each pair in the run, over the pair
+      // (streaming both if it is the only tile); a run's unpaired last block gets it alone.
+      const auto [i, rows] = plan.tiles.back();
+      const float* xi = xt + i * k_pad;
+      float* sums = block_sums + i * kRowsPerBlock;
+      const bool second = (b - block_begin) % 2 == 1;
+      if (!second && next != nullptr) continue;
+      if (!second) {
+        if (singles == 0) {
+          RunBlockRows<Ahead::kThisBlock>(rows, xi, blk, pairs, nullptr, sums);
+        } else {
+          RunBlockRows<Ahead::kNone>(rows, xi, blk, pairs, nullptr, sums);
+        }
+      } else {
+        float prev_sums[kMaxTwoBlockRows * kRowsPerBlock];
+        const uint16_t* prev = blk - block_elems;
+        if (singles == 0) {
+          RunTwoBlocksRows<Ahead::kThisBlock>(rows, xi, prev, blk, pairs, prev_sums, sums);
+        } else {
+          RunTwoBlocksRows<Ahead::kNone>(rows, xi, prev, blk, pairs, prev_sums, sums);
+        }
+        for (int r = 0; r < rows; ++r) put(g0 + i + r, b - 1, prev_sums + r * kRowsPerBlock);
+      }
+      for (int r = 0; r < rows; ++r) put(g0 + i + r, b, sums + r * kRowsPerBlock);
     }
   }
 }

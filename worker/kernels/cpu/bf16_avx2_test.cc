@@ -69,18 +69,20 @@ void ExpectBitExact(int64_t n_out, int64_t k, const std::vector<int64_t>& ms) {
 
 TEST(Bf16Avx2Test, TinyOddShapesAreBitExact) {
   for (int64_t n_out : {1, 3, 15, 16, 17, 33}) {
-    for (int64_t k : {1, 2, 3, 15, 16, 17}) ExpectBitExact(n_out, k, {1, 2, 3, 4, 5, 6, 9, 11});
+    for (int64_t k : {1, 2, 3, 15, 16, 17}) ExpectBitExact(n_out, k, {1, 2, 3, 4, 5, 6, 7, 8, 9, 11});
   }
 }
 
 TEST(Bf16Avx2Test, TilesPrefetchesAndRowGroupsAreBitExact) {
   // 201 output rows are 13 blocks, the last partly padding. Rows of x: 1 (two blocks at a
-  // time, the 13th alone), 2-6 (one tile), 7 (tiles of 4 and 3), 13 (5, 4, 4: a third
-  // pass after the one that fetches the next block), 40 (even tiles of up to 6), 257 (row
-  // groups of 129 and 128).
-  ExpectBitExact(201, 2048, {1, 2, 3, 4, 5, 6, 7, 13, 16, 40, 257});
+  // time, the 13th alone), 2 and 3 (a two-block tile only, streaming both blocks; the 13th
+  // block alone), 4 (one tile), 7 (5 + 2 over two blocks), 8 (5 + 3 over two blocks: the
+  // 5-row pass also asks for the next block), 9 (6 + 3), 13 (6, 5, 2 over two blocks: a
+  // third pass after the one that asks for the next block), 14 (6, 5, 3), 16 (6, 5, 5), 40
+  // (6s, 5 and 5), 257 (row groups of 129 and 128).
+  ExpectBitExact(201, 2048, {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 14, 16, 40, 257});
   // k = 5633: odd, so the last column pair is half padding.
-  ExpectBitExact(45, 5633, {1, 6, 65});
+  ExpectBitExact(45, 5633, {1, 3, 6, 8, 65});
 }
 
 // The reference itself: within fp32 summation error of the exact (double) dot product.
@@ -113,12 +115,13 @@ TEST(Bf16Avx2Test, RowDoesNotDependOnItsBatch) {
 }
 
 // The compute threads split the output blocks (at least 8 each): 2 and 3 threads give 1
-// thread's bits at batch 1 (blocks in pairs) and 70 (row tiles), over 21 blocks.
+// thread's bits at batch 1 (blocks in pairs), 3 and 8 (two-block tiles, paired within each
+// thread's runs of blocks) and 70 (row tiles), over 21 blocks.
 TEST(Bf16Avx2Test, ThreadCountChangesNoBits) {
   const int64_t n_out = 333, k = 300;
   const Case c = MakeWeight(n_out, k, 7);
   const std::vector<float> x = RandomNormal(70 * k, 8);
-  for (int64_t m : {1, 70}) {
+  for (int64_t m : {1, 3, 8, 70}) {
     SetCpuThreads(1);
     std::vector<float> one(m * n_out), many(m * n_out);
     MatMul(x.data(), m, c.packed.data(), n_out, k, one.data(), false);
