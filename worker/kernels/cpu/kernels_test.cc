@@ -12,6 +12,7 @@
 #include "worker/kernels/cpu/attention_amx.h"
 #include "worker/kernels/cpu/attention_avx2.h"
 #include "worker/kernels/cpu/cpu_threads.h"
+#include "worker/kernels/cpu/gemm.h"
 #include "worker/kernels/cpu/norm_activation.h"
 #include "worker/kernels/cpu/paged_attention.h"
 #include "worker/kernels/cpu/rope.h"
@@ -663,8 +664,10 @@ TEST(PagedAttentionTest, Bf16WideScoreRangeMatchesDense) {
 
 // Each kernel the compute threads split (cpu_threads.h) gives the same bits on 1, 2 and
 // 3 threads: norms and activations by rows, rotary embeddings by tokens, attention by
-// (sequence, kv head) over a batch of a long prompt, a short one and decodes.
+// (sequence, kv head) over a batch of a long prompt, a short one and decodes. OpenBLAS
+// has threads of its own meanwhile, which must not change the fp32 cache's sgemm path.
 TEST(ThreadCountTest, ChangesNoBitOfAnyKernel) {
+  SetGemmThreads(3);
   const int64_t rows = 67, dim = 2048, width = 1408;
   const auto x = Random(rows * dim, 61), add = Random(rows * dim, 62), w = Random(dim, 63);
   const auto gate_up = Random(rows * 2 * width, 64);
@@ -722,6 +725,7 @@ TEST(ThreadCountTest, ChangesNoBitOfAnyKernel) {
     }
   }
   SetCpuThreads(1);
+  SetGemmThreads(1);
 }
 
 }  // namespace

@@ -172,15 +172,16 @@ void PagedAttention(const float* q, const StepBatch& batch, const KvCache& cache
 void PagedAttentionSgemm(const float* q, const StepBatch& batch, const KvCache& cache, int layer,
                          const AttentionParams& p, float* out) {
   // Each (sequence, kv head) pair's GEMMs on its own compute thread, OpenBLAS
-  // single-threaded meanwhile (the pairs are the parallelism).
-  const bool threaded =
-      CpuThreads() > 1 && static_cast<int64_t>(batch.seqs.size()) * p.num_kv_heads > 1;
+  // single-threaded meanwhile (the pairs are the parallelism). Single-threaded also when
+  // the compute threads are one: OpenBLAS's threads split an sgemm's sums differently, so
+  // a row's bits would depend on OpenBLAS's own thread count (OPENBLAS_NUM_THREADS or the
+  // last SetGemmThreads), not on the rank's configuration alone.
   const int blas_threads = openblas_get_num_threads();
-  if (threaded) openblas_set_num_threads(1);
+  if (blas_threads != 1) openblas_set_num_threads(1);
   ForEachSequenceHead(batch, p.num_kv_heads, [&](int64_t s, int64_t t0, int64_t kv_head) {
     AttendHeadSgemm(q, batch.seqs[s], t0, kv_head, cache, layer, p, out);
   });
-  if (threaded) openblas_set_num_threads(blas_threads);
+  if (blas_threads != 1) openblas_set_num_threads(blas_threads);
 }
 
 void PagedAttentionAvx2(const float* q, const StepBatch& batch, const KvCache& cache, int layer,
