@@ -247,10 +247,13 @@ absl::Status Coordinate(const Flags& f) {
   std::vector<int32_t> tps;
   TPSERVE_RETURN_IF_ERROR(ParseIdList(f.tp, &tps));
   for (int tp : tps) {
-    const double bw = MeasureReadBandwidth(tp, 256 << 20, 5);
+    // Read by as many threads as the ranks compute with: one thread alone reads at about
+    // half the machine's rate on some hosts (Zen 2), and the floor would be twice too low.
+    const int readers = tp * static_cast<int>(f.threads);
+    const double bw = MeasureReadBandwidth(readers, 256 << 20, 5);
     const double floor_ms = 1e3 * step_bytes / (bw * 1e9);
-    std::printf("BANDWIDTH tp=%d read_GB_s=%.2f decode_floor_ms=%.2f (%.1f tok/s)\n", tp, bw,
-                floor_ms, 1e3 / floor_ms);
+    std::printf("BANDWIDTH tp=%d read_GB_s=%.2f decode_floor_ms=%.2f (%.1f tok/s) threads=%d\n",
+                tp, bw, floor_ms, 1e3 / floor_ms, readers);
     std::fflush(stdout);
     TPSERVE_RETURN_IF_ERROR(RunPool(f, tp));
   }
