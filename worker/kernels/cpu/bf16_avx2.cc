@@ -49,10 +49,15 @@ inline __m256 Odd(__m256i w) {
       _mm256_and_si256(w, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
 }
 
-// Odd's value by two shifts: no mask constant, so a kernel with every register taken needs
-// none spare for it.
-inline __m256 OddByShifts(__m256i w) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_srli_epi32(w, 16), 16));
+// Odd's value, the mask read from memory by the AND itself: a kernel with every register
+// taken needs none for the mask (the compiler would keep it in one, and spill an
+// accumulator instead).
+alignas(32) constexpr uint32_t kHighHalves[8] = {0xFFFF0000u, 0xFFFF0000u, 0xFFFF0000u,
+                                                 0xFFFF0000u, 0xFFFF0000u, 0xFFFF0000u,
+                                                 0xFFFF0000u, 0xFFFF0000u};
+inline __m256 OddMaskInMemory(__m256i w) {
+  asm("vpand %[mask], %[w], %[w]" : [w] "+x"(w) : [mask] "m"(kHighHalves));
+  return _mm256_castsi256_ps(w);
 }
 
 inline __m256i Load8Rows(const uint16_t* p) {
@@ -135,12 +140,12 @@ __attribute__((noinline)) void RunBlock(const float* x, const uint16_t* blk, int
     }
     // The same line again for the odd column (an L1 hit): the compiler would otherwise
     // keep its raw words in two registers for the whole step, and 12 accumulators leave
-    // none spare; widened by two shifts, which need no mask register. The loop runs at
-    // 93-97% of the FMA peak from 32 rows (docs/perf.md); register allocation is fragile
-    // here, so measure any change (and look for ymm spills in the disassembly).
+    // none spare, nor one for Odd's mask. Register allocation is fragile here, so measure
+    // any change (and look for ymm spills in the disassembly).
     const uint16_t* w_odd = w;
     asm("" : "+r"(w_odd));
-    const __m256 o0 = OddByShifts(Load8Rows(w_odd)), o1 = OddByShifts(Load8Rows(w_odd + 16));
+    const __m256 o0 = OddMaskInMemory(Load8Rows(w_odd));
+    const __m256 o1 = OddMaskInMemory(Load8Rows(w_odd + 16));
 #pragma GCC unroll 8
     for (int i = 0; i < MB; ++i) {
       const __m256 xb = _mm256_broadcast_ss(x + (2 * p + 1) * MB + i);
@@ -172,8 +177,9 @@ void RunBlockRows(int rows, const float* x, const uint16_t* blk, int64_t pairs,
 // all 16 registers, and compiled from intrinsics two accumulators went to the stack each
 // pass (their chains then waited on store forwarding, and the tile ran slower than two
 // one-block passes). Registers: ymm0-2 rows 0-2 of block a's outputs 0-7, ymm3-5 its
-// outputs 8-15, ymm6-11 block b's alike; ymm12-14 the rows' x, ymm15 the weight. The same
-// FMAs in the same order for each output as RunTwoBlocks<MB < 3> and RunBlock.
+// outputs 8-15, ymm6-11 block b's alike; ymm12-14 the rows' x, ymm15 the weight (the odd
+// column's widened by two shifts: an AND with the mask in memory ran 3-5% slower here). The
+// same FMAs in the same order for each output as RunTwoBlocks<MB < 3> and RunBlock.
 #define TPSERVE_WIDEN_EVEN(off, blk) \
   "vmovdqu " off "(%[" blk "]), %%ymm15\n\t" \
   "vpslld $16, %%ymm15, %%ymm15\n\t"
@@ -287,7 +293,7 @@ __attribute__((noinline)) void RunTwoBlocks(const float* x, const uint16_t* a,
       }
     };
     column(x + 2 * p * MB, [](__m256i w) { return Even(w); });
-    column(x + (2 * p + 1) * MB, [](__m256i w) { return OddByShifts(w); });
+    column(x + (2 * p + 1) * MB, [](__m256i w) { return OddMaskInMemory(w); });
   }
 #pragma GCC unroll 4
   for (int i = 0; i < MB; ++i) {
