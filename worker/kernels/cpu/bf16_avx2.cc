@@ -179,7 +179,9 @@ void RunBlockRows(int rows, const float* x, const uint16_t* blk, int64_t pairs,
 // one-block passes). Registers: ymm0-2 rows 0-2 of block a's outputs 0-7, ymm3-5 its
 // outputs 8-15, ymm6-11 block b's alike; ymm12-14 the rows' x, ymm15 the weight (the odd
 // column's widened by two shifts: an AND with the mask in memory ran 3-5% slower here). The
-// same FMAs in the same order for each output as RunTwoBlocks<MB < 3> and RunBlock.
+// same FMAs in the same order for each output as RunTwoBlocks<MB < 3> and RunBlock. It ends
+// with vzeroupper, as the compiler ends its AVX functions (SSE code after it pays no
+// transition penalty on Intel cores).
 #define TPSERVE_WIDEN_EVEN(off, blk) \
   "vmovdqu " off "(%[" blk "]), %%ymm15\n\t" \
   "vpslld $16, %%ymm15, %%ymm15\n\t"
@@ -227,7 +229,8 @@ void RunBlockRows(int rows, const float* x, const uint16_t* blk, int64_t pairs,
   TPSERVE_STORE_ROW("0", "3", "0", "32", "sa") TPSERVE_STORE_ROW("1", "4", "64", "96", "sa") \
   TPSERVE_STORE_ROW("2", "5", "128", "160", "sa")                                         \
   TPSERVE_STORE_ROW("6", "9", "0", "32", "sb") TPSERVE_STORE_ROW("7", "10", "64", "96", "sb") \
-  TPSERVE_STORE_ROW("8", "11", "128", "160", "sb")
+  TPSERVE_STORE_ROW("8", "11", "128", "160", "sb")                                        \
+  "vzeroupper\n\t"
 
 template <Ahead kAhead>
 __attribute__((noinline)) void TwoBlocksThreeRows(const float* x, const uint16_t* a,

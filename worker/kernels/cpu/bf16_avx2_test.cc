@@ -69,7 +69,9 @@ void ExpectBitExact(int64_t n_out, int64_t k, const std::vector<int64_t>& ms) {
 
 TEST(Bf16Avx2Test, TinyOddShapesAreBitExact) {
   for (int64_t n_out : {1, 3, 15, 16, 17, 33}) {
-    for (int64_t k : {1, 2, 3, 15, 16, 17}) ExpectBitExact(n_out, k, {1, 2, 3, 4, 5, 6, 7, 8, 9, 11});
+    for (int64_t k : {1, 2, 3, 15, 16, 17}) {
+      ExpectBitExact(n_out, k, {1, 2, 3, 4, 5, 6, 7, 8, 9, 11});
+    }
   }
 }
 
