@@ -384,8 +384,9 @@ inline __m256 RoundToBf16(__m256 f) {
 // to bf16, zero past k. 8 columns at a time: each row's 8 rounded in a vector, then
 // written out column by column.
 void PrepareTiles(const float* x, int64_t k, int64_t k_pad,
-                  const std::vector<std::pair<int64_t, int>>& tiles, float* xt) {
-  for (const auto& [first, n] : tiles) {
+                  const std::pair<int64_t, int>* tiles, size_t count, float* xt) {
+  for (size_t t = 0; t < count; ++t) {
+    const auto [first, n] = tiles[t];
     float* base = xt + first * k_pad;
     const float* rows = x + first * k;
     int64_t c0 = 0;
@@ -440,102 +441,89 @@ uint16_t PackedAt(const uint16_t* packed, int64_t k, int64_t row, int64_t col) {
 
 namespace {
 
-// MatMul for output blocks [block_begin, block_end).
-void MatMulBlocks(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, int64_t k,
-                  float* y, bool accumulate, int64_t block_begin, int64_t block_end) {
+// One row group's outputs for output blocks [block_begin, block_end): xt holds the group's
+// g rows as PrepareTiles laid them out for `plan`; y is the group's first row of output.
+void GroupBlocks(const float* xt, int64_t g, const TilePlan& plan, const uint16_t* packed,
+                 int64_t n_out, int64_t k, float* y, bool accumulate, int64_t block_begin,
+                 int64_t block_end) {
   const int64_t k_pad = PaddedCols(k);
   const int64_t pairs = k_pad / 2;
   const int64_t block_elems = kRowsPerBlock * k_pad;
-  // Row groups as even as they go (300 rows: 150 and 150, not 256 and 44): each pass over
-  // the weight then has rows enough to keep the FMA pipes busy.
-  const int64_t groups = (m + kRowGroup - 1) / kRowGroup;
-  const int64_t group = (m + groups - 1) / groups;
-  // Scratch kept per calling thread between calls (grown, never shrunk: at most kRowGroup
-  // rows of x, 11 MiB at k = 11008), so a call does not fault in fresh pages. xt: [group,
-  // k_pad] as PrepareTiles lays it out; sums: [group, 16], one block's outputs. The
-  // kernels load unaligned.
-  thread_local std::vector<float> xt_scratch, sums_scratch;
-  auto get = [](std::vector<float>& v, int64_t floats) {
-    if (static_cast<int64_t>(v.size()) < floats) v.resize(static_cast<size_t>(floats));
-    return v.data();
-  };
-  float* xt = get(xt_scratch, group * k_pad);
-  float* block_sums = get(sums_scratch, group * kRowsPerBlock);
+  // One block's outputs, [g, 16], kept per thread between calls (grown, never shrunk).
+  thread_local std::vector<float> sums_scratch;
+  if (static_cast<int64_t>(sums_scratch.size()) < g * kRowsPerBlock) {
+    sums_scratch.resize(static_cast<size_t>(g * kRowsPerBlock));
+  }
+  float* block_sums = sums_scratch.data();
   // y[row][16b + j] = sums[j], skipping the padding rows.
   auto put = [&](int64_t row, int64_t b, const float* sums) {
     for (int64_t j = 0; j < kRowsPerBlock && b * kRowsPerBlock + j < n_out; ++j) {
       Store(y + row * n_out + b * kRowsPerBlock + j, sums[j], accumulate);
     }
   };
-  for (int64_t g0 = 0; g0 < m; g0 += group) {
-    const int64_t g = std::min(group, m - g0);
-    if (g == 1) {
-      PrepareTiles(x + g0 * k, k, k_pad, {{0, 1}}, xt);
-      for (int64_t b = block_begin; b < block_end; b += 2) {
-        float sums[2 * kRowsPerBlock];
-        if (b + 1 < block_end) {
-          OneRowTwoBlocks(xt, packed + b * block_elems, packed + (b + 1) * block_elems, pairs,
-                          sums);
-          put(g0, b + 1, sums + kRowsPerBlock);
-        } else {
-          RunBlock<1, Ahead::kThisBlock>(xt, packed + b * block_elems, pairs, nullptr, sums);
-        }
-        put(g0, b, sums);
+  if (g == 1) {
+    for (int64_t b = block_begin; b < block_end; b += 2) {
+      float sums[2 * kRowsPerBlock];
+      if (b + 1 < block_end) {
+        OneRowTwoBlocks(xt, packed + b * block_elems, packed + (b + 1) * block_elems, pairs,
+                        sums);
+        put(0, b + 1, sums + kRowsPerBlock);
+      } else {
+        RunBlock<1, Ahead::kThisBlock>(xt, packed + b * block_elems, pairs, nullptr, sums);
       }
-      continue;
+      put(0, b, sums);
     }
-    const TilePlan plan = PlanTiles(g);
-    PrepareTiles(x + g0 * k, k, k_pad, plan.tiles, xt);
-    const size_t singles = plan.tiles.size() - (plan.two_block ? 1 : 0);
-    const int64_t single_rows = plan.two_block ? plan.tiles.back().first : g;
-    for (int64_t b = block_begin; b < block_end; ++b) {
-      const uint16_t* blk = packed + b * block_elems;
-      const uint16_t* next = b + 1 < block_end ? blk + block_elems : nullptr;
-      // One-block tiles: the first streams the block, the second asks for the next one
-      // into L2; with a two-block tile beside a single one-block tile, that one does both.
-      for (size_t t = 0; t < singles; ++t) {
-        const auto [i, rows] = plan.tiles[t];
-        const float* xi = xt + i * k_pad;
-        float* sums = block_sums + i * kRowsPerBlock;
-        if (t == 0 && singles == 1 && plan.two_block && next != nullptr) {
-          RunBlockRows<Ahead::kThisAndNext>(rows, xi, blk, pairs, next, sums);
-        } else if (t == 0) {
-          RunBlockRows<Ahead::kThisBlock>(rows, xi, blk, pairs, nullptr, sums);
-        } else if (t == 1 && next != nullptr) {
-          RunBlockRows<Ahead::kNextBlock>(rows, xi, blk, pairs, next, sums);
-        } else {
-          RunBlockRows<Ahead::kNone>(rows, xi, blk, pairs, nullptr, sums);
-        }
-      }
-      for (int64_t i = 0; i < single_rows; ++i) {
-        put(g0 + i, b, block_sums + i * kRowsPerBlock);
-      }
-      if (!plan.two_block) continue;
-      // The two-block tile runs at the second block of each pair in the run, over the pair
-      // (streaming both if it is the only tile); a run's unpaired last block gets it alone.
-      const auto [i, rows] = plan.tiles.back();
+    return;
+  }
+  const size_t singles = plan.tiles.size() - (plan.two_block ? 1 : 0);
+  const int64_t single_rows = plan.two_block ? plan.tiles.back().first : g;
+  for (int64_t b = block_begin; b < block_end; ++b) {
+    const uint16_t* blk = packed + b * block_elems;
+    const uint16_t* next = b + 1 < block_end ? blk + block_elems : nullptr;
+    // One-block tiles: the first streams the block, the second asks for the next one
+    // into L2; with a two-block tile beside a single one-block tile, that one does both.
+    for (size_t t = 0; t < singles; ++t) {
+      const auto [i, rows] = plan.tiles[t];
       const float* xi = xt + i * k_pad;
       float* sums = block_sums + i * kRowsPerBlock;
-      const bool second = (b - block_begin) % 2 == 1;
-      if (!second && next != nullptr) continue;
-      if (!second) {
-        if (singles == 0) {
-          RunBlockRows<Ahead::kThisBlock>(rows, xi, blk, pairs, nullptr, sums);
-        } else {
-          RunBlockRows<Ahead::kNone>(rows, xi, blk, pairs, nullptr, sums);
-        }
+      if (t == 0 && singles == 1 && plan.two_block && next != nullptr) {
+        RunBlockRows<Ahead::kThisAndNext>(rows, xi, blk, pairs, next, sums);
+      } else if (t == 0) {
+        RunBlockRows<Ahead::kThisBlock>(rows, xi, blk, pairs, nullptr, sums);
+      } else if (t == 1 && next != nullptr) {
+        RunBlockRows<Ahead::kNextBlock>(rows, xi, blk, pairs, next, sums);
       } else {
-        float prev_sums[kMaxTwoBlockRows * kRowsPerBlock];
-        const uint16_t* prev = blk - block_elems;
-        if (singles == 0) {
-          RunTwoBlocksRows<Ahead::kThisBlock>(rows, xi, prev, blk, pairs, prev_sums, sums);
-        } else {
-          RunTwoBlocksRows<Ahead::kNone>(rows, xi, prev, blk, pairs, prev_sums, sums);
-        }
-        for (int r = 0; r < rows; ++r) put(g0 + i + r, b - 1, prev_sums + r * kRowsPerBlock);
+        RunBlockRows<Ahead::kNone>(rows, xi, blk, pairs, nullptr, sums);
       }
-      for (int r = 0; r < rows; ++r) put(g0 + i + r, b, sums + r * kRowsPerBlock);
     }
+    for (int64_t i = 0; i < single_rows; ++i) {
+      put(i, b, block_sums + i * kRowsPerBlock);
+    }
+    if (!plan.two_block) continue;
+    // The two-block tile runs at the second block of each pair in the run, over the pair
+    // (streaming both if it is the only tile); a run's unpaired last block gets it alone.
+    const auto [i, rows] = plan.tiles.back();
+    const float* xi = xt + i * k_pad;
+    float* sums = block_sums + i * kRowsPerBlock;
+    const bool second = (b - block_begin) % 2 == 1;
+    if (!second && next != nullptr) continue;
+    if (!second) {
+      if (singles == 0) {
+        RunBlockRows<Ahead::kThisBlock>(rows, xi, blk, pairs, nullptr, sums);
+      } else {
+        RunBlockRows<Ahead::kNone>(rows, xi, blk, pairs, nullptr, sums);
+      }
+    } else {
+      float prev_sums[kMaxTwoBlockRows * kRowsPerBlock];
+      const uint16_t* prev = blk - block_elems;
+      if (singles == 0) {
+        RunTwoBlocksRows<Ahead::kThisBlock>(rows, xi, prev, blk, pairs, prev_sums, sums);
+      } else {
+        RunTwoBlocksRows<Ahead::kNone>(rows, xi, prev, blk, pairs, prev_sums, sums);
+      }
+      for (int r = 0; r < rows; ++r) put(i + r, b - 1, prev_sums + r * kRowsPerBlock);
+    }
+    for (int r = 0; r < rows; ++r) put(i + r, b, sums + r * kRowsPerBlock);
   }
 }
 
@@ -544,13 +532,38 @@ void MatMulBlocks(const float* x, int64_t m, const uint16_t* packed, int64_t n_o
 void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, int64_t k,
             float* y, bool accumulate) {
   if (m <= 0) return;
-  // The compute threads take runs of output blocks (at least 8: 128 outputs) as they become
-  // free; every output is one chain whatever the split or the pairing of blocks, so no bit
-  // moves.
-  ParallelChunks(PaddedRows(n_out) / kRowsPerBlock, /*min_chunk=*/8, CpuThreads(),
-                 [&](int64_t begin, int64_t end) {
-                   MatMulBlocks(x, m, packed, n_out, k, y, accumulate, begin, end);
-                 });
+  const int64_t k_pad = PaddedCols(k);
+  // Row groups as even as they go (300 rows: 150 and 150, not 256 and 44): each pass over
+  // the weight then has rows enough to keep the FMA pipes busy.
+  const int64_t groups = (m + kRowGroup - 1) / kRowGroup;
+  const int64_t group = (m + groups - 1) / groups;
+  // The group's x as PrepareTiles lays it out, [group, k_pad], kept per calling thread
+  // between calls (grown, never shrunk: at most kRowGroup rows, 11 MiB at k = 11008), so a
+  // call does not fault in fresh pages. The kernels load unaligned.
+  thread_local std::vector<float> xt_scratch;
+  if (static_cast<int64_t>(xt_scratch.size()) < group * k_pad) {
+    xt_scratch.resize(static_cast<size_t>(group * k_pad));
+  }
+  float* xt = xt_scratch.data();
+  for (int64_t g0 = 0; g0 < m; g0 += group) {
+    const int64_t g = std::min(group, m - g0);
+    const TilePlan plan = g == 1 ? TilePlan{{{0, 1}}, false} : PlanTiles(g);
+    // x rounded and laid out once a group, its tiles shared out between the compute
+    // threads (prepared by each thread for each run of blocks it took, it had cost 7-9% of
+    // the GEMM's time at 8-32 rows).
+    ParallelRanges(static_cast<int64_t>(plan.tiles.size()), 1, [&](int64_t t0, int64_t t1) {
+      PrepareTiles(x + g0 * k, k, k_pad, plan.tiles.data() + t0, static_cast<size_t>(t1 - t0),
+                   xt);
+    });
+    // The compute threads take runs of output blocks (at least 8: 128 outputs) as they
+    // become free; every output is one chain whatever the split or the pairing of blocks,
+    // so no bit moves.
+    ParallelChunks(PaddedRows(n_out) / kRowsPerBlock, /*min_chunk=*/8, CpuThreads(),
+                   [&](int64_t begin, int64_t end) {
+                     GroupBlocks(xt, g, plan, packed, n_out, k, y + g0 * n_out, accumulate,
+                                 begin, end);
+                   });
+  }
 }
 
 float ReferenceDot(const float* x_row, const float* w_row, int64_t k, bool accumulate,
