@@ -20,7 +20,7 @@ std::vector<int64_t> StepBatch::Slots(int block_size) const {
   slots.reserve(token_ids.size());
   for (const SequenceStep& s : seqs) {
     for (int32_t p = s.context_len - s.num_new_tokens; p < s.context_len; ++p) {
-      slots.push_back(int64_t{s.block_table[p / block_size]} * block_size + p % block_size);
+      slots.push_back(s.SlotOf(p, block_size));
     }
   }
   return slots;

@@ -23,6 +23,12 @@ struct SequenceStep {
   // The sequence's prompt length (longrope picks its factor set by it,
   // RotaryEmbedding::UsesLongFactors); 0: every token counts as generated.
   int32_t num_prompt_tokens = 0;
+
+  // The cache slot of position pos (< context_len): block_table[pos / block_size] ·
+  // block_size + pos % block_size.
+  int64_t SlotOf(int32_t pos, int block_size) const {
+    return int64_t{block_table[pos / block_size]} * block_size + pos % block_size;
+  }
 };
 
 struct StepBatch {

@@ -75,7 +75,7 @@ void FindRows(const SequenceStep& seq, const KvCache& cache, int layer, int32_t 
   const int32_t end = std::min<int64_t>(seq.context_len, base + span);
   for (int32_t pos = std::max(lo, base); pos < end;) {  // a cache block at a time
     const int32_t block = pos / c.block_size;
-    const int64_t slot = int64_t{seq.block_table[block]} * c.block_size + pos % c.block_size;
+    const int64_t slot = seq.SlotOf(pos, c.block_size);
     const uint16_t* k = cache.key_bf16(layer, slot);
     const uint16_t* v = cache.value_bf16(layer, slot);
     const int32_t stop = std::min(end, (block + 1) * c.block_size);

@@ -142,9 +142,7 @@ void AttendHead(const float* q, const SequenceStep& seq, int64_t t0, int64_t kv_
   if (static_cast<int64_t>(values.size()) < block * dv) values.resize(block * dv);
   // Column c's key or value head in the cache (position base + c).
   auto row = [&](bool key, int32_t base, int64_t c) {
-    const int32_t pos = base + static_cast<int32_t>(c);
-    const int64_t slot =
-        int64_t{seq.block_table[pos / block_size]} * block_size + pos % block_size;
+    const int64_t slot = seq.SlotOf(base + static_cast<int32_t>(c), block_size);
     return key ? cache.key_bf16(layer, slot) + kv_head * d
                : cache.value_bf16(layer, slot) + kv_head * dv;
   };

@@ -64,7 +64,7 @@ void AttendHeadSgemm(const float* q, const SequenceStep& seq, int64_t t0, int64_
   values.resize(span * dv);  // [span, dv]
   for (int64_t j = 0; j < span; ++j) {
     const int32_t pos = lo_all + static_cast<int32_t>(j);
-    const int64_t slot = int64_t{seq.block_table[pos / block_size]} * block_size + pos % block_size;
+    const int64_t slot = seq.SlotOf(pos, block_size);
     if (cache.bf16()) {  // widened exactly
       const uint16_t* key = cache.key_bf16(layer, slot) + kv_head * d;
       const uint16_t* value = cache.value_bf16(layer, slot) + kv_head * dv;
