@@ -379,32 +379,22 @@ inline __m256 RoundToBf16(__m256 f) {
       high));
 }
 
-// x: [rows, k] -> xt: each tile's n rows at xt + first·k_pad, column by column (column c
-// of its row i at c·n + i), so a kernel's broadcasts of one column are adjacent; rounded
-// to bf16, zero past k. 8 columns at a time: each row's 8 rounded in a vector, then
-// written out column by column.
-void PrepareTiles(const float* x, int64_t k, int64_t k_pad,
-                  const std::pair<int64_t, int>* tiles, size_t count, float* xt) {
-  for (size_t t = 0; t < count; ++t) {
-    const auto [first, n] = tiles[t];
-    float* base = xt + first * k_pad;
-    const float* rows = x + first * k;
-    int64_t c0 = 0;
-    for (; c0 + 8 <= k; c0 += 8) {
-      float r[kTileRows][8];
-      for (int i = 0; i < n; ++i) {
-        _mm256_storeu_ps(r[i], RoundToBf16(_mm256_loadu_ps(rows + i * k + c0)));
-      }
-      float* out = base + c0 * n;
-      for (int c = 0; c < 8; ++c) {
-        for (int i = 0; i < n; ++i) out[c * n + i] = r[i][c];
-      }
-    }
-    for (int64_t c = c0; c < k_pad; ++c) {
-      for (int i = 0; i < n; ++i) {
-        base[c * n + i] = c < k ? Bf16ToFloat(FloatToBf16(rows[i * k + c])) : 0.0f;
-      }
-    }
+// v[0..7] (8 rows of 8) -> v[c] = column c of the rows.
+inline void Transpose8x8(__m256 v[8]) {
+  __m256 lo[4], hi[4], q[8];
+  for (int i = 0; i < 4; ++i) {
+    lo[i] = _mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]);  // a0 b0 a1 b1 | a4 b4 a5 b5
+    hi[i] = _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]);  // a2 b2 a3 b3 | a6 b6 a7 b7
+  }
+  for (int i = 0; i < 2; ++i) {
+    q[4 * i] = _mm256_shuffle_ps(lo[2 * i], lo[2 * i + 1], 0x44);      // column 0 | 4
+    q[4 * i + 1] = _mm256_shuffle_ps(lo[2 * i], lo[2 * i + 1], 0xEE);  // column 1 | 5
+    q[4 * i + 2] = _mm256_shuffle_ps(hi[2 * i], hi[2 * i + 1], 0x44);  // column 2 | 6
+    q[4 * i + 3] = _mm256_shuffle_ps(hi[2 * i], hi[2 * i + 1], 0xEE);  // column 3 | 7
+  }
+  for (int c = 0; c < 4; ++c) {
+    v[c] = _mm256_permute2f128_ps(q[c], q[c + 4], 0x20);
+    v[c + 4] = _mm256_permute2f128_ps(q[c], q[c + 4], 0x31);
   }
 }
 
@@ -419,6 +409,37 @@ int64_t PaddedRows(int64_t n_out) {
   return (n_out + kRowsPerBlock - 1) / kRowsPerBlock * kRowsPerBlock;
 }
 int64_t PaddedCols(int64_t k) { return (k + 1) / 2 * 2; }
+
+// 8 columns at a time: the tile's rows (up to 8) rounded in vectors and transposed, each
+// column then written with one store of 8, whose lanes past n the next columns' stores
+// overwrite. The last 8 columns' stores are masked to n lanes, so nothing is written past
+// the tile (the next tile may be another thread's). A store a float had cost 2-3% of a
+// 512-row GEMM.
+void PrepareTile(const float* x, int64_t k, int n, float* out) {
+  static_assert(kTileRows <= 8);
+  const int64_t k_pad = PaddedCols(k);
+  const __m256i row_lanes =
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  int64_t c0 = 0;
+  for (; c0 + 8 <= k; c0 += 8) {
+    __m256 v[8];
+    for (int i = 0; i < 8; ++i) {
+      v[i] = i < n ? RoundToBf16(_mm256_loadu_ps(x + i * k + c0)) : _mm256_setzero_ps();
+    }
+    Transpose8x8(v);
+    float* columns = out + c0 * n;
+    if (c0 + 16 <= k) {  // the store past column 7's n lanes lands in the next 8's
+      for (int c = 0; c < 8; ++c) _mm256_storeu_ps(columns + c * n, v[c]);
+    } else {
+      for (int c = 0; c < 8; ++c) _mm256_maskstore_ps(columns + c * n, row_lanes, v[c]);
+    }
+  }
+  for (int64_t c = c0; c < k_pad; ++c) {
+    for (int i = 0; i < n; ++i) {
+      out[c * n + i] = c < k ? Bf16ToFloat(FloatToBf16(x[i * k + c])) : 0.0f;
+    }
+  }
+}
 
 size_t PackedBytes(int64_t n_out, int64_t k) {
   return static_cast<size_t>(PaddedRows(n_out)) * static_cast<size_t>(PaddedCols(k)) *
@@ -441,6 +462,36 @@ uint16_t PackedAt(const uint16_t* packed, int64_t k, int64_t row, int64_t col) {
 
 namespace {
 
+// x: [rows, k] -> xt: each tile's n rows at xt + first·k_pad, as PrepareTile lays them.
+void PrepareTiles(const float* x, int64_t k, int64_t k_pad,
+                  const std::pair<int64_t, int>* tiles, size_t count, float* xt) {
+  for (size_t t = 0; t < count; ++t) {
+    const auto [first, n] = tiles[t];
+    PrepareTile(x + first * k, k, n, xt + first * k_pad);
+  }
+}
+
+// y[row][16b + j] = sums[j] (or += when accumulating), skipping the padding rows. A full
+// block in two vector stores: y's lines are mostly not in cache, and with a store a float
+// the store queue filled with their misses (5% of a 512-row GEMM's time).
+void PutBlock(float* y, int64_t n_out, int64_t row, int64_t b, const float* sums,
+              bool accumulate) {
+  float* dst = y + row * n_out + b * kRowsPerBlock;
+  if ((b + 1) * kRowsPerBlock <= n_out) {
+    __m256 lo = _mm256_loadu_ps(sums), hi = _mm256_loadu_ps(sums + 8);
+    if (accumulate) {
+      lo = _mm256_add_ps(_mm256_loadu_ps(dst), lo);
+      hi = _mm256_add_ps(_mm256_loadu_ps(dst + 8), hi);
+    }
+    _mm256_storeu_ps(dst, lo);
+    _mm256_storeu_ps(dst + 8, hi);
+    return;
+  }
+  for (int64_t j = 0; j < kRowsPerBlock && b * kRowsPerBlock + j < n_out; ++j) {
+    Store(y + row * n_out + b * kRowsPerBlock + j, sums[j], accumulate);
+  }
+}
+
 // One row group's outputs for output blocks [block_begin, block_end): xt holds the group's
 // g rows as PrepareTiles laid them out for `plan`; y is the group's first row of output.
 void GroupBlocks(const float* xt, int64_t g, const TilePlan& plan, const uint16_t* packed,
@@ -455,11 +506,8 @@ void GroupBlocks(const float* xt, int64_t g, const TilePlan& plan, const uint16_
     sums_scratch.resize(static_cast<size_t>(g * kRowsPerBlock));
   }
   float* block_sums = sums_scratch.data();
-  // y[row][16b + j] = sums[j], skipping the padding rows.
   auto put = [&](int64_t row, int64_t b, const float* sums) {
-    for (int64_t j = 0; j < kRowsPerBlock && b * kRowsPerBlock + j < n_out; ++j) {
-      Store(y + row * n_out + b * kRowsPerBlock + j, sums[j], accumulate);
-    }
+    PutBlock(y, n_out, row, b, sums, accumulate);
   };
   if (g == 1) {
     for (int64_t b = block_begin; b < block_end; b += 2) {

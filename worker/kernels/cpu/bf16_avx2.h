@@ -39,6 +39,11 @@ void PackBlocked(const uint16_t* w, int64_t n_out, int64_t k, uint16_t* out);
 // The bf16 bits of weight (row, col) in a packed weight (tests).
 uint16_t PackedAt(const uint16_t* packed, int64_t k, int64_t row, int64_t col);
 
+// x: [n, k] fp32, 1 <= n <= 6 rows of x -> out: [PaddedCols(k), n], column c of row i
+// at c·n + i, rounded to bf16 (nearest even; a NaN stays a NaN, made quiet), zero past k:
+// how MatMul lays out a tile of x for its kernels. Writes nothing else.
+void PrepareTile(const float* x, int64_t k, int n, float* out);
+
 // x: [m, k] fp32, packed: PackBlocked's [n_out, k] -> y: [m, n_out] fp32, y = x · wᵀ
 // (y += x · wᵀ if accumulate). m may be 0; sizes positive, pointers valid (the caller,
 // MatMulBf16, checks them).

@@ -199,6 +199,30 @@ TEST(Bf16Avx2Test, RoundsXAsFloatToBf16) {
   }
 }
 
+// A tile's layout, and nothing written outside it: MatMul's threads prepare neighbouring
+// tiles at once, so a store past a tile's end would race with the next tile's own.
+TEST(Bf16Avx2Test, PrepareTileWritesItsTileOnly) {
+  constexpr float kGuard = -7.25f;
+  for (int n = 1; n <= 6; ++n) {
+    for (int64_t k : {1, 7, 8, 9, 15, 16, 17, 24, 31, 33, 300}) {
+      const std::vector<float> x = RandomNormal(n * k, static_cast<uint32_t>(n * 1000 + k));
+      const int64_t size = PaddedCols(k) * n, guard = 16;
+      std::vector<float> buffer(size + 2 * guard, kGuard);
+      PrepareTile(x.data(), k, n, buffer.data() + guard);
+      for (int64_t j = 0; j < guard; ++j) {
+        ASSERT_EQ(buffer[j], kGuard) << "n " << n << " k " << k << ": before, " << j;
+        ASSERT_EQ(buffer[guard + size + j], kGuard) << "n " << n << " k " << k << ": after";
+      }
+      for (int64_t c = 0; c < PaddedCols(k); ++c) {
+        for (int i = 0; i < n; ++i) {
+          const float want = c < k ? Bf16ToFloat(FloatToBf16(x[i * k + c])) : 0.0f;
+          ASSERT_EQ(buffer[guard + c * n + i], want) << "n " << n << " k " << k << " c " << c;
+        }
+      }
+    }
+  }
+}
+
 TEST(Bf16Avx2Test, ZeroRowsIsANoOp) {
   const Case c = MakeWeight(16, 16, 10);
   float y = 3.0f;
