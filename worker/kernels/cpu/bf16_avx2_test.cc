@@ -1,5 +1,6 @@
 #include "worker/kernels/cpu/bf16_avx2.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -116,14 +117,11 @@ TEST(Bf16Avx2Test, RowDoesNotDependOnItsBatch) {
   }
 }
 
-// The compute threads split the output blocks (at least 8 each): 2 and 3 threads give 1
-// thread's bits at batch 1 (blocks in pairs), 3 and 8 (two-block tiles, paired within each
-// thread's runs of blocks) and 70 (row tiles), over 21 blocks.
-TEST(Bf16Avx2Test, ThreadCountChangesNoBits) {
-  const int64_t n_out = 333, k = 300;
+void ExpectThreadCountChangesNoBits(int64_t n_out, int64_t k, const std::vector<int64_t>& ms) {
   const Case c = MakeWeight(n_out, k, 7);
-  const std::vector<float> x = RandomNormal(70 * k, 8);
-  for (int64_t m : {1, 3, 8, 70}) {
+  const int64_t most = *std::max_element(ms.begin(), ms.end());
+  const std::vector<float> x = RandomNormal(most * k, 8);
+  for (int64_t m : ms) {
     SetCpuThreads(1);
     std::vector<float> one(m * n_out), many(m * n_out);
     MatMul(x.data(), m, c.packed.data(), n_out, k, one.data(), false);
@@ -135,6 +133,15 @@ TEST(Bf16Avx2Test, ThreadCountChangesNoBits) {
     }
   }
   SetCpuThreads(1);
+}
+
+// The compute threads split the output blocks into runs (8 blocks each, or fewer where a
+// block is long): 2 and 3 threads give 1 thread's bits at batch 1 (blocks in pairs), 3 and
+// 8 (two-block tiles, paired within each thread's runs of blocks) and 70 (row tiles), over
+// 21 blocks; and 200 rows at k = 5633 (runs of one block, a two-block tile of 3 rows).
+TEST(Bf16Avx2Test, ThreadCountChangesNoBits) {
+  ExpectThreadCountChangesNoBits(333, 300, {1, 3, 8, 70});
+  ExpectThreadCountChangesNoBits(333, 5633, {200});
 }
 
 TEST(Bf16Avx2Test, PackingKeepsEveryWeightAndZeroesThePadding) {
