@@ -423,6 +423,11 @@ void PrepareTile(const float* x, int64_t k, int n, float* out) {
   const __m256i row_lanes =
       _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   int64_t c0 = 0;
+  if (n == 1) {  // a row is its own layout (decode at batch 1): no transpose
+    for (; c0 + 8 <= k; c0 += 8) {
+      _mm256_storeu_ps(out + c0, RoundToBf16(_mm256_loadu_ps(x + c0)));
+    }
+  }
   for (; c0 + 8 <= k; c0 += 8) {
     __m256 v[8];
     for (int i = 0; i < 8; ++i) {
