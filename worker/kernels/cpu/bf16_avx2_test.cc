@@ -220,9 +220,10 @@ TEST(Bf16Avx2Test, PrepareTileWritesItsTileOnly) {
         ASSERT_EQ(buffer[j], kGuard) << "n " << n << " k " << k << ": before, " << j;
         ASSERT_EQ(buffer[guard + size + j], kGuard) << "n " << n << " k " << k << ": after";
       }
-      for (int64_t c = 0; c < PaddedCols(k); ++c) {
-        for (int i = 0; i < n; ++i) {
-          const float want = c < k ? Bf16ToFloat(FloatToBf16(x[i * k + c])) : 0.0f;
+      for (int i = 0; i < n; ++i) {
+        const std::vector<float> row = RoundedRow(x.data() + i * k, k);
+        for (int64_t c = 0; c < PaddedCols(k); ++c) {
+          const float want = c < k ? row[c] : 0.0f;
           ASSERT_EQ(buffer[guard + c * n + i], want) << "n " << n << " k " << k << " c " << c;
         }
       }
