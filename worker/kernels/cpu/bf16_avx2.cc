@@ -18,9 +18,9 @@
 // - One row of x (decode at batch 1) runs two blocks (32 output rows, 4 accumulators,
 //   two weight streams prefetched 2 KiB ahead) over the whole of k.
 // - More rows run each block over the whole of k, 6 rows of x at a time (12 accumulators),
-//   the weight widened in registers: the first pass reads the block from memory, 2 KiB
-//   ahead, while the second asks for the next block into L2, so the passes after it
-//   compute while the weight streams in. Each half of a column pair's line is loaded
+//   the weight widened in registers: the first pass reads the block 2 KiB ahead, and
+//   every pass asks for its share of the next block's lines, so the weight streams in
+//   while all the passes compute. Each half of a column pair's line is loaded
 //   where it is widened (an L1 hit), leaving the registers to the accumulators. This
 //   beat widening 256-column chunks into an L1 panel for 6-row tiles, as a BLAS kernel
 //   does (the previous arrangement from 17 rows), 1.1-1.3x at 16-32 rows and even at 512.
@@ -69,9 +69,7 @@ inline __m256i Load8Rows(const uint16_t* p) {
 inline void Prefetch(const uint16_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
 }
-inline void PrefetchToL2(const uint16_t* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
-}
+inline void PrefetchToL2(const char* p) { _mm_prefetch(p, _MM_HINT_T1); }
 
 inline void Store(float* y, float sum, bool accumulate) { *y = accumulate ? *y + sum : sum; }
 
@@ -105,12 +103,20 @@ void OneRowTwoBlocks(const float* x, const uint16_t* a, const uint16_t* b, int64
 
 // How a pass over a block asks for weight lines ahead of itself.
 enum class Ahead {
-  kNone,       // the block is in L2 already, and so is the next one
+  kNone,       // the block is in L2 already
   kThisBlock,  // the block streams from memory: its lines 2 KiB ahead, into L1
-  kNextBlock,  // the block is in L2: the next block's line at the same place, into L2
-  // Both: the one-block pass of a group whose other tile is a two-block one (which then
-  // asks for nothing, its two blocks in L2), so the next block streams in over every pass.
-  kThisAndNext,
+  // The block is in cache (or mostly): the pass asks for a later block's lines, the side
+  // stream's, one at side.from + p·side.step each column pair p, with a T1 hint (into L2;
+  // AMD cores before Zen 4 fill L1 too).
+  kSide,
+  kThisAndSide,  // both
+};
+
+// Where a pass asks for lines ahead of the run's passes (kSide): GroupBlocks' side_stream
+// spreads the run's weight over its passes in proportion to their work.
+struct Side {
+  const char* from = nullptr;
+  int64_t step = 0;  // bytes a column pair
 };
 
 // A tile of MB rows of prepared x (column c of row i at x + c·MB + i) against one block
@@ -120,18 +126,18 @@ enum class Ahead {
 // once sent accumulators to the stack).
 template <int MB, Ahead kAhead>
 __attribute__((noinline)) void RunBlock(const float* x, const uint16_t* blk, int64_t pairs,
-                                        const uint16_t* next, float* sums) {
+                                        Side side, float* sums) {
   static_assert(MB >= 1 && MB <= kTileRows);
   __m256 lo[MB], hi[MB];  // rows 0-7 and 8-15 of the block, per row of x
 #pragma GCC unroll 8
   for (int i = 0; i < MB; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
   for (int64_t p = 0; p < pairs; ++p) {
     const uint16_t* w = blk + p * kPairElems;
-    if constexpr (kAhead == Ahead::kThisBlock || kAhead == Ahead::kThisAndNext) {
+    if constexpr (kAhead == Ahead::kThisBlock || kAhead == Ahead::kThisAndSide) {
       Prefetch(w + kPrefetchElems);
     }
-    if constexpr (kAhead == Ahead::kNextBlock || kAhead == Ahead::kThisAndNext) {
-      PrefetchToL2(next + p * kPairElems);
+    if constexpr (kAhead == Ahead::kSide || kAhead == Ahead::kThisAndSide) {
+      PrefetchToL2(side.from + p * side.step);
     }
     const __m256 e0 = Even(Load8Rows(w)), e1 = Even(Load8Rows(w + 16));
 #pragma GCC unroll 8
@@ -163,15 +169,15 @@ __attribute__((noinline)) void RunBlock(const float* x, const uint16_t* blk, int
 }
 
 template <Ahead kAhead>
-void RunBlockRows(int rows, const float* x, const uint16_t* blk, int64_t pairs,
-                  const uint16_t* next, float* sums) {
+void RunBlockRows(int rows, const float* x, const uint16_t* blk, int64_t pairs, Side side,
+                  float* sums) {
   switch (rows) {
-    case 1: return RunBlock<1, kAhead>(x, blk, pairs, next, sums);
-    case 2: return RunBlock<2, kAhead>(x, blk, pairs, next, sums);
-    case 3: return RunBlock<3, kAhead>(x, blk, pairs, next, sums);
-    case 4: return RunBlock<4, kAhead>(x, blk, pairs, next, sums);
-    case 5: return RunBlock<5, kAhead>(x, blk, pairs, next, sums);
-    default: return RunBlock<6, kAhead>(x, blk, pairs, next, sums);
+    case 1: return RunBlock<1, kAhead>(x, blk, pairs, side, sums);
+    case 2: return RunBlock<2, kAhead>(x, blk, pairs, side, sums);
+    case 3: return RunBlock<3, kAhead>(x, blk, pairs, side, sums);
+    case 4: return RunBlock<4, kAhead>(x, blk, pairs, side, sums);
+    case 5: return RunBlock<5, kAhead>(x, blk, pairs, side, sums);
+    default: return RunBlock<6, kAhead>(x, blk, pairs, side, sums);
   }
 }
 
@@ -236,19 +242,24 @@ void RunBlockRows(int rows, const float* x, const uint16_t* blk, int64_t pairs,
 
 template <Ahead kAhead>
 __attribute__((noinline)) void TwoBlocksThreeRows(const float* x, const uint16_t* a,
-                                                  const uint16_t* b, int64_t pairs,
+                                                  const uint16_t* b, int64_t pairs, Side side,
                                                   float* sums_a, float* sums_b) {
-  static_assert(kAhead == Ahead::kThisBlock || kAhead == Ahead::kNone);
+  static_assert(kAhead == Ahead::kThisBlock || kAhead == Ahead::kSide ||
+                kAhead == Ahead::kNone);
+  const char* side_at = side.from;
   static_assert(kPrefetchElems * sizeof(uint16_t) == 2048 && kPairElems == 32 &&
                 kRowsPerBlock == 16);
 #define TPSERVE_OPERANDS                                                                  \
-  : [x] "+r"(x), [a] "+r"(a), [b] "+r"(b), [pairs] "+r"(pairs)                            \
-  : [sa] "r"(sums_a), [sb] "r"(sums_b)                                                    \
+  : [x] "+r"(x), [a] "+r"(a), [b] "+r"(b), [pairs] "+r"(pairs), [side] "+r"(side_at)     \
+  : [sa] "r"(sums_a), [sb] "r"(sums_b), [step] "r"(side.step)                             \
   : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",        \
     "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc"
   if constexpr (kAhead == Ahead::kThisBlock) {
     asm volatile(TPSERVE_TWO_BLOCKS_THREE_ROWS(
         "prefetcht0 2048(%[a])\n\tprefetcht0 2048(%[b])\n\t") TPSERVE_OPERANDS);
+  } else if constexpr (kAhead == Ahead::kSide) {
+    asm volatile(TPSERVE_TWO_BLOCKS_THREE_ROWS(
+        "prefetcht1 (%[side])\n\tadd %[step], %[side]\n\t") TPSERVE_OPERANDS);
   } else {
     asm volatile(TPSERVE_TWO_BLOCKS_THREE_ROWS("") TPSERVE_OPERANDS);
   }
@@ -264,13 +275,14 @@ __attribute__((noinline)) void TwoBlocksThreeRows(const float* x, const uint16_t
 // A tile of MB <= 3 rows against two blocks a and b at once, 4·MB chains: over one block
 // its 2·MB would leave the FMA pipes idle much of the time (docs/perf.md). Each output is
 // the same chain as RunBlock's. Row i's 16 sums of block a to sums_a + 16·i, of b to
-// sums_b + 16·i. kThisBlock streams both blocks; kNone finds them in L2.
+// sums_b + 16·i. kThisBlock streams both blocks; kSide and kNone find them in cache.
 template <int MB, Ahead kAhead>
 __attribute__((noinline)) void RunTwoBlocks(const float* x, const uint16_t* a,
-                                            const uint16_t* b, int64_t pairs, float* sums_a,
-                                            float* sums_b) {
+                                            const uint16_t* b, int64_t pairs, Side side,
+                                            float* sums_a, float* sums_b) {
   static_assert(MB >= 1 && MB < kMaxTwoBlockRows);  // 3: TwoBlocksThreeRows
-  static_assert(kAhead == Ahead::kThisBlock || kAhead == Ahead::kNone);
+  static_assert(kAhead == Ahead::kThisBlock || kAhead == Ahead::kSide ||
+                kAhead == Ahead::kNone);
   __m256 acc[4][MB];  // per weight vector (a's rows 0-7, 8-15, b's alike), per row of x
 #pragma GCC unroll 4
   for (int v = 0; v < 4; ++v) {
@@ -284,6 +296,7 @@ __attribute__((noinline)) void RunTwoBlocks(const float* x, const uint16_t* a,
       Prefetch(wa + kPrefetchElems);
       Prefetch(wb + kPrefetchElems);
     }
+    if constexpr (kAhead == Ahead::kSide) PrefetchToL2(side.from + p * side.step);
     const uint16_t* const vectors[4] = {wa, wa + 16, wb, wb + 16};
     // One column of the pair: its x (MB values) times the four weight vectors, widened.
     auto column = [&](const float* xc, auto widen) {
@@ -311,11 +324,11 @@ __attribute__((noinline)) void RunTwoBlocks(const float* x, const uint16_t* a,
 
 template <Ahead kAhead>
 void RunTwoBlocksRows(int rows, const float* x, const uint16_t* a, const uint16_t* b,
-                      int64_t pairs, float* sums_a, float* sums_b) {
+                      int64_t pairs, Side side, float* sums_a, float* sums_b) {
   switch (rows) {
-    case 1: return RunTwoBlocks<1, kAhead>(x, a, b, pairs, sums_a, sums_b);
-    case 2: return RunTwoBlocks<2, kAhead>(x, a, b, pairs, sums_a, sums_b);
-    default: return TwoBlocksThreeRows<kAhead>(x, a, b, pairs, sums_a, sums_b);
+    case 1: return RunTwoBlocks<1, kAhead>(x, a, b, pairs, side, sums_a, sums_b);
+    case 2: return RunTwoBlocks<2, kAhead>(x, a, b, pairs, side, sums_a, sums_b);
+    default: return TwoBlocksThreeRows<kAhead>(x, a, b, pairs, side, sums_a, sums_b);
   }
 }
 
@@ -524,7 +537,7 @@ void GroupBlocks(const float* xt, int64_t g, const TilePlan& plan, const uint16_
                         sums);
         put(0, b + 1, sums + kRowsPerBlock);
       } else {
-        RunBlock<1, Ahead::kThisBlock>(xt, packed + b * block_elems, pairs, nullptr, sums);
+        RunBlock<1, Ahead::kThisBlock>(xt, packed + b * block_elems, pairs, Side{}, sums);
       }
       put(0, b, sums);
     }
@@ -532,24 +545,48 @@ void GroupBlocks(const float* xt, int64_t g, const TilePlan& plan, const uint16_
   }
   const size_t singles = plan.tiles.size() - (plan.two_block ? 1 : 0);
   const int64_t single_rows = plan.two_block ? plan.tiles.back().first : g;
+  // The side stream, where a block gets two passes or more (g >= 7): the run's weight asked
+  // for one block ahead of the passes, at the rate they compute (a block's lines per g rows
+  // of passes), so memory streams through every pass, the two-block tile's included. Asking
+  // for the whole next block in one pass left memory idle in the others (the 8-row GEMMs
+  // ran at 71-75% of the FMA peak; this made them 1.04-1.08x). A run's first block streams
+  // itself; the stream stops at the run's end. A step is at most 64 bytes a column pair (a
+  // pass of r < g rows: 64·r/g; a two-block tile has at most 3 rows, and g >= 7: 128·3/7),
+  // so no line is skipped. With one pass a block (4-6 rows) that pass streams its block
+  // alone: the side stream made those 0.90-0.97x (on Zen 2 a T1 prefetch fills L1 too).
+  // With no one-block tile (g <= 3) the two-block tile streams its blocks itself.
+  const bool streams = singles + (plan.two_block ? 1 : 0) >= 2;
+  const int64_t block_bytes = block_elems * static_cast<int64_t>(sizeof(uint16_t));
+  const char* const run = reinterpret_cast<const char*>(packed + block_begin * block_elems);
+  const int64_t run_bytes = (block_end - block_begin) * block_bytes;
+  int64_t units = 0;  // rows × blocks of the run's passes so far
+  auto side_stream = [&](int64_t pass_units) {
+    if (!streams) return Side{};
+    auto at = [&](int64_t u) { return std::min(block_bytes + u * block_bytes / g, run_bytes); };
+    const int64_t from = at(units), to = at(units + pass_units);
+    units += pass_units;
+    return to > from ? Side{run + from, (to - from) / pairs} : Side{};
+  };
+  auto one_block = [&](bool first, int rows, const float* xi, const uint16_t* blk,
+                       float* sums) {
+    const Side side = side_stream(rows);
+    if (first) {
+      if (side.from != nullptr) {
+        RunBlockRows<Ahead::kThisAndSide>(rows, xi, blk, pairs, side, sums);
+      } else {
+        RunBlockRows<Ahead::kThisBlock>(rows, xi, blk, pairs, side, sums);
+      }
+    } else if (side.from != nullptr) {
+      RunBlockRows<Ahead::kSide>(rows, xi, blk, pairs, side, sums);
+    } else {
+      RunBlockRows<Ahead::kNone>(rows, xi, blk, pairs, side, sums);
+    }
+  };
   for (int64_t b = block_begin; b < block_end; ++b) {
     const uint16_t* blk = packed + b * block_elems;
-    const uint16_t* next = b + 1 < block_end ? blk + block_elems : nullptr;
-    // One-block tiles: the first streams the block, the second asks for the next one
-    // into L2; with a two-block tile beside a single one-block tile, that one does both.
     for (size_t t = 0; t < singles; ++t) {
       const auto [i, rows] = plan.tiles[t];
-      const float* xi = xt + i * k_pad;
-      float* sums = block_sums + i * kRowsPerBlock;
-      if (t == 0 && singles == 1 && plan.two_block && next != nullptr) {
-        RunBlockRows<Ahead::kThisAndNext>(rows, xi, blk, pairs, next, sums);
-      } else if (t == 0) {
-        RunBlockRows<Ahead::kThisBlock>(rows, xi, blk, pairs, nullptr, sums);
-      } else if (t == 1 && next != nullptr) {
-        RunBlockRows<Ahead::kNextBlock>(rows, xi, blk, pairs, next, sums);
-      } else {
-        RunBlockRows<Ahead::kNone>(rows, xi, blk, pairs, nullptr, sums);
-      }
+      one_block(t == 0, rows, xt + i * k_pad, blk, block_sums + i * kRowsPerBlock);
     }
     for (int64_t i = 0; i < single_rows; ++i) {
       put(i, b, block_sums + i * kRowsPerBlock);
@@ -561,20 +598,23 @@ void GroupBlocks(const float* xt, int64_t g, const TilePlan& plan, const uint16_
     const float* xi = xt + i * k_pad;
     float* sums = block_sums + i * kRowsPerBlock;
     const bool second = (b - block_begin) % 2 == 1;
-    if (!second && next != nullptr) continue;
+    if (!second && b + 1 < block_end) continue;
     if (!second) {
       if (singles == 0) {
-        RunBlockRows<Ahead::kThisBlock>(rows, xi, blk, pairs, nullptr, sums);
+        RunBlockRows<Ahead::kThisBlock>(rows, xi, blk, pairs, Side{}, sums);
       } else {
-        RunBlockRows<Ahead::kNone>(rows, xi, blk, pairs, nullptr, sums);
+        one_block(false, rows, xi, blk, sums);
       }
     } else {
       float prev_sums[kMaxTwoBlockRows * kRowsPerBlock];
       const uint16_t* prev = blk - block_elems;
+      const Side side = singles == 0 ? Side{} : side_stream(2 * rows);
       if (singles == 0) {
-        RunTwoBlocksRows<Ahead::kThisBlock>(rows, xi, prev, blk, pairs, prev_sums, sums);
+        RunTwoBlocksRows<Ahead::kThisBlock>(rows, xi, prev, blk, pairs, side, prev_sums, sums);
+      } else if (side.from != nullptr) {
+        RunTwoBlocksRows<Ahead::kSide>(rows, xi, prev, blk, pairs, side, prev_sums, sums);
       } else {
-        RunTwoBlocksRows<Ahead::kNone>(rows, xi, prev, blk, pairs, prev_sums, sums);
+        RunTwoBlocksRows<Ahead::kNone>(rows, xi, prev, blk, pairs, side, prev_sums, sums);
       }
       for (int r = 0; r < rows; ++r) put(i + r, b - 1, prev_sums + r * kRowsPerBlock);
     }

@@ -79,10 +79,10 @@ TEST(Bf16Avx2Test, TinyOddShapesAreBitExact) {
 TEST(Bf16Avx2Test, TilesPrefetchesAndRowGroupsAreBitExact) {
   // 201 output rows are 13 blocks, the last partly padding. Rows of x: 1 (two blocks at a
   // time, the 13th alone), 2 and 3 (a two-block tile only, streaming both blocks; the 13th
-  // block alone), 4 (one tile), 7 (5 + 2 over two blocks), 8 (5 + 3 over two blocks: the
-  // 5-row pass also asks for the next block), 9 (6 + 3), 13 (6, 5, 2 over two blocks: a
-  // third pass after the one that asks for the next block), 14 (6, 5, 3), 16 (6, 5, 5), 40
-  // (6s, 5 and 5), 257 (row groups of 129 and 128).
+  // block alone), 4 (one tile, streaming its block), 7 (5 + 2 over two blocks), 8 (5 + 3
+  // over two blocks), 9 (6 + 3), 13 (6, 5, 2 over two blocks), 14 (6, 5, 3), 16 (6, 5, 5),
+  // 40 (6s, 5 and 5), 257 (row groups of 129 and 128): from 7 rows every pass asks for its
+  // share of the next block, and the run's last block for none.
   ExpectBitExact(201, 2048, {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 14, 16, 40, 257});
   // k = 5633: odd, so the last column pair is half padding.
   ExpectBitExact(45, 5633, {1, 3, 6, 8, 65});
