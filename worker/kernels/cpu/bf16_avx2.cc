@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -26,8 +27,8 @@
 //   does (the previous arrangement from 17 rows), 1.1-1.3x at 16-32 rows and even at 512.
 //   Up to 256 rows of x share one pass over the weight.
 // - A pass needs 10 accumulators to cover the FMA latency (two pipes, 5 cycles on Zen 2),
-//   so a remainder of 1-3 rows runs over two blocks at once, 4 accumulators a row: 8 rows
-//   are a 5-row tile and a 3-row two-block tile, not two 4-row tiles (PlanTiles).
+//   so a remainder of 1-3 rows runs over two or three blocks at once: 8 rows are a 6-row
+//   tile and a 2-row tile over three blocks, not two 4-row tiles (PlanTiles).
 // - x is laid out tile by tile, a column's rows side by side: broadcasts from rows 8 KiB
 //   apart cost 20-25%. Scratch is kept per thread.
 
@@ -39,7 +40,7 @@ constexpr int64_t kPairElems = 2 * kRowsPerBlock;  // bf16 per column pair of a 
 constexpr int64_t kPrefetchElems = 1024;           // 2 KiB ahead of the stream
 constexpr int64_t kRowGroup = 256;                 // rows of x prepared at a time
 constexpr int kTileRows = 6;                       // rows of x per pass over a block
-constexpr int kMaxTwoBlockRows = 3;                // rows of x per pass over two blocks
+constexpr int kMaxTwoBlockRows = 3;                // rows of x per pass over two blocks or three
 constexpr int64_t kShortBlockRun = 8;              // least blocks a thread takes at a time
 constexpr int64_t kRunWork = int64_t{1} << 20;     // or least rows × k_pad × blocks, if fewer
 
@@ -266,6 +267,84 @@ __attribute__((noinline)) void TwoBlocksThreeRows(const float* x, const uint16_t
 #undef TPSERVE_OPERANDS
 }
 #undef TPSERVE_TWO_BLOCKS_THREE_ROWS
+
+// Two rows of x against three blocks a, b and c at once, written out like
+// TwoBlocksThreeRows: twelve accumulators, two broadcasts, the weight and the odd column's
+// mask take the 16 registers. Registers: ymm(4j + h·2 + i) row i's outputs 8h .. 8h + 7 of
+// block j (a, b, c = 0, 1, 2); ymm12-13 the rows' x; ymm14 the mask of high halves; ymm15
+// the weight (the odd column's loaded by its AND with the mask). Row i's 16 sums of block
+// a to sums_a + 16·i, of b and c alike. The same FMAs in the same order for each output
+// as RunBlock's.
+#define TPSERVE_FMA_TWO_ROWS(r0, r1) \
+  "vfmadd231ps %%ymm15, %%ymm12, %%ymm" r0 "\n\t" \
+  "vfmadd231ps %%ymm15, %%ymm13, %%ymm" r1 "\n\t"
+#define TPSERVE_ODD_MASKED(off, blk) \
+  "vpand " off "(%[" blk "]), %%ymm14, %%ymm15\n\t"
+#define TPSERVE_THREE_BLOCKS_TWO_ROWS(AHEAD)                                                \
+  "vmovdqu %[mask], %%ymm14\n\t"                                                          \
+  "vxorps %%xmm0, %%xmm0, %%xmm0\n\t"                                                     \
+  "vxorps %%xmm1, %%xmm1, %%xmm1\n\tvxorps %%xmm2, %%xmm2, %%xmm2\n\t"                    \
+  "vxorps %%xmm3, %%xmm3, %%xmm3\n\tvxorps %%xmm4, %%xmm4, %%xmm4\n\t"                    \
+  "vxorps %%xmm5, %%xmm5, %%xmm5\n\tvxorps %%xmm6, %%xmm6, %%xmm6\n\t"                    \
+  "vxorps %%xmm7, %%xmm7, %%xmm7\n\tvxorps %%xmm8, %%xmm8, %%xmm8\n\t"                    \
+  "vxorps %%xmm9, %%xmm9, %%xmm9\n\tvxorps %%xmm10, %%xmm10, %%xmm10\n\t"                 \
+  "vxorps %%xmm11, %%xmm11, %%xmm11\n\t"                                                  \
+  "test %[pairs], %[pairs]\n\t"                                                           \
+  "jle 2f\n"                                                                              \
+  "1:\n\t" AHEAD                                                                          \
+  "vbroadcastss 0(%[x]), %%ymm12\n\tvbroadcastss 4(%[x]), %%ymm13\n\t"                    \
+  TPSERVE_WIDEN_EVEN("0", "a") TPSERVE_FMA_TWO_ROWS("0", "1")                             \
+  TPSERVE_WIDEN_EVEN("32", "a") TPSERVE_FMA_TWO_ROWS("2", "3")                            \
+  TPSERVE_WIDEN_EVEN("0", "b") TPSERVE_FMA_TWO_ROWS("4", "5")                             \
+  TPSERVE_WIDEN_EVEN("32", "b") TPSERVE_FMA_TWO_ROWS("6", "7")                            \
+  TPSERVE_WIDEN_EVEN("0", "c") TPSERVE_FMA_TWO_ROWS("8", "9")                             \
+  TPSERVE_WIDEN_EVEN("32", "c") TPSERVE_FMA_TWO_ROWS("10", "11")                          \
+  "vbroadcastss 8(%[x]), %%ymm12\n\tvbroadcastss 12(%[x]), %%ymm13\n\t"                   \
+  TPSERVE_ODD_MASKED("0", "a") TPSERVE_FMA_TWO_ROWS("0", "1")                             \
+  TPSERVE_ODD_MASKED("32", "a") TPSERVE_FMA_TWO_ROWS("2", "3")                            \
+  TPSERVE_ODD_MASKED("0", "b") TPSERVE_FMA_TWO_ROWS("4", "5")                             \
+  TPSERVE_ODD_MASKED("32", "b") TPSERVE_FMA_TWO_ROWS("6", "7")                            \
+  TPSERVE_ODD_MASKED("0", "c") TPSERVE_FMA_TWO_ROWS("8", "9")                             \
+  TPSERVE_ODD_MASKED("32", "c") TPSERVE_FMA_TWO_ROWS("10", "11")                          \
+  "add $16, %[x]\n\t"                                                                     \
+  "add $64, %[a]\n\t"                                                                     \
+  "add $64, %[b]\n\t"                                                                     \
+  "add $64, %[c]\n\t"                                                                     \
+  "dec %[pairs]\n\t"                                                                      \
+  "jnz 1b\n"                                                                              \
+  "2:\n\t"                                                                                \
+  TPSERVE_STORE_ROW("0", "2", "0", "32", "sa") TPSERVE_STORE_ROW("1", "3", "64", "96", "sa") \
+  TPSERVE_STORE_ROW("4", "6", "0", "32", "sb") TPSERVE_STORE_ROW("5", "7", "64", "96", "sb") \
+  TPSERVE_STORE_ROW("8", "10", "0", "32", "sc")                                           \
+  TPSERVE_STORE_ROW("9", "11", "64", "96", "sc")                                          \
+  "vzeroupper\n\t"
+
+template <Ahead kAhead>
+__attribute__((noinline)) void ThreeBlocksTwoRows(const float* x, const uint16_t* a,
+                                                  const uint16_t* b, const uint16_t* c,
+                                                  int64_t pairs, Side side, float* sums_a,
+                                                  float* sums_b, float* sums_c) {
+  static_assert(kAhead == Ahead::kSide || kAhead == Ahead::kNone);
+  static_assert(kPairElems == 32 && kRowsPerBlock == 16);
+  const char* side_at = side.from;
+#define TPSERVE_OPERANDS                                                                  \
+  : [x] "+r"(x), [a] "+r"(a), [b] "+r"(b), [c] "+r"(c), [pairs] "+r"(pairs),              \
+    [side] "+r"(side_at)                                                                  \
+  : [sa] "r"(sums_a), [sb] "r"(sums_b), [sc] "r"(sums_c), [step] "r"(side.step),          \
+    [mask] "m"(kHighHalves)                                                               \
+  : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",        \
+    "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc"
+  if constexpr (kAhead == Ahead::kSide) {
+    asm volatile(TPSERVE_THREE_BLOCKS_TWO_ROWS(
+        "prefetcht1 (%[side])\n\tadd %[step], %[side]\n\t") TPSERVE_OPERANDS);
+  } else {
+    asm volatile(TPSERVE_THREE_BLOCKS_TWO_ROWS("") TPSERVE_OPERANDS);
+  }
+#undef TPSERVE_OPERANDS
+}
+#undef TPSERVE_THREE_BLOCKS_TWO_ROWS
+#undef TPSERVE_ODD_MASKED
+#undef TPSERVE_FMA_TWO_ROWS
 #undef TPSERVE_STORE_ROW
 #undef TPSERVE_BROADCAST_X
 #undef TPSERVE_FMA_ROWS
@@ -333,18 +412,25 @@ void RunTwoBlocksRows(int rows, const float* x, const uint16_t* a, const uint16_
 }
 
 // How a group's rows are split into tiles. Each pass of a tile over a block needs 10 FMA
-// chains to cover the FMA latency (5 cycles, two pipes): a one-block tile of r rows has
-// 2r, a two-block tile 4r. So: one-block tiles of 6 rows, then the remainder as a 5-row
-// tile and a two-block tile of at most 3 rows (8 → 5 + 3, 7 → 5 + 2, 4 → 4, 10 → 5 + 5).
-// Each tile is (first row, rows); `two_block` is the last tile's, if it has one.
+// chains to cover the FMA latency (5 cycles, two pipes), and 12 keep the pipes fuller: a
+// one-block tile of r rows has 2r, a tile over s blocks at once 2rs. So: one-block tiles of
+// 6 rows, and the remainder as
+// - 5 or 4 rows: one tile (10 → 5 + 5, 4 → 4);
+// - 3 rows: a two-block tile (9 → 6 + 3, 3 → 3);
+// - 2 rows: a three-block tile (8 → 6 + 2, 14 → 6 + 6 + 2), or alone a two-block one;
+// - 1 row: a 6 becomes a 5, and a three-block tile takes 2 (7 → 5 + 2, 13 → 6 + 5 + 2).
+// In cache, one thread: a 6-row pass ran at 99% of the FMA peak, the three-block 2-row one
+// at 95%, a 5-row pass at 88% and the two-block 3-row one at 90% (so 8 rows as 6 + 2 beat
+// 5 + 3). Each tile is (first row, rows); `span` is how many blocks the last tile runs
+// over at once (1: every tile runs over one).
 struct TilePlan {
   std::vector<std::pair<int64_t, int>> tiles;
-  bool two_block = false;
+  int span = 1;
 };
 
 TilePlan PlanTiles(int64_t rows) {
   std::vector<int> sizes(static_cast<size_t>(rows / kTileRows), kTileRows);
-  bool two_block = false;
+  int span = 1;
   switch (rows % kTileRows) {
     case 0: break;
     case 5: sizes.push_back(5); break;
@@ -356,20 +442,23 @@ TilePlan PlanTiles(int64_t rows) {
         sizes.push_back(5);
       }
       break;
-    case 3: sizes.push_back(3); two_block = true; break;
-    default: {  // 1 or 2: a 6 becomes a 5, and a two-block tile takes the rest
-      int rest = static_cast<int>(rows % kTileRows);
-      if (!sizes.empty()) {
-        sizes.back() = 5;
-        ++rest;
-      }
-      sizes.push_back(rest);
-      two_block = true;
+    case 3: sizes.push_back(3); span = 2; break;
+    case 2:
+      span = sizes.empty() ? 2 : 3;
+      sizes.push_back(2);
       break;
-    }
+    default:  // 1
+      if (sizes.empty()) {
+        sizes.push_back(1);  // (MatMul runs a group of one row apart)
+        break;
+      }
+      sizes.back() = 5;
+      sizes.push_back(2);
+      span = 3;
+      break;
   }
   TilePlan plan;
-  plan.two_block = two_block;
+  plan.span = span;
   int64_t first = 0;
   for (int n : sizes) {
     plan.tiles.emplace_back(first, n);
@@ -543,19 +632,21 @@ void GroupBlocks(const float* xt, int64_t g, const TilePlan& plan, const uint16_
     }
     return;
   }
-  const size_t singles = plan.tiles.size() - (plan.two_block ? 1 : 0);
-  const int64_t single_rows = plan.two_block ? plan.tiles.back().first : g;
+  const bool multi = plan.span > 1;
+  const size_t singles = plan.tiles.size() - (multi ? 1 : 0);
+  const int64_t single_rows = multi ? plan.tiles.back().first : g;
   // The side stream, where a block gets two passes or more (g >= 7): the run's weight asked
   // for one block ahead of the passes, at the rate they compute (a block's lines per g rows
-  // of passes), so memory streams through every pass, the two-block tile's included. Asking
-  // for the whole next block in one pass left memory idle in the others (the 8-row GEMMs
-  // ran at 71-75% of the FMA peak; this made them 1.04-1.08x). A run's first block streams
-  // itself; the stream stops at the run's end. A step is at most 64 bytes a column pair (a
-  // pass of r < g rows: 64·r/g; a two-block tile has at most 3 rows, and g >= 7: 128·3/7),
-  // so no line is skipped. With one pass a block (4-6 rows) that pass streams its block
-  // alone: the side stream made those 0.90-0.97x (on Zen 2 a T1 prefetch fills L1 too).
-  // With no one-block tile (g <= 3) the two-block tile streams its blocks itself.
-  const bool streams = singles + (plan.two_block ? 1 : 0) >= 2;
+  // of passes), so memory streams through every pass, the multi-block tile's included.
+  // Asking for the whole next block in one pass left memory idle in the others (the 8-row
+  // GEMMs ran at 71-75% of the FMA peak; this made them 1.04-1.08x). A run's first block
+  // streams itself; the stream stops at the run's end. A step is at most 64 bytes a column
+  // pair, so no line is skipped: a pass of r rows over s blocks asks for 64·r·s/g (two
+  // blocks take 3 rows with g >= 9, three blocks 2 rows with g >= 7). With one pass a block
+  // (4-6 rows) that pass streams its block alone: the side stream made those 0.90-0.97x
+  // (on Zen 2 a T1 prefetch fills L1 too). With no one-block tile (g = 2 or 3) the
+  // two-block tile streams its blocks itself.
+  const bool streams = singles + (multi ? 1 : 0) >= 2;
   const int64_t block_bytes = block_elems * static_cast<int64_t>(sizeof(uint16_t));
   const char* const run = reinterpret_cast<const char*>(packed + block_begin * block_elems);
   const int64_t run_bytes = (block_end - block_begin) * block_bytes;
@@ -567,58 +658,73 @@ void GroupBlocks(const float* xt, int64_t g, const TilePlan& plan, const uint16_
     units += pass_units;
     return to > from ? Side{run + from, (to - from) / pairs} : Side{};
   };
-  auto one_block = [&](bool first, int rows, const float* xi, const uint16_t* blk,
-                       float* sums) {
-    const Side side = side_stream(rows);
-    if (first) {
+  // A pass of `rows` rows at xi over `blocks` blocks from `first`, block j's sums to
+  // sums[j] (three blocks: 2 rows).
+  auto pass = [&](auto ahead, int64_t blocks, int rows, const float* xi,
+                  const uint16_t* first, Side side, float* const* sums) {
+    constexpr Ahead kAhead = decltype(ahead)::value;
+    if (blocks == 1) {
+      RunBlockRows<kAhead>(rows, xi, first, pairs, side, sums[0]);
+    } else if constexpr (kAhead != Ahead::kThisAndSide) {  // (only a block's first pass)
+      if (blocks == 2) {
+        RunTwoBlocksRows<kAhead>(rows, xi, first, first + block_elems, pairs, side, sums[0],
+                                 sums[1]);
+      } else if constexpr (kAhead != Ahead::kThisBlock) {  // (only a lone two-block tile)
+        ThreeBlocksTwoRows<kAhead>(xi, first, first + block_elems, first + 2 * block_elems,
+                                   pairs, side, sums[0], sums[1], sums[2]);
+      }
+    }
+  };
+  using ThisBlock = std::integral_constant<Ahead, Ahead::kThisBlock>;
+  using ThisAndSide = std::integral_constant<Ahead, Ahead::kThisAndSide>;
+  using SideOnly = std::integral_constant<Ahead, Ahead::kSide>;
+  using NoneAhead = std::integral_constant<Ahead, Ahead::kNone>;
+  // A pass that takes its share of the side stream; the first of a block streams it too.
+  auto pass_on_stream = [&](bool first_of_block, int64_t blocks, int rows, const float* xi,
+                            const uint16_t* first, float* const* sums) {
+    const Side side = side_stream(blocks * rows);
+    if (first_of_block) {
       if (side.from != nullptr) {
-        RunBlockRows<Ahead::kThisAndSide>(rows, xi, blk, pairs, side, sums);
+        pass(ThisAndSide{}, blocks, rows, xi, first, side, sums);
       } else {
-        RunBlockRows<Ahead::kThisBlock>(rows, xi, blk, pairs, side, sums);
+        pass(ThisBlock{}, blocks, rows, xi, first, side, sums);
       }
     } else if (side.from != nullptr) {
-      RunBlockRows<Ahead::kSide>(rows, xi, blk, pairs, side, sums);
+      pass(SideOnly{}, blocks, rows, xi, first, side, sums);
     } else {
-      RunBlockRows<Ahead::kNone>(rows, xi, blk, pairs, side, sums);
+      pass(NoneAhead{}, blocks, rows, xi, first, side, sums);
     }
   };
   for (int64_t b = block_begin; b < block_end; ++b) {
     const uint16_t* blk = packed + b * block_elems;
     for (size_t t = 0; t < singles; ++t) {
       const auto [i, rows] = plan.tiles[t];
-      one_block(t == 0, rows, xt + i * k_pad, blk, block_sums + i * kRowsPerBlock);
+      float* const sums = block_sums + i * kRowsPerBlock;
+      pass_on_stream(t == 0, 1, rows, xt + i * k_pad, blk, &sums);
     }
     for (int64_t i = 0; i < single_rows; ++i) {
       put(i, b, block_sums + i * kRowsPerBlock);
     }
-    if (!plan.two_block) continue;
-    // The two-block tile runs at the second block of each pair in the run, over the pair
-    // (streaming both if it is the only tile); a run's unpaired last block gets it alone.
+    if (!multi) continue;
+    // The multi-block tile runs at the last block of each group of `span` blocks in the
+    // run, over the group (streaming its blocks if it is the only tile); the run's last
+    // group may be shorter.
+    const int64_t blocks = (b - block_begin) % plan.span + 1;
+    if (blocks < plan.span && b + 1 < block_end) continue;
     const auto [i, rows] = plan.tiles.back();
     const float* xi = xt + i * k_pad;
-    float* sums = block_sums + i * kRowsPerBlock;
-    const bool second = (b - block_begin) % 2 == 1;
-    if (!second && b + 1 < block_end) continue;
-    if (!second) {
-      if (singles == 0) {
-        RunBlockRows<Ahead::kThisBlock>(rows, xi, blk, pairs, Side{}, sums);
-      } else {
-        one_block(false, rows, xi, blk, sums);
-      }
+    const uint16_t* first = blk - (blocks - 1) * block_elems;
+    float earlier[2][kMaxTwoBlockRows * kRowsPerBlock];  // the group's blocks before b
+    float* sums[3] = {earlier[0], earlier[1], nullptr};
+    sums[blocks - 1] = block_sums + i * kRowsPerBlock;
+    if (singles == 0) {
+      pass(ThisBlock{}, blocks, rows, xi, first, Side{}, sums);
     } else {
-      float prev_sums[kMaxTwoBlockRows * kRowsPerBlock];
-      const uint16_t* prev = blk - block_elems;
-      const Side side = singles == 0 ? Side{} : side_stream(2 * rows);
-      if (singles == 0) {
-        RunTwoBlocksRows<Ahead::kThisBlock>(rows, xi, prev, blk, pairs, side, prev_sums, sums);
-      } else if (side.from != nullptr) {
-        RunTwoBlocksRows<Ahead::kSide>(rows, xi, prev, blk, pairs, side, prev_sums, sums);
-      } else {
-        RunTwoBlocksRows<Ahead::kNone>(rows, xi, prev, blk, pairs, side, prev_sums, sums);
-      }
-      for (int r = 0; r < rows; ++r) put(i + r, b - 1, prev_sums + r * kRowsPerBlock);
+      pass_on_stream(false, blocks, rows, xi, first, sums);
     }
-    for (int r = 0; r < rows; ++r) put(i + r, b, sums + r * kRowsPerBlock);
+    for (int64_t j = 0; j < blocks; ++j) {
+      for (int r = 0; r < rows; ++r) put(i + r, b - blocks + 1 + j, sums[j] + r * kRowsPerBlock);
+    }
   }
 }
 
@@ -642,7 +748,7 @@ void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, in
   float* xt = xt_scratch.data();
   for (int64_t g0 = 0; g0 < m; g0 += group) {
     const int64_t g = std::min(group, m - g0);
-    const TilePlan plan = g == 1 ? TilePlan{{{0, 1}}, false} : PlanTiles(g);
+    const TilePlan plan = PlanTiles(g);
     // x rounded and laid out once a group, its tiles shared out between the compute
     // threads (prepared by each thread for each run of blocks it took, it had cost 7-9% of
     // the GEMM's time at 8-32 rows).

@@ -79,11 +79,14 @@ TEST(Bf16Avx2Test, TinyOddShapesAreBitExact) {
 TEST(Bf16Avx2Test, TilesPrefetchesAndRowGroupsAreBitExact) {
   // 201 output rows are 13 blocks, the last partly padding. Rows of x: 1 (two blocks at a
   // time, the 13th alone), 2 and 3 (a two-block tile only, streaming both blocks; the 13th
-  // block alone), 4 (one tile, streaming its block), 7 (5 + 2 over two blocks), 8 (5 + 3
-  // over two blocks), 9 (6 + 3), 13 (6, 5, 2 over two blocks), 14 (6, 5, 3), 16 (6, 5, 5),
-  // 40 (6s, 5 and 5), 257 (row groups of 129 and 128): from 7 rows every pass asks for its
-  // share of the next block, and the run's last block for none.
+  // block alone), 4 (one tile, streaming its block), 7 (5 + 2 over three blocks), 8 (6 + 2
+  // over three blocks), 9 (6 + 3 over two), 13 (6, 5, 2 over three), 14 (6, 6, 2 over
+  // three), 16 (6, 5, 5), 40 (6s, 5 and 5), 257 (row groups of 129 and 128): from 7 rows
+  // every pass asks for its share of the next block, and the run's last block for none.
+  // Three-block tiles over 13 blocks end with a group of one block; over 14 (224 rows),
+  // with a group of two.
   ExpectBitExact(201, 2048, {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 14, 16, 40, 257});
+  ExpectBitExact(224, 300, {7, 8, 14, 20});
   // k = 5633: odd, so the last column pair is half padding.
   ExpectBitExact(45, 5633, {1, 3, 6, 8, 65});
 }
@@ -137,8 +140,9 @@ void ExpectThreadCountChangesNoBits(int64_t n_out, int64_t k, const std::vector<
 
 // The compute threads split the output blocks into runs (8 blocks each, or fewer where a
 // block is long): 2 and 3 threads give 1 thread's bits at batch 1 (blocks in pairs), 3 and
-// 8 (two-block tiles, paired within each thread's runs of blocks) and 70 (row tiles), over
-// 21 blocks; and 200 rows at k = 5633 (runs of one block, a two-block tile of 3 rows).
+// 8 (tiles over two and three blocks, grouped within each thread's runs of blocks) and 70
+// (row tiles), over 21 blocks; and 200 rows at k = 5633 (runs of one block, a two-block
+// tile of 3 rows).
 TEST(Bf16Avx2Test, ThreadCountChangesNoBits) {
   ExpectThreadCountChangesNoBits(333, 300, {1, 3, 8, 70});
   ExpectThreadCountChangesNoBits(333, 5633, {200});
