@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -419,10 +420,11 @@ void RunTwoBlocksRows(int rows, const float* x, const uint16_t* a, const uint16_
 // - 3 rows: a two-block tile (9 → 6 + 3, 3 → 3);
 // - 2 rows: a three-block tile (8 → 6 + 2, 14 → 6 + 6 + 2), or alone a two-block one;
 // - 1 row: a 6 becomes a 5, and a three-block tile takes 2 (7 → 5 + 2, 13 → 6 + 5 + 2).
-// In cache, one thread: a 6-row pass ran at 99% of the FMA peak, the three-block 2-row one
-// at 95%, a 5-row pass at 88% and the two-block 3-row one at 90% (so 8 rows as 6 + 2 beat
-// 5 + 3). Each tile is (first row, rows); `span` is how many blocks the last tile runs
-// over at once (1: every tile runs over one).
+// In cache, one thread (bf16_gemm_benchmark's line of passes, CachedPassFlops): a 6-row
+// pass ran at 99% of the FMA peak, the three-block 2-row one at 91-95%, a 5-row pass at 88%
+// and the two-block 3-row one at 89-90% (so 8 rows as 6 + 2 beat 5 + 3). Each tile is
+// (first row, rows); `span` is how many blocks the last tile runs over at once (1: every
+// tile runs over one).
 struct TilePlan {
   std::vector<std::pair<int64_t, int>> tiles;
   int span = 1;
@@ -770,6 +772,41 @@ void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, in
                                  begin, end);
                    });
   }
+}
+
+double CachedPassFlops(int rows, int blocks, int64_t k, int64_t repeats) {
+  const bool known = (blocks == 1 && rows >= 1 && rows <= kTileRows) ||
+                     (blocks == 2 && rows >= 1 && rows <= kMaxTwoBlockRows) ||
+                     (blocks == 3 && rows == 2);
+  if (!known || k < 1 || repeats < 1) return 0;
+  constexpr int kBlocks = 6;
+  const int64_t k_pad = PaddedCols(k), pairs = k_pad / 2;
+  const int64_t block_elems = kRowsPerBlock * k_pad;
+  const std::vector<uint16_t> w(static_cast<size_t>(kBlocks * block_elems), 0x3f80);  // 1.0
+  const std::vector<float> x(static_cast<size_t>(rows * k_pad), 0.5f);
+  std::vector<float> sums(static_cast<size_t>(3 * kTileRows * kRowsPerBlock));
+  float* const s[3] = {sums.data(), sums.data() + kTileRows * kRowsPerBlock,
+                       sums.data() + 2 * kTileRows * kRowsPerBlock};
+  auto all_blocks = [&] {
+    for (int b = 0; b + blocks <= kBlocks; b += blocks) {
+      const uint16_t* a = w.data() + b * block_elems;
+      if (blocks == 1) {
+        RunBlockRows<Ahead::kNone>(rows, x.data(), a, pairs, Side{}, s[0]);
+      } else if (blocks == 2) {
+        RunTwoBlocksRows<Ahead::kNone>(rows, x.data(), a, a + block_elems, pairs, Side{}, s[0],
+                                       s[1]);
+      } else {
+        ThreeBlocksTwoRows<Ahead::kNone>(x.data(), a, a + block_elems, a + 2 * block_elems,
+                                         pairs, Side{}, s[0], s[1], s[2]);
+      }
+    }
+  };
+  all_blocks();  // into cache
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t r = 0; r < repeats; ++r) all_blocks();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return 2.0 * rows * kRowsPerBlock * k_pad * kBlocks * static_cast<double>(repeats) / seconds;
 }
 
 float ReferenceDot(const float* x_row, const float* w_row, int64_t k, bool accumulate,

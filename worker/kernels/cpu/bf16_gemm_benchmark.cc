@@ -36,6 +36,7 @@
 #include "oneapi/dnnl/dnnl.hpp"
 #include "worker/dtype.h"
 #include "worker/kernels/cpu/bf16_amx.h"
+#include "worker/kernels/cpu/bf16_avx2.h"
 #include "worker/kernels/cpu/bf16_gemm.h"
 #include "worker/kernels/cpu/cpu_threads.h"
 #include "worker/kernels/cpu/gemm.h"
@@ -159,6 +160,26 @@ double PeakMaddOps(int64_t iterations) {
 #undef TPSERVE_MADD_STEP
 #undef TPSERVE_AVX2_PEAK
 
+// The AVX2 kernel's passes (bf16_avx2.h), one thread, weight and x in cache (k = 2048, 6
+// blocks), each the best of three: GFLOP/s and the share of the FMA probe `fma`. The
+// passes MatMul's tile plans use: 1-6 rows over one block, 2 and 3 rows over two, 2 rows
+// over three.
+void PrintCachedPasses(double fma) {
+  constexpr int64_t kK = 2048, kRepeats = 400;
+  const std::pair<int, int> passes[] = {{6, 1}, {5, 1}, {4, 1}, {3, 2}, {2, 2}, {2, 3}};
+  std::printf("AVX2 kernel passes, one thread, in cache (k = %lld), GFLOP/s (of the FMA "
+              "peak):", static_cast<long long>(kK));
+  for (const auto& [rows, blocks] : passes) {
+    double best = 0;
+    for (int pass = 0; pass < 3; ++pass) {
+      best = std::max(best, bf16_avx2::CachedPassFlops(rows, blocks, kK, kRepeats));
+    }
+    std::printf(" %d rows x %d block%s %.0f (%.0f%%)%s", rows, blocks, blocks > 1 ? "s" : "",
+                best / 1e9, 100 * best / fma, blocks == 3 ? "" : ",");
+  }
+  std::printf("\n");
+}
+
 void PrintDotPeaks() {
   if (!__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512vnni")) {
     double fma = 0, madd = 0;
@@ -168,6 +189,7 @@ void PrintDotPeaks() {
     }
     std::printf("no AVX512-BF16/VNNI; AVX2 peak, one thread, registers only: vfmadd231ps "
                 "%.0f GFLOP/s, vpmaddwd+vpaddd %.0f GOP/s\n", fma / 1e9, madd / 1e9);
+    PrintCachedPasses(fma);
     return;
   }
   constexpr int64_t kIterations = 20'000'000;
