@@ -235,6 +235,20 @@ TEST(Bf16Avx2Test, PrepareTileWritesItsTileOnly) {
   }
 }
 
+// The benchmark's passes: each kind the tile plans use runs; any other shape is refused.
+TEST(Bf16Avx2Test, CachedPassFlopsRunsThePlansPassesOnly) {
+  for (int rows = 1; rows <= 6; ++rows) EXPECT_GT(CachedPassFlops(rows, 1, 33, 2), 0) << rows;
+  for (int rows = 1; rows <= 3; ++rows) EXPECT_GT(CachedPassFlops(rows, 2, 33, 2), 0) << rows;
+  EXPECT_GT(CachedPassFlops(2, 3, 33, 2), 0);
+  EXPECT_EQ(CachedPassFlops(7, 1, 33, 2), 0);
+  EXPECT_EQ(CachedPassFlops(4, 2, 33, 2), 0);
+  EXPECT_EQ(CachedPassFlops(3, 3, 33, 2), 0);
+  EXPECT_EQ(CachedPassFlops(2, 4, 33, 2), 0);
+  EXPECT_EQ(CachedPassFlops(0, 1, 33, 2), 0);
+  EXPECT_EQ(CachedPassFlops(2, 1, 0, 2), 0);
+  EXPECT_EQ(CachedPassFlops(2, 1, 33, 0), 0);
+}
+
 TEST(Bf16Avx2Test, ZeroRowsIsANoOp) {
   const Case c = MakeWeight(16, 16, 10);
   float y = 3.0f;
