@@ -210,16 +210,23 @@ void RunBlockRows(int rows, const float* x, const uint16_t* blk, int64_t pairs, 
 #define TPSERVE_STORE_ROW(reg_lo, reg_hi, off_lo, off_hi, dst) \
   "vmovups %%ymm" reg_lo ", " off_lo "(%[" dst "])\n\t" \
   "vmovups %%ymm" reg_hi ", " off_hi "(%[" dst "])\n\t"
+// The side stream's line for this column pair (Ahead::kSide), and the next pair's address.
+#define TPSERVE_ASK_SIDE "prefetcht1 (%[side])\n\tadd %[step], %[side]\n\t"
+#define TPSERVE_EVERY_VECTOR_CLOBBERED                                                    \
+  "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
+      "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc"
+// Accumulators ymm0-11 to zero; past the loop (label 2) if there are no column pairs.
+#define TPSERVE_ZERO_TWELVE_AND_ENTER \
+  "vxorps %%xmm0, %%xmm0, %%xmm0\n\tvxorps %%xmm1, %%xmm1, %%xmm1\n\t" \
+  "vxorps %%xmm2, %%xmm2, %%xmm2\n\tvxorps %%xmm3, %%xmm3, %%xmm3\n\t" \
+  "vxorps %%xmm4, %%xmm4, %%xmm4\n\tvxorps %%xmm5, %%xmm5, %%xmm5\n\t" \
+  "vxorps %%xmm6, %%xmm6, %%xmm6\n\tvxorps %%xmm7, %%xmm7, %%xmm7\n\t" \
+  "vxorps %%xmm8, %%xmm8, %%xmm8\n\tvxorps %%xmm9, %%xmm9, %%xmm9\n\t" \
+  "vxorps %%xmm10, %%xmm10, %%xmm10\n\tvxorps %%xmm11, %%xmm11, %%xmm11\n\t" \
+  "test %[pairs], %[pairs]\n\t" \
+  "jle 2f\n"
 #define TPSERVE_TWO_BLOCKS_THREE_ROWS(AHEAD)                                                \
-  "vxorps %%xmm0, %%xmm0, %%xmm0\n\t"                                                     \
-  "vxorps %%xmm1, %%xmm1, %%xmm1\n\tvxorps %%xmm2, %%xmm2, %%xmm2\n\t"                    \
-  "vxorps %%xmm3, %%xmm3, %%xmm3\n\tvxorps %%xmm4, %%xmm4, %%xmm4\n\t"                    \
-  "vxorps %%xmm5, %%xmm5, %%xmm5\n\tvxorps %%xmm6, %%xmm6, %%xmm6\n\t"                    \
-  "vxorps %%xmm7, %%xmm7, %%xmm7\n\tvxorps %%xmm8, %%xmm8, %%xmm8\n\t"                    \
-  "vxorps %%xmm9, %%xmm9, %%xmm9\n\tvxorps %%xmm10, %%xmm10, %%xmm10\n\t"                 \
-  "vxorps %%xmm11, %%xmm11, %%xmm11\n\t"                                                  \
-  "test %[pairs], %[pairs]\n\t"                                                           \
-  "jle 2f\n"                                                                              \
+  TPSERVE_ZERO_TWELVE_AND_ENTER                                                          \
   "1:\n\t" AHEAD TPSERVE_BROADCAST_X("0", "4", "8")                                       \
   TPSERVE_WIDEN_EVEN("0", "a") TPSERVE_FMA_ROWS("0", "1", "2")                            \
   TPSERVE_WIDEN_EVEN("32", "a") TPSERVE_FMA_ROWS("3", "4", "5")                           \
@@ -254,14 +261,12 @@ __attribute__((noinline)) void TwoBlocksThreeRows(const float* x, const uint16_t
 #define TPSERVE_OPERANDS                                                                  \
   : [x] "+r"(x), [a] "+r"(a), [b] "+r"(b), [pairs] "+r"(pairs), [side] "+r"(side_at)     \
   : [sa] "r"(sums_a), [sb] "r"(sums_b), [step] "r"(side.step)                             \
-  : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",        \
-    "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc"
+  : TPSERVE_EVERY_VECTOR_CLOBBERED
   if constexpr (kAhead == Ahead::kThisBlock) {
     asm volatile(TPSERVE_TWO_BLOCKS_THREE_ROWS(
         "prefetcht0 2048(%[a])\n\tprefetcht0 2048(%[b])\n\t") TPSERVE_OPERANDS);
   } else if constexpr (kAhead == Ahead::kSide) {
-    asm volatile(TPSERVE_TWO_BLOCKS_THREE_ROWS(
-        "prefetcht1 (%[side])\n\tadd %[step], %[side]\n\t") TPSERVE_OPERANDS);
+    asm volatile(TPSERVE_TWO_BLOCKS_THREE_ROWS(TPSERVE_ASK_SIDE) TPSERVE_OPERANDS);
   } else {
     asm volatile(TPSERVE_TWO_BLOCKS_THREE_ROWS("") TPSERVE_OPERANDS);
   }
@@ -281,32 +286,22 @@ __attribute__((noinline)) void TwoBlocksThreeRows(const float* x, const uint16_t
   "vfmadd231ps %%ymm15, %%ymm13, %%ymm" r1 "\n\t"
 #define TPSERVE_ODD_MASKED(off, blk) \
   "vpand " off "(%[" blk "]), %%ymm14, %%ymm15\n\t"
+// One column's six weight vectors, each widened by WIDEN, times the two rows' x.
+#define TPSERVE_THREE_BLOCKS_COLUMN(WIDEN) \
+  WIDEN("0", "a") TPSERVE_FMA_TWO_ROWS("0", "1") \
+  WIDEN("32", "a") TPSERVE_FMA_TWO_ROWS("2", "3") \
+  WIDEN("0", "b") TPSERVE_FMA_TWO_ROWS("4", "5") \
+  WIDEN("32", "b") TPSERVE_FMA_TWO_ROWS("6", "7") \
+  WIDEN("0", "c") TPSERVE_FMA_TWO_ROWS("8", "9") \
+  WIDEN("32", "c") TPSERVE_FMA_TWO_ROWS("10", "11")
 #define TPSERVE_THREE_BLOCKS_TWO_ROWS(AHEAD)                                                \
   "vmovdqu %[mask], %%ymm14\n\t"                                                          \
-  "vxorps %%xmm0, %%xmm0, %%xmm0\n\t"                                                     \
-  "vxorps %%xmm1, %%xmm1, %%xmm1\n\tvxorps %%xmm2, %%xmm2, %%xmm2\n\t"                    \
-  "vxorps %%xmm3, %%xmm3, %%xmm3\n\tvxorps %%xmm4, %%xmm4, %%xmm4\n\t"                    \
-  "vxorps %%xmm5, %%xmm5, %%xmm5\n\tvxorps %%xmm6, %%xmm6, %%xmm6\n\t"                    \
-  "vxorps %%xmm7, %%xmm7, %%xmm7\n\tvxorps %%xmm8, %%xmm8, %%xmm8\n\t"                    \
-  "vxorps %%xmm9, %%xmm9, %%xmm9\n\tvxorps %%xmm10, %%xmm10, %%xmm10\n\t"                 \
-  "vxorps %%xmm11, %%xmm11, %%xmm11\n\t"                                                  \
-  "test %[pairs], %[pairs]\n\t"                                                           \
-  "jle 2f\n"                                                                              \
+  TPSERVE_ZERO_TWELVE_AND_ENTER                                                          \
   "1:\n\t" AHEAD                                                                          \
   "vbroadcastss 0(%[x]), %%ymm12\n\tvbroadcastss 4(%[x]), %%ymm13\n\t"                    \
-  TPSERVE_WIDEN_EVEN("0", "a") TPSERVE_FMA_TWO_ROWS("0", "1")                             \
-  TPSERVE_WIDEN_EVEN("32", "a") TPSERVE_FMA_TWO_ROWS("2", "3")                            \
-  TPSERVE_WIDEN_EVEN("0", "b") TPSERVE_FMA_TWO_ROWS("4", "5")                             \
-  TPSERVE_WIDEN_EVEN("32", "b") TPSERVE_FMA_TWO_ROWS("6", "7")                            \
-  TPSERVE_WIDEN_EVEN("0", "c") TPSERVE_FMA_TWO_ROWS("8", "9")                             \
-  TPSERVE_WIDEN_EVEN("32", "c") TPSERVE_FMA_TWO_ROWS("10", "11")                          \
+  TPSERVE_THREE_BLOCKS_COLUMN(TPSERVE_WIDEN_EVEN)                                         \
   "vbroadcastss 8(%[x]), %%ymm12\n\tvbroadcastss 12(%[x]), %%ymm13\n\t"                   \
-  TPSERVE_ODD_MASKED("0", "a") TPSERVE_FMA_TWO_ROWS("0", "1")                             \
-  TPSERVE_ODD_MASKED("32", "a") TPSERVE_FMA_TWO_ROWS("2", "3")                            \
-  TPSERVE_ODD_MASKED("0", "b") TPSERVE_FMA_TWO_ROWS("4", "5")                             \
-  TPSERVE_ODD_MASKED("32", "b") TPSERVE_FMA_TWO_ROWS("6", "7")                            \
-  TPSERVE_ODD_MASKED("0", "c") TPSERVE_FMA_TWO_ROWS("8", "9")                             \
-  TPSERVE_ODD_MASKED("32", "c") TPSERVE_FMA_TWO_ROWS("10", "11")                          \
+  TPSERVE_THREE_BLOCKS_COLUMN(TPSERVE_ODD_MASKED)                                         \
   "add $16, %[x]\n\t"                                                                     \
   "add $64, %[a]\n\t"                                                                     \
   "add $64, %[b]\n\t"                                                                     \
@@ -333,20 +328,22 @@ __attribute__((noinline)) void ThreeBlocksTwoRows(const float* x, const uint16_t
     [side] "+r"(side_at)                                                                  \
   : [sa] "r"(sums_a), [sb] "r"(sums_b), [sc] "r"(sums_c), [step] "r"(side.step),          \
     [mask] "m"(kHighHalves)                                                               \
-  : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",        \
-    "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc"
+  : TPSERVE_EVERY_VECTOR_CLOBBERED
   if constexpr (kAhead == Ahead::kSide) {
-    asm volatile(TPSERVE_THREE_BLOCKS_TWO_ROWS(
-        "prefetcht1 (%[side])\n\tadd %[step], %[side]\n\t") TPSERVE_OPERANDS);
+    asm volatile(TPSERVE_THREE_BLOCKS_TWO_ROWS(TPSERVE_ASK_SIDE) TPSERVE_OPERANDS);
   } else {
     asm volatile(TPSERVE_THREE_BLOCKS_TWO_ROWS("") TPSERVE_OPERANDS);
   }
 #undef TPSERVE_OPERANDS
 }
 #undef TPSERVE_THREE_BLOCKS_TWO_ROWS
+#undef TPSERVE_THREE_BLOCKS_COLUMN
 #undef TPSERVE_ODD_MASKED
 #undef TPSERVE_FMA_TWO_ROWS
 #undef TPSERVE_STORE_ROW
+#undef TPSERVE_ZERO_TWELVE_AND_ENTER
+#undef TPSERVE_EVERY_VECTOR_CLOBBERED
+#undef TPSERVE_ASK_SIDE
 #undef TPSERVE_BROADCAST_X
 #undef TPSERVE_FMA_ROWS
 #undef TPSERVE_WIDEN_ODD
