@@ -658,20 +658,22 @@ void GroupBlocks(const float* xt, int64_t g, const TilePlan& plan, const uint16_
     return to > from ? Side{run + from, (to - from) / pairs} : Side{};
   };
   // A pass of `rows` rows at xi over `blocks` blocks from `first`, block j's sums to
-  // sums[j] (three blocks: 2 rows).
+  // sums[j] (three blocks: 2 rows, as PlanTiles makes them). The plans ask a pass over two
+  // or three blocks for kThisAndSide never, and a three-block pass for kThisBlock never;
+  // were they to, it would run the nearest kernel there is: the same arithmetic.
   auto pass = [&](auto ahead, int64_t blocks, int rows, const float* xi,
                   const uint16_t* first, Side side, float* const* sums) {
     constexpr Ahead kAhead = decltype(ahead)::value;
+    constexpr Ahead kTwo = kAhead == Ahead::kThisAndSide ? Ahead::kSide : kAhead;
+    constexpr Ahead kThree = kTwo == Ahead::kThisBlock ? Ahead::kNone : kTwo;
     if (blocks == 1) {
       RunBlockRows<kAhead>(rows, xi, first, pairs, side, sums[0]);
-    } else if constexpr (kAhead != Ahead::kThisAndSide) {  // (only a block's first pass)
-      if (blocks == 2) {
-        RunTwoBlocksRows<kAhead>(rows, xi, first, first + block_elems, pairs, side, sums[0],
-                                 sums[1]);
-      } else if constexpr (kAhead != Ahead::kThisBlock) {  // (only a lone two-block tile)
-        ThreeBlocksTwoRows<kAhead>(xi, first, first + block_elems, first + 2 * block_elems,
-                                   pairs, side, sums[0], sums[1], sums[2]);
-      }
+    } else if (blocks == 2) {
+      RunTwoBlocksRows<kTwo>(rows, xi, first, first + block_elems, pairs, side, sums[0],
+                             sums[1]);
+    } else {
+      ThreeBlocksTwoRows<kThree>(xi, first, first + block_elems, first + 2 * block_elems,
+                                 pairs, side, sums[0], sums[1], sums[2]);
     }
   };
   using ThisBlock = std::integral_constant<Ahead, Ahead::kThisBlock>;
