@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -41,7 +40,7 @@ constexpr int64_t kPairElems = 2 * kRowsPerBlock;  // bf16 per column pair of a 
 constexpr int64_t kPrefetchElems = 1024;           // 2 KiB ahead of the stream
 constexpr int64_t kRowGroup = 256;                 // rows of x prepared at a time
 constexpr int kTileRows = 6;                       // rows of x per pass over a block
-constexpr int kMaxTwoBlockRows = 3;                // rows of x per pass over two blocks or three
+constexpr int kMaxTwoBlockRows = 3;                // rows of x per pass over two blocks
 constexpr int64_t kShortBlockRun = 8;              // least blocks a thread takes at a time
 constexpr int64_t kRunWork = int64_t{1} << 20;     // or least rows × k_pad × blocks, if fewer
 
@@ -124,7 +123,7 @@ struct Side {
 // A tile of MB rows of prepared x (column c of row i at x + c·MB + i) against one block
 // over all `pairs` column pairs, chains from zero: row i's 16 sums to sums + 16·i.
 // Not inlined: compiled apart from its callers, its loop keeps its 12 accumulators in
-// registers whatever else MatMulBlocks holds (inlined, a change elsewhere in MatMulBlocks
+// registers whatever else GroupBlocks holds (inlined, a change elsewhere in GroupBlocks
 // once sent accumulators to the stack).
 template <int MB, Ahead kAhead>
 __attribute__((noinline)) void RunBlock(const float* x, const uint16_t* blk, int64_t pairs,
@@ -409,6 +408,28 @@ void RunTwoBlocksRows(int rows, const float* x, const uint16_t* a, const uint16_
   }
 }
 
+// A pass of `rows` rows of prepared x over `blocks` consecutive blocks from `first`
+// (block_elems apart), block j's sums to sums[j]: over one block 1-6 rows, over two 1-3,
+// over three 2. Any other shape (PlanTiles makes none) runs as one-block passes, and a
+// prefetch kind a kernel lacks as the nearest one it has: the same arithmetic either way.
+template <Ahead kAhead>
+void RunPass(int64_t blocks, int rows, const float* x, const uint16_t* first,
+             int64_t block_elems, int64_t pairs, Side side, float* const* sums) {
+  constexpr Ahead kTwo = kAhead == Ahead::kThisAndSide ? Ahead::kSide : kAhead;
+  constexpr Ahead kThree = kTwo == Ahead::kThisBlock ? Ahead::kNone : kTwo;
+  if (blocks == 2 && rows <= kMaxTwoBlockRows) {
+    RunTwoBlocksRows<kTwo>(rows, x, first, first + block_elems, pairs, side, sums[0],
+                           sums[1]);
+  } else if (blocks == 3 && rows == 2) {
+    ThreeBlocksTwoRows<kThree>(x, first, first + block_elems, first + 2 * block_elems,
+                               pairs, side, sums[0], sums[1], sums[2]);
+  } else {
+    for (int64_t j = 0; j < blocks; ++j) {
+      RunBlockRows<kAhead>(rows, x, first + j * block_elems, pairs, side, sums[j]);
+    }
+  }
+}
+
 // How a group's rows are split into tiles. Each pass of a tile over a block needs 10 FMA
 // chains to cover the FMA latency (5 cycles, two pipes), and 12 keep the pipes fuller: a
 // one-block tile of r rows has 2r, a tile over s blocks at once 2rs. So: one-block tiles of
@@ -448,7 +469,7 @@ TilePlan PlanTiles(int64_t rows) {
       break;
     default:  // 1
       if (sizes.empty()) {
-        sizes.push_back(1);  // (MatMul runs a group of one row apart)
+        sizes.push_back(1);  // (GroupBlocks runs a group of one row apart)
         break;
       }
       sizes.back() = 5;
@@ -655,45 +676,24 @@ void GroupBlocks(const float* xt, int64_t g, const TilePlan& plan, const uint16_
     auto at = [&](int64_t u) { return std::min(block_bytes + u * block_bytes / g, run_bytes); };
     const int64_t from = at(units), to = at(units + pass_units);
     units += pass_units;
-    return to > from ? Side{run + from, (to - from) / pairs} : Side{};
+    // Rounded up (at most 64: a pass's share is at most a block), so the pass covers its
+    // share, but not past the run.
+    const int64_t step = std::min((to - from + pairs - 1) / pairs, (run_bytes - from) / pairs);
+    return to > from ? Side{run + from, step} : Side{};
   };
-  // A pass of `rows` rows at xi over `blocks` blocks from `first`, block j's sums to
-  // sums[j] (three blocks: 2 rows, as PlanTiles makes them). The plans ask a pass over two
-  // or three blocks for kThisAndSide never, and a three-block pass for kThisBlock never;
-  // were they to, it would run the nearest kernel there is: the same arithmetic.
-  auto pass = [&](auto ahead, int64_t blocks, int rows, const float* xi,
-                  const uint16_t* first, Side side, float* const* sums) {
-    constexpr Ahead kAhead = decltype(ahead)::value;
-    constexpr Ahead kTwo = kAhead == Ahead::kThisAndSide ? Ahead::kSide : kAhead;
-    constexpr Ahead kThree = kTwo == Ahead::kThisBlock ? Ahead::kNone : kTwo;
-    if (blocks == 1) {
-      RunBlockRows<kAhead>(rows, xi, first, pairs, side, sums[0]);
-    } else if (blocks == 2) {
-      RunTwoBlocksRows<kTwo>(rows, xi, first, first + block_elems, pairs, side, sums[0],
-                             sums[1]);
-    } else {
-      ThreeBlocksTwoRows<kThree>(xi, first, first + block_elems, first + 2 * block_elems,
-                                 pairs, side, sums[0], sums[1], sums[2]);
-    }
-  };
-  using ThisBlock = std::integral_constant<Ahead, Ahead::kThisBlock>;
-  using ThisAndSide = std::integral_constant<Ahead, Ahead::kThisAndSide>;
-  using SideOnly = std::integral_constant<Ahead, Ahead::kSide>;
-  using NoneAhead = std::integral_constant<Ahead, Ahead::kNone>;
   // A pass that takes its share of the side stream; the first of a block streams it too.
   auto pass_on_stream = [&](bool first_of_block, int64_t blocks, int rows, const float* xi,
                             const uint16_t* first, float* const* sums) {
     const Side side = side_stream(blocks * rows);
-    if (first_of_block) {
-      if (side.from != nullptr) {
-        pass(ThisAndSide{}, blocks, rows, xi, first, side, sums);
-      } else {
-        pass(ThisBlock{}, blocks, rows, xi, first, side, sums);
-      }
-    } else if (side.from != nullptr) {
-      pass(SideOnly{}, blocks, rows, xi, first, side, sums);
+    const bool ask = side.from != nullptr;
+    if (first_of_block && ask) {
+      RunPass<Ahead::kThisAndSide>(blocks, rows, xi, first, block_elems, pairs, side, sums);
+    } else if (first_of_block) {
+      RunPass<Ahead::kThisBlock>(blocks, rows, xi, first, block_elems, pairs, side, sums);
+    } else if (ask) {
+      RunPass<Ahead::kSide>(blocks, rows, xi, first, block_elems, pairs, side, sums);
     } else {
-      pass(NoneAhead{}, blocks, rows, xi, first, side, sums);
+      RunPass<Ahead::kNone>(blocks, rows, xi, first, block_elems, pairs, side, sums);
     }
   };
   for (int64_t b = block_begin; b < block_end; ++b) {
@@ -719,7 +719,7 @@ void GroupBlocks(const float* xt, int64_t g, const TilePlan& plan, const uint16_
     float* sums[3] = {earlier[0], earlier[1], nullptr};
     sums[blocks - 1] = block_sums + i * kRowsPerBlock;
     if (singles == 0) {
-      pass(ThisBlock{}, blocks, rows, xi, first, Side{}, sums);
+      RunPass<Ahead::kThisBlock>(blocks, rows, xi, first, block_elems, pairs, Side{}, sums);
     } else {
       pass_on_stream(false, blocks, rows, xi, first, sums);
     }
@@ -788,16 +788,8 @@ double CachedPassFlops(int rows, int blocks, int64_t k, int64_t repeats) {
                        sums.data() + 2 * kTileRows * kRowsPerBlock};
   auto all_blocks = [&] {
     for (int b = 0; b + blocks <= kBlocks; b += blocks) {
-      const uint16_t* a = w.data() + b * block_elems;
-      if (blocks == 1) {
-        RunBlockRows<Ahead::kNone>(rows, x.data(), a, pairs, Side{}, s[0]);
-      } else if (blocks == 2) {
-        RunTwoBlocksRows<Ahead::kNone>(rows, x.data(), a, a + block_elems, pairs, Side{}, s[0],
-                                       s[1]);
-      } else {
-        ThreeBlocksTwoRows<Ahead::kNone>(x.data(), a, a + block_elems, a + 2 * block_elems,
-                                         pairs, Side{}, s[0], s[1], s[2]);
-      }
+      RunPass<Ahead::kNone>(blocks, rows, x.data(), w.data() + b * block_elems, block_elems,
+                            pairs, Side{}, s);
     }
   };
   all_blocks();  // into cache

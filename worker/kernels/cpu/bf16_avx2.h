@@ -50,10 +50,11 @@ void PrepareTile(const float* x, int64_t k, int n, float* out);
 void MatMul(const float* x, int64_t m, const uint16_t* packed, int64_t n_out, int64_t k,
             float* y, bool accumulate);
 
-// For benchmarks: FLOP/s of one thread running the pass MatMul's tile plans use for `rows`
-// rows of x over `blocks` blocks at once (1 block: 1-6 rows; 2 blocks: 1-3 rows; 3 blocks:
-// 2 rows) across 6 blocks of a weight with k columns, `repeats` times, weight and x in
-// cache from the second time on (k = 2048: 384 KiB of weight). 0 for any other shape.
+// For benchmarks: FLOP/s of one thread running MatMul's pass of `rows` rows of x over
+// `blocks` blocks at once (1 block: 1-6 rows; 2 blocks: 1-3 rows; 3 blocks: 2 rows; the
+// tile plans use 1-6, 2-3 and 2) across 6 blocks of a weight with k columns, `repeats`
+// times, weight and x in cache from the second time on (k = 2048: 384 KiB of weight).
+// 0 for any other shape.
 double CachedPassFlops(int rows, int blocks, int64_t k, int64_t repeats);
 
 // The kernel's arithmetic for one output, in scalar code: x_row and w_row are k values

@@ -139,12 +139,13 @@ void ExpectThreadCountChangesNoBits(int64_t n_out, int64_t k, const std::vector<
 }
 
 // The compute threads split the output blocks into runs (8 blocks each, or fewer where a
-// block is long): 2 and 3 threads give 1 thread's bits at batch 1 (blocks in pairs), 3 and
-// 8 (tiles over two and three blocks, grouped within each thread's runs of blocks) and 70
-// (row tiles), over 21 blocks; and 200 rows at k = 5633 (runs of one block, a two-block
-// tile of 3 rows).
+// block is long): 2 and 3 threads give 1 thread's bits at batch 1 (blocks in pairs), 3
+// (a two-block tile alone), 7 and 8 (5 + 2 and 6 + 2 over three blocks), 9 (6 + 3 over two,
+// with the side stream) and 70 (row tiles), over 21 blocks, the multi-block tiles grouped
+// within each thread's runs; and 200 rows at k = 5633 (runs of one block, so a
+// three-block tile's groups are all short).
 TEST(Bf16Avx2Test, ThreadCountChangesNoBits) {
-  ExpectThreadCountChangesNoBits(333, 300, {1, 3, 8, 70});
+  ExpectThreadCountChangesNoBits(333, 300, {1, 3, 7, 8, 9, 70});
   ExpectThreadCountChangesNoBits(333, 5633, {200});
 }
 

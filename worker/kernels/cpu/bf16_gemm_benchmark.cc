@@ -28,6 +28,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -161,9 +162,8 @@ double PeakMaddOps(int64_t iterations) {
 #undef TPSERVE_AVX2_PEAK
 
 // The AVX2 kernel's passes (bf16_avx2.h), one thread, weight and x in cache (k = 2048, 6
-// blocks), each the best of three: GFLOP/s and the share of the FMA probe `fma`. The
-// passes MatMul's tile plans use: 1-6 rows over one block, 2 and 3 rows over two, 2 rows
-// over three.
+// blocks), each the best of three: GFLOP/s and the share of the FMA probe `fma`. Passes
+// MatMul's tile plans use: 6, 5 and 4 rows over one block, 3 and 2 over two, 2 over three.
 void PrintCachedPasses(double fma) {
   constexpr int64_t kK = 2048, kRepeats = 400;
   const std::pair<int, int> passes[] = {{6, 1}, {5, 1}, {4, 1}, {3, 2}, {2, 2}, {2, 3}};
