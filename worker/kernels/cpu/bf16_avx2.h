@@ -28,6 +28,8 @@ namespace tpserve {
 namespace bf16_avx2 {
 
 constexpr int64_t kRowsPerBlock = 16;
+constexpr int64_t kPairElems = 2 * kRowsPerBlock;  // bf16 per column pair of a block: 64 B
+constexpr int kTileRows = 6;                       // most rows of x in a tile
 
 int64_t PaddedRows(int64_t n_out);
 int64_t PaddedCols(int64_t k);
@@ -39,7 +41,7 @@ void PackBlocked(const uint16_t* w, int64_t n_out, int64_t k, uint16_t* out);
 // The bf16 bits of weight (row, col) in a packed weight (tests).
 uint16_t PackedAt(const uint16_t* packed, int64_t k, int64_t row, int64_t col);
 
-// x: [n, k] fp32, 1 <= n <= 6 rows of x -> out: [PaddedCols(k), n], column c of row i
+// x: [n, k] fp32, 1 <= n <= kTileRows rows of x -> out: [PaddedCols(k), n], column c of row i
 // at c·n + i, rounded to bf16 (nearest even; a NaN stays a NaN, made quiet), zero past k:
 // how MatMul lays out a tile of x for its kernels. Writes nothing else.
 void PrepareTile(const float* x, int64_t k, int n, float* out);
