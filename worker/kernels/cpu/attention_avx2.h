@@ -10,7 +10,13 @@
 // sums over d, the lanes summed in one fixed tree, then scaled), the row's maximum kept;
 // each row's weights e^(s − max) over its window (ExpWindow, vec_math.h) and their sum;
 // then each block's values widened and folded into the rows' outputs, four rows by
-// sixteen columns at a time; finally each output divided by its row's sum.
+// twenty-four columns at a time; finally each output divided by its row's sum.
+// A chunk of one token (every decode) reads its keys and values where they lie instead,
+// widening them in registers: each key row, asked for some positions ahead, is scored
+// against up to eight query rows in one pass (the same lane sums and tree, so the same
+// bits), and those passes ask for the value rows as well, as many as fit in L2, so that
+// the fold that follows finds them there (1.7x the kernel at 1,024 positions and a batch
+// of 32 against the widening path, docs/perf.md).
 //
 // A query row's result depends only on its own q, its position and window, and the cache:
 // every score is one dot product whatever positions share its pass; the softmax sees only
