@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <new>
 #include <string>
@@ -33,14 +34,22 @@ KvCache::KvCache(const KvCacheShape& shape)
       value_stride_(int64_t{shape.num_kv_heads} * shape.v_head_dim),
       keys_(shape.num_layers),
       values_(shape.num_layers) {
+  // Each layer's storage asks for transparent huge pages before its first touch (decode
+  // attention reads a few hundred bytes of each of thousands of scattered slots: with
+  // 4 KiB pages, each read can be a page walk), and is written whole here, so that every
+  // page is faulted in at creation and none in the middle of a step.
   for (int l = 0; l < shape.num_layers; ++l) {
     const size_t k = shape.num_slots() * key_stride_, v = shape.num_slots() * value_stride_;
     if (bf16()) {
       keys_[l].bf16.resize(k);
       values_[l].bf16.resize(v);
+      std::fill(keys_[l].bf16.begin(), keys_[l].bf16.end(), uint16_t{0});
+      std::fill(values_[l].bf16.begin(), values_[l].bf16.end(), uint16_t{0});
     } else {
       keys_[l].f32.resize(k);
       values_[l].f32.resize(v);
+      std::fill(keys_[l].f32.begin(), keys_[l].f32.end(), 0.0f);
+      std::fill(values_[l].f32.begin(), values_[l].f32.end(), 0.0f);
     }
   }
 }

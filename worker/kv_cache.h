@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "worker/tensor.h"
 
 namespace tpserve {
 
@@ -64,10 +65,11 @@ class KvCache {
   }
 
  private:
-  // One layer's storage: [num_slots, n_kv, head_dim] elements of the cache's dtype.
+  // One layer's storage: [num_slots, n_kv, head_dim] elements of the cache's dtype, from
+  // AllocateTensorStorage (64-byte aligned, huge pages asked for).
   struct Layer {
-    std::vector<float> f32;
-    std::vector<uint16_t> bf16;
+    std::vector<float, ZeroedAllocator<float>> f32;
+    std::vector<uint16_t, ZeroedAllocator<uint16_t>> bf16;
   };
   float* F32(std::vector<Layer>& layers, int layer) const;
   const float* F32(const std::vector<Layer>& layers, int layer) const;
