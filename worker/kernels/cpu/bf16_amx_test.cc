@@ -103,8 +103,9 @@ TEST_P(Bf16KernelTest, RowsDoNotDependOnTheRestOfTheBatch) {
     }
   }
   // The same check on oneDNN's matmul (on the same values packed for it) finds a
-  // difference for some row count (so the test does not pass because every row count
-  // took one code path).
+  // difference for some row count on an AMX CPU (its AMX kernels), showing the check can
+  // fail; its AVX512-BF16 kernels (seen on Zen 4) keep a row's bits at every row count,
+  // so without AMX a sameness is only reported.
   SetBf16Kernel(Bf16Kernel::kOneDnn);
   SetBf16GemmThreads(1);
   PackedBf16Weight onednn_w = RandomWeight(n_out, k, 41, nullptr);
@@ -116,6 +117,10 @@ TEST_P(Bf16KernelTest, RowsDoNotDependOnTheRestOfTheBatch) {
     std::vector<float> onednn_batch(m * n_out);
     ASSERT_TRUE(MatMulBf16(x.data(), m, onednn_w, onednn_batch.data()).ok());
     differing += std::memcmp(onednn_alone.data(), onednn_batch.data(), n_out * 4) != 0;
+  }
+  if (!bf16_amx::Available() && differing == 0) {
+    std::printf("oneDNN's matmul gave row 0 the same bits at every row count on this CPU\n");
+    return;
   }
   EXPECT_GT(differing, 0) << "oneDNN's matmul gave row 0 the same bits at every row count";
 }
