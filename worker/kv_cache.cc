@@ -2,15 +2,23 @@
 
 #include <unistd.h>
 
-#include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <new>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
+#include "worker/tensor.h"
 
 namespace tpserve {
+namespace {
+
+// A layer's storage starts on a cache line, so that no head's row spans one more line
+// than it must (AllocateZeroed's blocks start 16 bytes past one).
+constexpr uintptr_t kAlignment = 64;
+
+}  // namespace
 
 int64_t AvailableHostBytes() {
   std::ifstream meminfo("/proc/meminfo");
@@ -34,41 +42,46 @@ KvCache::KvCache(const KvCacheShape& shape)
       value_stride_(int64_t{shape.num_kv_heads} * shape.v_head_dim),
       keys_(shape.num_layers),
       values_(shape.num_layers) {
-  // Each layer's storage asks for transparent huge pages before its first touch (decode
-  // attention reads a few hundred bytes of each of thousands of scattered slots: with
-  // 4 KiB pages, each read can be a page walk), and is written whole here, so that every
-  // page is faulted in at creation and none in the middle of a step.
+  // A bf16 cache's layers ask for transparent huge pages before their first touch: the
+  // AVX2 and AMX kernels read a few hundred bytes of each of thousands of scattered slots
+  // where they lie, and with 4 KiB pages each read can be a page walk (the AVX2 decode
+  // kernel 1.4–1.6x faster at 1,024–4,096 positions on huge pages). An fp32 cache's do
+  // not: the sgemm path, which gathers rows into a buffer, measured 1.05–1.2x slower
+  // over a bf16 cache on huge pages (attention_benchmark, docs/perf.md). Either is written whole here, so that every page is
+  // faulted in at creation and none in the middle of a step.
+  const bool huge = bf16();
+  const auto layer = [huge](int64_t bytes) {
+    Layer l;
+    l.storage.reset(huge ? AllocateZeroed(bytes + kAlignment)
+                         : std::calloc(bytes + kAlignment, 1));
+    if (l.storage == nullptr) throw std::bad_alloc();
+    const uintptr_t at = reinterpret_cast<uintptr_t>(l.storage.get());
+    l.data = reinterpret_cast<void*>((at + kAlignment - 1) & ~uintptr_t{kAlignment - 1});
+    std::memset(l.data, 0, bytes);
+    return l;
+  };
+  const int64_t slots = shape.num_slots(), element = shape.bytes_per_element;
   for (int l = 0; l < shape.num_layers; ++l) {
-    const size_t k = shape.num_slots() * key_stride_, v = shape.num_slots() * value_stride_;
-    if (bf16()) {
-      keys_[l].bf16.resize(k);
-      values_[l].bf16.resize(v);
-      std::fill(keys_[l].bf16.begin(), keys_[l].bf16.end(), uint16_t{0});
-      std::fill(values_[l].bf16.begin(), values_[l].bf16.end(), uint16_t{0});
-    } else {
-      keys_[l].f32.resize(k);
-      values_[l].f32.resize(v);
-      std::fill(keys_[l].f32.begin(), keys_[l].f32.end(), 0.0f);
-      std::fill(values_[l].f32.begin(), values_[l].f32.end(), 0.0f);
-    }
+    keys_[l] = layer(slots * key_stride_ * element);
+    values_[l] = layer(slots * value_stride_ * element);
   }
 }
 
 float* KvCache::F32(std::vector<Layer>& layers, int layer) const {
   TPSERVE_CHECK(!bf16());
-  return layers[layer].f32.data();
+  return static_cast<float*>(layers[layer].data);
 }
 const float* KvCache::F32(const std::vector<Layer>& layers, int layer) const {
   TPSERVE_CHECK(!bf16());
-  return layers[layer].f32.data();
+  return static_cast<float*>(layers[layer].data);
 }
 uint16_t* KvCache::Bf16(std::vector<Layer>& layers, int layer) const {
   TPSERVE_CHECK(bf16());
-  return layers[layer].bf16.data();
+  return static_cast<uint16_t*>(layers[layer].data);
 }
 const uint16_t* KvCache::Bf16(const std::vector<Layer>& layers, int layer) const {
   TPSERVE_CHECK(bf16());
-  return layers[layer].bf16.data();
+  return static_cast<uint16_t*>(layers[layer].data);
 }
 
 absl::StatusOr<KvCache> KvCache::Create(const KvCacheShape& shape, int64_t max_bytes) {

@@ -7,10 +7,11 @@
 #define TPSERVE_WORKER_KV_CACHE_H_
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "worker/tensor.h"
 
 namespace tpserve {
 
@@ -65,11 +66,16 @@ class KvCache {
   }
 
  private:
-  // One layer's storage: [num_slots, n_kv, head_dim] elements of the cache's dtype, from
-  // AllocateTensorStorage (64-byte aligned, huge pages asked for).
+  // One layer's storage: [num_slots, n_kv, head_dim] elements of the cache's dtype, at the
+  // first 64-byte boundary of a block of its own (AllocateZeroed's for a bf16 cache, huge
+  // pages asked for; calloc's for fp32; not the tensor recycler's, whose blocks are
+  // activations').
+  struct FreeStorage {
+    void operator()(void* p) const { std::free(p); }
+  };
   struct Layer {
-    std::vector<float, ZeroedAllocator<float>> f32;
-    std::vector<uint16_t, ZeroedAllocator<uint16_t>> bf16;
+    std::unique_ptr<void, FreeStorage> storage;
+    void* data = nullptr;
   };
   float* F32(std::vector<Layer>& layers, int layer) const;
   const float* F32(const std::vector<Layer>& layers, int layer) const;
