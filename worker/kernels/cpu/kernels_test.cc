@@ -402,12 +402,15 @@ std::vector<std::pair<std::string, AttentionFn>> BatchIndependentKernels() {
 // With the AMX or the AVX2 kernel, a query row's bits depend on nothing but its own q,
 // position and the cache: the same prompt prefilled whole, in uneven chunks beside another
 // sequence, or decoded a token at a time gives identical outputs at every position. GQA
-// groups of 8 (a tile's rows one token's heads) and of 1 (a tile's rows several tokens').
+// groups of 8 (a tile's rows one token's heads), of 1 (a tile's rows several tokens'), of
+// 3 (the AVX2 decode scoring two positions a pass, a short last one) and of 16 (two
+// scoring passes a token).
 TEST(PagedAttentionTest, Bf16RowsDoNotDependOnChunkingOrBatch) {
   const auto kernels = BatchIndependentKernels();
   if (kernels.empty()) GTEST_SKIP() << "neither AMX nor AVX2 on this CPU";
   for (const auto& [kernel, attend] : kernels) {
-    for (const auto& [nq, nkv] : {std::pair{32, 4}, std::pair{4, 4}}) {
+    for (const auto& [nq, nkv] :
+         {std::pair{32, 4}, std::pair{4, 4}, std::pair{12, 4}, std::pair{32, 2}}) {
       const int d = 64, block = 16, len = 150;
       for (int window : {0, 40}) {
         SCOPED_TRACE(testing::Message() << kernel << ", " << nq << "/" << nkv << " heads, window "
