@@ -47,8 +47,9 @@ KvCache::KvCache(const KvCacheShape& shape)
   // where they lie, and with 4 KiB pages each read can be a page walk (the AVX2 decode
   // kernel 1.4–1.6x faster at 1,024–4,096 positions on huge pages). An fp32 cache's do
   // not: the sgemm path, which gathers rows into a buffer, measured 1.05–1.2x slower
-  // over a bf16 cache on huge pages (attention_benchmark, docs/perf.md). Either is written whole here, so that every page is
-  // faulted in at creation and none in the middle of a step.
+  // over a bf16 cache on huge pages (attention_benchmark, docs/perf.md). Either is
+  // written whole here, so that every page is faulted in at creation and none in the
+  // middle of a step.
   const bool huge = bf16();
   const auto layer = [huge](int64_t bytes) {
     Layer l;
