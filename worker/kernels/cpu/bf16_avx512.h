@@ -9,7 +9,10 @@
 // time (6 x 4 accumulators fill the registers), and the row count only changes how many
 // chains share a pass over the weight, never a chain. Numerics: x rounded to bf16
 // (bf16_amx::PrepareX), the pair's products added in the instruction's fixed order in
-// fp32, bf16 subnormals as zero; y = sum, or y_old + sum when accumulating.
+// fp32, bf16 subnormals as zero; y = sum, or y_old + sum when accumulating. With three
+// passes or more over a block (13 rows and up), the passes also ask for the next block's
+// weights into L2, a share each, so that its first pass computes from L2 while memory
+// streams the one after (prefetches only: no bit changes).
 #ifndef TPSERVE_WORKER_KERNELS_CPU_BF16_AVX512_H_
 #define TPSERVE_WORKER_KERNELS_CPU_BF16_AVX512_H_
 
