@@ -257,6 +257,49 @@ TEST(Bf16AmxLayoutTest, EveryBlockWidthGivesTheSameBits) {
   }
 }
 
+// The vdpbf16ps kernel's pass orders (bf16_avx512::Passes: whole passes, or chunks of
+// k with each pass's sums parked between them) give every row of y the same bits, at row
+// counts of one to eight passes, with k in chunks that end short (k = 1,031: 33 k blocks)
+// and chunks of one k block, over a range of output blocks that starts and ends inside
+// the weight (as a thread's run does), accumulating or not; y outside the range stays.
+TEST(Bf16Avx512PassesTest, EveryPassOrderGivesTheSameBits) {
+  if (!bf16_avx512::Available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  const int64_t n_out = 300, k = 1031;  // 5 blocks of 64 outputs, the last of 44
+  const std::vector<float> w_values = RandomNormal(n_out * k, 91);
+  std::vector<uint16_t> w(n_out * k);
+  for (int64_t i = 0; i < n_out * k; ++i) w[i] = FloatToBf16(w_values[i]);
+  bf16_amx::Layout layout;
+  const std::vector<uint16_t> packed = PackBlocks(w, n_out, k, 64, &layout);
+  const std::vector<bf16_avx512::Passes> plans = {
+      {0, 8}, {16, 3}, {1, 8}, {4, 2}, {5, 8}, {64, 8}};
+  for (int64_t m : {1, 6, 7, 8, 12, 13, 17, 18, 19, 24, 31, 48}) {
+    const std::vector<float> x = RandomNormal(m * k, 92);
+    const std::vector<float> y0 = RandomNormal(m * n_out, 93);
+    std::vector<uint16_t> xb(bf16_amx::PaddedRows(m) * bf16_amx::PaddedCols(k));
+    bf16_amx::PrepareX(x.data(), m, k, xb.data());
+    for (bool accumulate : {false, true}) {
+      std::vector<float> want;
+      for (const bf16_avx512::Passes& plan : plans) {
+        std::vector<float> y = y0;
+        bf16_avx512::MatMulBlocksIn(plan, xb.data(), m, k, packed.data(), layout, n_out, 1,
+                                    4, y.data(), accumulate);
+        for (int64_t r = 0; r < m; ++r) {  // outputs of blocks 0 and 4 untouched
+          for (int64_t n : {int64_t{0}, int64_t{63}, int64_t{256}, n_out - 1}) {
+            ASSERT_EQ(y[r * n_out + n], y0[r * n_out + n]) << "row " << r << ", " << n;
+          }
+        }
+        if (want.empty()) {
+          want = y;
+          continue;
+        }
+        ASSERT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0)
+            << "chunks of " << plan.chunk_blocks << " up to " << plan.max_chunked_passes
+            << " passes against whole passes, m " << m << (accumulate ? ", accumulating" : "");
+      }
+    }
+  }
+}
+
 TEST(Bf16AmxPrepareTest, PadsWithZerosAndRoundsToNearestEven) {
   if (!__builtin_cpu_supports("avx512bf16")) GTEST_SKIP() << "no AVX512-BF16";
   const int64_t m = 3, k = 37;

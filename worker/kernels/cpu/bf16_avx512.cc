@@ -10,25 +10,30 @@ namespace {
 
 constexpr int64_t kBlockCols = 32;  // k per block of the layout
 constexpr int kMaxRows = 6;         // rows of x per pass: 6 x 4 accumulators + 4 weights
+constexpr int64_t kMaxChunkedPasses = 8;  // the most Passes::max_chunked_passes can ask
 
-// R rows of x (x_stride elements apart) against one block of 16·T outputs, each output's
-// chain over every k block in order; sums to out ([R][64], row stride 64 floats). The
-// block's next k block is asked for a step ahead (every 8th line: the prefetchers take
-// the rest of a sequential stream). With a side block, bytes [side.begin, side.end) of
-// each of its k blocks are asked for into L2 as well, a k block at a time: the next
-// output block's weights, streamed from memory while this pass computes from L2.
+// R rows of x (x_stride elements apart) against k_blocks k blocks of one block of 16·T
+// outputs, each output's chain over them in order: from zero, or (resume) from the sums
+// in out; sums to out ([R][64], row stride 64 floats). The next k block is asked for a
+// step ahead (every 8th line: the prefetchers take the rest of a sequential stream). With
+// a side block, bytes [side.begin, side.end) of each of its first side.k_blocks k blocks
+// are asked for into L2 as well, one at each step: weights some later pass will read,
+// streamed from memory while this pass computes from cache.
 struct Side {
-  const char* block = nullptr;  // the next output block's first k block, or none
+  const char* block = nullptr;  // the first k block to stream, or none
+  int64_t k_blocks = 0;         // k blocks from there (each k_block_stride apart)
   int64_t begin = 0, end = 0;   // bytes of each k block, multiples of 64
 };
 
 template <int R, int T>
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Rows(
     const uint16_t* x, int64_t x_stride, const uint16_t* w, bf16_amx::Layout layout,
-    int64_t k_blocks, Side side, float* out) {
+    int64_t k_blocks, bool resume, Side side, float* out) {
   __m512 acc[R][T];
   for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < T; ++j) acc[r][j] = _mm512_setzero_ps();
+    for (int j = 0; j < T; ++j) {
+      acc[r][j] = resume ? _mm512_loadu_ps(out + r * 64 + j * 16) : _mm512_setzero_ps();
+    }
   }
   const int64_t step_bytes = 16 * T * 16 * 2 * sizeof(uint16_t);  // one k step of the block
   const int64_t pair = layout.pair_stride(), tile = layout.tile_stride();
@@ -38,7 +43,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Rows(
     for (int64_t line = 0; line < step_bytes; line += 512) {
       _mm_prefetch(ahead + line, _MM_HINT_T0);
     }
-    if (side.block != nullptr) {
+    if (kb < side.k_blocks) {
       const char* next = side.block + kb * layout.k_block_stride * sizeof(uint16_t);
       for (int64_t line = side.begin; line < side.end; line += 64) {
         _mm_prefetch(next + line, _MM_HINT_T1);
@@ -67,7 +72,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Rows(
 }
 
 using RowsFn = void (*)(const uint16_t*, int64_t, const uint16_t*, bf16_amx::Layout, int64_t,
-                        Side, float*);
+                        bool, Side, float*);
 
 template <int T>
 RowsFn PickRows(int rows) {
@@ -90,6 +95,54 @@ RowsFn Pick(int rows, int64_t block_outputs) {
   }
 }
 
+// The passes of a block taken a chunk of `chunk_blocks` k blocks at a time, every pass
+// over one chunk before the next, each pass's sums parked in c between chunks (the same
+// chains: no bit changes). Each pass asks for its share of the next chunk's lines (the
+// next block's first chunk at a block's end) into L2, so that memory streams through all
+// the passes, not only through the first, which alone misses the cache without it.
+void ChunkedBlocks(int64_t chunk_blocks, const uint16_t* x_bf16, int64_t m, int64_t cols,
+                   const uint16_t* packed, bf16_amx::Layout layout, int64_t n_out,
+                   int64_t block_begin, int64_t block_end, float* y, bool accumulate) {
+  alignas(64) float c[kMaxChunkedPasses][kMaxRows * 64];  // [pass][rows][64 outputs]
+  const int64_t k_blocks = cols / kBlockCols;
+  const int64_t passes = (m + kMaxRows - 1) / kMaxRows;
+  const int64_t k_block_bytes = layout.block_outputs * kBlockCols * sizeof(uint16_t);
+  int pass_rows[kMaxChunkedPasses];
+  for (int64_t pass = 0, row = 0; pass < passes; ++pass) {
+    pass_rows[pass] = static_cast<int>((m - row) / (passes - pass));
+    row += pass_rows[pass];
+  }
+  for (int64_t block = block_begin; block < block_end; ++block) {
+    const uint16_t* w = packed + block * layout.n_block_stride;
+    for (int64_t kb = 0; kb < k_blocks; kb += chunk_blocks) {
+      const int64_t n = std::min(chunk_blocks, k_blocks - kb);
+      Side side;
+      if (kb + n < k_blocks) {
+        side.block = reinterpret_cast<const char*>(w + (kb + n) * layout.k_block_stride);
+        side.k_blocks = std::min(n, k_blocks - kb - n);
+      } else if (block + 1 < block_end) {
+        side.block = reinterpret_cast<const char*>(w + layout.n_block_stride);
+        side.k_blocks = std::min(n, k_blocks);
+      }
+      for (int64_t pass = 0, row = 0; pass < passes; ++pass) {
+        side.begin = k_block_bytes * pass / passes / 64 * 64;
+        side.end = k_block_bytes * (pass + 1) / passes / 64 * 64;
+        Pick(pass_rows[pass], layout.block_outputs)(
+            x_bf16 + row * cols + kb * kBlockCols, cols, w + kb * layout.k_block_stride,
+            layout, n, /*resume=*/kb > 0, side, c[pass]);
+        row += pass_rows[pass];
+      }
+    }
+    const int64_t col = block * layout.block_outputs;
+    const int64_t width = std::min(layout.block_outputs, n_out - col);
+    for (int64_t pass = 0, row = 0; pass < passes; ++pass) {
+      bf16_amx::StoreSums(c[pass], 64, pass_rows[pass], row, col, width, n_out, y,
+                          accumulate);
+      row += pass_rows[pass];
+    }
+  }
+}
+
 }  // namespace
 
 bool Available() {
@@ -101,15 +154,28 @@ bool Available() {
 void MatMulBlocks(const uint16_t* x_bf16, int64_t m, int64_t k, const uint16_t* packed,
                   bf16_amx::Layout layout, int64_t n_out, int64_t block_begin,
                   int64_t block_end, float* y, bool accumulate) {
+  MatMulBlocksIn(Passes(), x_bf16, m, k, packed, layout, n_out, block_begin, block_end, y,
+                 accumulate);
+}
+
+void MatMulBlocksIn(Passes plan, const uint16_t* x_bf16, int64_t m, int64_t k,
+                    const uint16_t* packed, bf16_amx::Layout layout, int64_t n_out,
+                    int64_t block_begin, int64_t block_end, float* y, bool accumulate) {
   const int64_t cols = bf16_amx::PaddedCols(k);
   const int64_t k_blocks = cols / kBlockCols;
-  alignas(64) float c[kMaxRows * 64];  // [rows][64 outputs]
-  // Rows in passes as even as they go (13 rows: 5, 4, 4), each pass over the whole block.
-  // With three passes or more (13 rows and up), pass p of P asks for the p-th P-th of each
-  // k block of the next output block, so that its first pass finds its weights in L2
-  // (1.05-1.1x at 16-64 rows; at 8 rows, two passes, as fast or slower: docs/perf.md).
+  // Rows in passes as even as they go (13 rows: 5, 4, 4).
   const int64_t passes = (m + kMaxRows - 1) / kMaxRows;
   const int64_t k_block_bytes = layout.block_outputs * kBlockCols * sizeof(uint16_t);
+  if (plan.chunk_blocks > 0 && passes >= 2 &&
+      passes <= std::min<int64_t>(plan.max_chunked_passes, kMaxChunkedPasses)) {
+    ChunkedBlocks(plan.chunk_blocks, x_bf16, m, cols, packed, layout, n_out, block_begin,
+                  block_end, y, accumulate);
+    return;
+  }
+  alignas(64) float c[kMaxRows * 64];  // [rows][64 outputs]
+  // Each pass over the whole block. With three passes or more, pass p of P asks for the
+  // p-th P-th of each k block of the next output block, so that its first pass finds its
+  // weights in L2 (1.05-1.1x at 16-64 rows: docs/perf.md).
   for (int64_t block = block_begin; block < block_end; ++block) {
     const uint16_t* w = packed + block * layout.n_block_stride;
     const int64_t col = block * layout.block_outputs;
@@ -119,10 +185,12 @@ void MatMulBlocks(const uint16_t* x_bf16, int64_t m, int64_t k, const uint16_t* 
       Side side;
       if (passes >= 3 && block + 1 < block_end) {
         side.block = reinterpret_cast<const char*>(w + layout.n_block_stride);
+        side.k_blocks = k_blocks;
         side.begin = k_block_bytes * pass / passes / 64 * 64;
         side.end = k_block_bytes * (pass + 1) / passes / 64 * 64;  // the last: the whole
       }
-      Pick(rows, layout.block_outputs)(x_bf16 + row * cols, cols, w, layout, k_blocks, side, c);
+      Pick(rows, layout.block_outputs)(x_bf16 + row * cols, cols, w, layout, k_blocks,
+                                       /*resume=*/false, side, c);
       bf16_amx::StoreSums(c, 64, rows, row, col, width, n_out, y, accumulate);
       row += rows;
     }

@@ -9,10 +9,13 @@
 // time (6 x 4 accumulators fill the registers), and the row count only changes how many
 // chains share a pass over the weight, never a chain. Numerics: x rounded to bf16
 // (bf16_amx::PrepareX), the pair's products added in the instruction's fixed order in
-// fp32, bf16 subnormals as zero; y = sum, or y_old + sum when accumulating. With three
-// passes or more over a block (13 rows and up), the passes also ask for the next block's
-// weights into L2, a share each, so that its first pass computes from L2 while memory
-// streams the one after (prefetches only: no bit changes).
+// fp32, bf16 subnormals as zero; y = sum, or y_old + sum when accumulating. A block that
+// takes 2 or 3 passes (7-18 rows) takes them a chunk of k at a time, each pass's sums
+// parked between chunks, and every pass asks for its share of the next chunk's weights:
+// memory streams while the later passes compute from cache. From 4 passes (19 rows) each
+// pass goes over the whole block, and asks for its share of the next block's weights
+// into L2, so that the next block's first pass computes from L2. Neither the order nor
+// the prefetches change a bit.
 #ifndef TPSERVE_WORKER_KERNELS_CPU_BF16_AVX512_H_
 #define TPSERVE_WORKER_KERNELS_CPU_BF16_AVX512_H_
 
@@ -32,6 +35,21 @@ bool Available();
 void MatMulBlocks(const uint16_t* x_bf16, int64_t m, int64_t k, const uint16_t* packed,
                   bf16_amx::Layout layout, int64_t n_out, int64_t block_begin,
                   int64_t block_end, float* y, bool accumulate);
+
+// How MatMulBlocks orders a block's passes: where a block takes 2 to max_chunked_passes
+// passes (at most 8), all of them over each chunk of chunk_blocks k blocks (32 columns
+// each) before the next chunk; otherwise (or with chunk_blocks 0) each pass over the
+// whole block in turn. The order changes no bit. MatMulBlocks uses the defaults;
+// benchmarks compare others through MatMulBlocksIn.
+// The defaults, from bf16_avx512_benchmark on Zen 4 (docs/perf.md): 7-12 rows 1.2-1.25x
+// faster than whole passes, 13-18 rows 1.03-1.05x, and no gain from 19 rows up.
+struct Passes {
+  int64_t chunk_blocks = 16;  // 64 KiB of a 64-output block
+  int64_t max_chunked_passes = 3;
+};
+void MatMulBlocksIn(Passes plan, const uint16_t* x_bf16, int64_t m, int64_t k,
+                    const uint16_t* packed, bf16_amx::Layout layout, int64_t n_out,
+                    int64_t block_begin, int64_t block_end, float* y, bool accumulate);
 
 }  // namespace bf16_avx512
 }  // namespace tpserve

@@ -1,0 +1,174 @@
+// bf16_avx512_benchmark: the vdpbf16ps kernel's pass orders (bf16_avx512::Passes) side
+// by side, calls in turn, on the four GEMMs of one TinyLlama-1.1B layer (qkv, o, gate_up,
+// down) run one after another as a decode step runs them.
+//
+//   bazel build -c opt //worker/kernels/cpu:bf16_avx512_benchmark
+//   bazel-bin/worker/kernels/cpu/bf16_avx512_benchmark [--rows 4,7,8,12,16]
+//       [--chunks 0,2,4,8,16] [--max-passes 8] [--threads 2] [--min-seconds 2]
+//
+// Each chunk size c is the plan {chunk_blocks c, max_chunked_passes --max-passes}; 0 is
+// every pass over the whole block in turn. The weights are copied until the copies fill
+// about 1 GiB and every call reads the next copy, so each call streams its weights from
+// memory as a model step does. Per row count the plans are called in turn, the first
+// plan rotating, for at least --min-seconds: a slow spell of a shared host meets every
+// plan alike. Printed: each plan's median ms per call (the four GEMMs) and the median
+// over rounds of its time over the first plan's. Needs AVX512-BF16.
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "base/args.h"
+#include "worker/dtype.h"
+#include "worker/kernels/cpu/bf16_amx.h"
+#include "worker/kernels/cpu/bf16_avx512.h"
+#include "worker/kernels/cpu/cpu_threads.h"
+
+namespace tpserve {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+constexpr int64_t kMinBlocksPerRun = 4;  // as bf16_gemm.cc splits output blocks
+
+struct Shape {
+  const char* name;
+  int64_t n_out, k;
+};
+constexpr Shape kShapes[] = {
+    {"qkv", 2048 + 2 * 256, 2048}, {"o", 2048, 2048}, {"gate_up", 2 * 5632, 2048},
+    {"down", 2048, 5632}};
+
+// oneDNN's BA16a64b2a blocks (bf16_amx.h): 64 outputs a block, k blocks inner.
+bf16_amx::Layout BlockLayout(int64_t k) {
+  bf16_amx::Layout layout;
+  layout.block_outputs = 64;
+  layout.k_block_stride = 64 * 32;
+  layout.n_block_stride = bf16_amx::PaddedCols(k) / 32 * layout.k_block_stride;
+  return layout;
+}
+
+double Seconds(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double Median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+struct Flags {
+  std::string rows = "4,7,8,12,16", chunks = "0,2,4,8,16";
+  int64_t max_passes = 8, threads = 2;
+  double min_seconds = 2;
+};
+
+absl::Status Run(const Flags& f) {
+  if (!bf16_avx512::Available()) return absl::FailedPreconditionError("no AVX512-BF16 here");
+  std::vector<int32_t> row_counts, chunks;
+  if (absl::Status s = ParseIdList(f.rows, &row_counts); !s.ok()) return s;
+  if (absl::Status s = ParseIdList(f.chunks, &chunks); !s.ok()) return s;
+  if (f.threads < 1 || f.max_passes < 2 || f.max_passes > 8) {
+    return absl::InvalidArgumentError("--threads needs at least 1, --max-passes 2 to 8");
+  }
+  // One set: the four weights, packed; `sets` copies of it fill about 1 GiB.
+  std::vector<int64_t> offsets;
+  int64_t set_elements = 0;
+  for (const Shape& s : kShapes) {
+    offsets.push_back(set_elements);
+    const bf16_amx::Layout layout = BlockLayout(s.k);
+    set_elements += bf16_amx::NumBlocks(s.n_out, layout) * layout.n_block_stride;
+  }
+  const int64_t sets = std::max<int64_t>(2, kGiB / (2 * set_elements));
+  // 64-byte aligned, as the packed weights of a model are.
+  std::unique_ptr<uint16_t, decltype(&std::free)> storage(
+      static_cast<uint16_t*>(std::aligned_alloc(64, sets * set_elements * 2)), &std::free);
+  if (storage == nullptr) return absl::ResourceExhaustedError("no memory for the weights");
+  uint16_t* w = storage.get();
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist;
+  for (int64_t i = 0; i < set_elements; ++i) w[i] = FloatToBf16(dist(rng) * 0.02f);
+  for (int64_t c = 1; c < sets; ++c) std::copy(w, w + set_elements, w + c * set_elements);
+  int64_t max_k = 0, max_n = 0;
+  for (const Shape& s : kShapes) {
+    max_k = std::max(max_k, s.k);
+    max_n = std::max(max_n, s.n_out);
+  }
+  const int32_t max_rows = *std::max_element(row_counts.begin(), row_counts.end());
+  std::vector<float> x(int64_t{max_rows} * max_k);
+  for (float& v : x) v = dist(rng);
+  std::vector<uint16_t> xb(bf16_amx::PaddedRows(max_rows) * bf16_amx::PaddedCols(max_k));
+  std::vector<float> y(int64_t{max_rows} * max_n);
+  std::printf("%d copies of the four weights (%.0f MiB each), %ld thread(s)\n", int(sets),
+              2.0 * set_elements / (1 << 20), long(f.threads));
+  std::printf("%5s", "rows");
+  for (int32_t c : chunks) std::printf(" | chunk %2d: ms, ratio", c);
+  std::printf("\n");
+  for (int32_t m : row_counts) {
+    auto step = [&](const bf16_avx512::Passes& plan, int64_t set) {
+      for (size_t l = 0; l < std::size(kShapes); ++l) {
+        const Shape& s = kShapes[l];
+        const bf16_amx::Layout layout = BlockLayout(s.k);
+        const uint16_t* packed = w + set * set_elements + offsets[l];
+        const int64_t blocks = bf16_amx::NumBlocks(s.n_out, layout);
+        bf16_amx::PrepareX(x.data(), m, s.k, xb.data());
+        ParallelChunks(blocks, kMinBlocksPerRun, static_cast<int>(f.threads),
+                       [&](int64_t begin, int64_t end) {
+                         bf16_avx512::MatMulBlocksIn(plan, xb.data(), m, s.k, packed, layout,
+                                                     s.n_out, begin, end, y.data(), false);
+                       });
+      }
+    };
+    std::vector<bf16_avx512::Passes> plans;
+    for (int32_t c : chunks) plans.push_back({c, f.max_passes});
+    std::vector<std::vector<double>> times(plans.size()), ratios(plans.size());
+    int64_t set = 0;
+    for (const auto& plan : plans) step(plan, set++ % sets);  // warm-up
+    const auto start = std::chrono::steady_clock::now();
+    for (int round = 0; round < 8 || Seconds(start) < f.min_seconds; ++round) {
+      std::vector<double> t(plans.size());
+      for (size_t i = 0; i < plans.size(); ++i) {
+        const size_t p = (i + round) % plans.size();
+        const auto t0 = std::chrono::steady_clock::now();
+        step(plans[p], set++ % sets);
+        t[p] = Seconds(t0);
+      }
+      for (size_t p = 0; p < plans.size(); ++p) {
+        times[p].push_back(t[p]);
+        ratios[p].push_back(t[p] / t[0]);
+      }
+    }
+    std::printf("%5d", m);
+    for (size_t p = 0; p < plans.size(); ++p) {
+      std::printf(" | %8.3f %9.3f", Median(times[p]) * 1e3, Median(ratios[p]));
+    }
+    std::printf("\n");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace tpserve
+
+int main(int argc, char** argv) {
+  tpserve::Flags f;
+  tpserve::ArgParser p("bf16_avx512_benchmark");
+  p.AddString("rows", &f.rows, "row counts to run, e.g. 4,7,8,12,16");
+  p.AddString("chunks", &f.chunks, "k blocks a chunk for each plan (0: whole passes)");
+  p.AddInt("max-passes", &f.max_passes, "chunk a block's passes up to this many (2 to 8)");
+  p.AddInt("threads", &f.threads, "threads splitting each GEMM's output blocks");
+  p.AddDouble("min-seconds", &f.min_seconds, "run each row count's rounds this long");
+  absl::Status s = tpserve::ParseFlagsOrExit(p, argc, argv);
+  if (s.ok()) s = tpserve::Run(f);
+  if (!s.ok()) {
+    std::fprintf(stderr, "bf16_avx512_benchmark: %s\n%s\n", std::string(s.message()).c_str(),
+                 p.HelpHint().c_str());
+    return 1;
+  }
+  return 0;
+}
