@@ -41,8 +41,9 @@ void MatMulBlocks(const uint16_t* x_bf16, int64_t m, int64_t k, const uint16_t* 
 // each) before the next chunk; otherwise (or with chunk_blocks 0) each pass over the
 // whole block in turn. The order changes no bit. MatMulBlocks uses the defaults;
 // benchmarks compare others through MatMulBlocksIn.
-// The defaults, from bf16_avx512_benchmark on Zen 4 (docs/perf.md): 7-12 rows 1.2-1.25x
-// faster than whole passes, 13-18 rows 1.03-1.05x, and no gain from 19 rows up.
+// The defaults, from bf16_avx512_benchmark on Zen 4 (docs/perf.md), weights on huge
+// pages: 7-12 rows 1.07-1.16x faster than whole passes, 13-18 rows 1.01-1.04x, no gain
+// from 19 rows up; chunks of 2-8 k blocks were slower than 16.
 struct Passes {
   int64_t chunk_blocks = 16;  // 64 KiB of a 64-output block
   int64_t max_chunked_passes = 3;

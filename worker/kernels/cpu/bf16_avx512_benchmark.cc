@@ -3,18 +3,22 @@
 // down) run one after another as a decode step runs them.
 //
 //   bazel build -c opt //worker/kernels/cpu:bf16_avx512_benchmark
-//   bazel-bin/worker/kernels/cpu/bf16_avx512_benchmark [--rows 4,7,8,12,16]
-//       [--chunks 0,2,4,8,16] [--max-passes 8] [--threads 2] [--min-seconds 2]
+//   bazel-bin/worker/kernels/cpu/bf16_avx512_benchmark [--rows 1,7,8,12,16,18,24,32]
+//       [--chunks 0,16] [--min-runs 4] [--max-passes 3] [--threads 2] [--min-seconds 2]
 //
 // Each chunk size c is the plan {chunk_blocks c, max_chunked_passes --max-passes}; 0 is
-// every pass over the whole block in turn. The weights are copied until the copies fill
-// about 1 GiB and every call reads the next copy, so each call streams its weights from
-// memory as a model step does. Per row count the plans are called in turn, the first
-// plan rotating, for at least --min-seconds: a slow spell of a shared host meets every
-// plan alike. Printed: each plan's median ms per call (the four GEMMs) and the median
-// over rounds of its time over the first plan's. Needs AVX512-BF16.
+// every pass over the whole block in turn; each with every --min-runs value, the least
+// run of output blocks a thread takes (ParallelChunks' min_chunk). The defaults put the
+// kernel's own plan (bf16_avx512::Passes()) beside whole passes. The weights, on huge
+// pages as a model's are, are copied until the copies fill about 1 GiB and every call
+// reads the next copy, so each call streams its weights from memory as a model step
+// does. Per row count the plans are called in turn, the first plan rotating, for at least
+// --min-seconds: a slow spell of a shared host meets every plan alike. Printed: each
+// plan's median ms per call (the four GEMMs) and the median over rounds of its time over
+// the first plan's. Needs AVX512-BF16.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstdio>
 #include <memory>
@@ -26,6 +30,7 @@
 #include "absl/strings/str_format.h"
 #include "base/args.h"
 #include "worker/dtype.h"
+#include "worker/tensor.h"
 #include "worker/kernels/cpu/bf16_amx.h"
 #include "worker/kernels/cpu/bf16_avx512.h"
 #include "worker/kernels/cpu/cpu_threads.h"
@@ -34,7 +39,6 @@ namespace tpserve {
 namespace {
 
 constexpr int64_t kGiB = int64_t{1} << 30;
-constexpr int64_t kMinBlocksPerRun = 4;  // as bf16_gemm.cc splits output blocks
 
 struct Shape {
   const char* name;
@@ -62,9 +66,14 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+struct Plan {
+  bf16_avx512::Passes passes;
+  int64_t min_run;  // ParallelChunks' least run of output blocks
+};
+
 struct Flags {
-  std::string rows = "4,7,8,12,16", chunks = "0,2,4,8,16";
-  int64_t max_passes = 8, threads = 2;
+  std::string rows = "1,7,8,12,16,18,24,32", chunks = "0,16", min_runs = "4";
+  int64_t max_passes = bf16_avx512::Passes().max_chunked_passes, threads = 2;
   double min_seconds = 2;
 };
 
@@ -73,6 +82,11 @@ absl::Status Run(const Flags& f) {
   std::vector<int32_t> row_counts, chunks;
   if (absl::Status s = ParseIdList(f.rows, &row_counts); !s.ok()) return s;
   if (absl::Status s = ParseIdList(f.chunks, &chunks); !s.ok()) return s;
+  std::vector<int32_t> min_runs;
+  if (absl::Status s = ParseIdList(f.min_runs, &min_runs); !s.ok()) return s;
+  for (int32_t run : min_runs) {
+    if (run < 1) return absl::InvalidArgumentError("--min-runs needs values of 1 or more");
+  }
   if (f.threads < 1 || f.max_passes < 2 || f.max_passes > 8) {
     return absl::InvalidArgumentError("--threads needs at least 1, --max-passes 2 to 8");
   }
@@ -85,11 +99,11 @@ absl::Status Run(const Flags& f) {
     set_elements += bf16_amx::NumBlocks(s.n_out, layout) * layout.n_block_stride;
   }
   const int64_t sets = std::max<int64_t>(2, kGiB / (2 * set_elements));
-  // 64-byte aligned, as the packed weights of a model are.
-  std::unique_ptr<uint16_t, decltype(&std::free)> storage(
-      static_cast<uint16_t*>(std::aligned_alloc(64, sets * set_elements * 2)), &std::free);
-  if (storage == nullptr) return absl::ResourceExhaustedError("no memory for the weights");
-  uint16_t* w = storage.get();
+  // On huge pages and 64-byte aligned, as a model's packed weights are (bf16_gemm.cc).
+  std::unique_ptr<void, decltype(&std::free)> storage(
+      AllocateZeroed(sets * set_elements * 2 + 64), &std::free);
+  uint16_t* w = reinterpret_cast<uint16_t*>(
+      (reinterpret_cast<uintptr_t>(storage.get()) + 63) / 64 * 64);
   std::mt19937 rng(1);
   std::normal_distribution<float> dist;
   for (int64_t i = 0; i < set_elements; ++i) w[i] = FloatToBf16(dist(rng) * 0.02f);
@@ -107,25 +121,29 @@ absl::Status Run(const Flags& f) {
   std::printf("%d copies of the four weights (%.0f MiB each), %ld thread(s)\n", int(sets),
               2.0 * set_elements / (1 << 20), long(f.threads));
   std::printf("%5s", "rows");
-  for (int32_t c : chunks) std::printf(" | chunk %2d: ms, ratio", c);
+  for (int32_t run : min_runs) {
+    for (int32_t c : chunks) std::printf(" | run %d chunk %2d: ms, ratio", run, c);
+  }
   std::printf("\n");
   for (int32_t m : row_counts) {
-    auto step = [&](const bf16_avx512::Passes& plan, int64_t set) {
+    auto step = [&](const Plan& plan, int64_t set) {
       for (size_t l = 0; l < std::size(kShapes); ++l) {
         const Shape& s = kShapes[l];
         const bf16_amx::Layout layout = BlockLayout(s.k);
         const uint16_t* packed = w + set * set_elements + offsets[l];
         const int64_t blocks = bf16_amx::NumBlocks(s.n_out, layout);
         bf16_amx::PrepareX(x.data(), m, s.k, xb.data());
-        ParallelChunks(blocks, kMinBlocksPerRun, static_cast<int>(f.threads),
+        ParallelChunks(blocks, plan.min_run, static_cast<int>(f.threads),
                        [&](int64_t begin, int64_t end) {
-                         bf16_avx512::MatMulBlocksIn(plan, xb.data(), m, s.k, packed, layout,
+                         bf16_avx512::MatMulBlocksIn(plan.passes, xb.data(), m, s.k, packed, layout,
                                                      s.n_out, begin, end, y.data(), false);
                        });
       }
     };
-    std::vector<bf16_avx512::Passes> plans;
-    for (int32_t c : chunks) plans.push_back({c, f.max_passes});
+    std::vector<Plan> plans;
+    for (int32_t run : min_runs) {
+      for (int32_t c : chunks) plans.push_back({{c, f.max_passes}, run});
+    }
     std::vector<std::vector<double>> times(plans.size()), ratios(plans.size());
     int64_t set = 0;
     for (const auto& plan : plans) step(plan, set++ % sets);  // warm-up
@@ -158,8 +176,10 @@ absl::Status Run(const Flags& f) {
 int main(int argc, char** argv) {
   tpserve::Flags f;
   tpserve::ArgParser p("bf16_avx512_benchmark");
-  p.AddString("rows", &f.rows, "row counts to run, e.g. 4,7,8,12,16");
+  p.AddString("rows", &f.rows, "row counts to run, e.g. 1,7,8,12,16");
   p.AddString("chunks", &f.chunks, "k blocks a chunk for each plan (0: whole passes)");
+  p.AddString("min-runs", &f.min_runs,
+              "least runs of output blocks a thread takes (bf16_gemm.cc: 4), e.g. 4,1");
   p.AddInt("max-passes", &f.max_passes, "chunk a block's passes up to this many (2 to 8)");
   p.AddInt("threads", &f.threads, "threads splitting each GEMM's output blocks");
   p.AddDouble("min-seconds", &f.min_seconds, "run each row count's rounds this long");
