@@ -258,10 +258,11 @@ TEST(Bf16AmxLayoutTest, EveryBlockWidthGivesTheSameBits) {
 }
 
 // The vdpbf16ps kernel's pass orders (bf16_avx512::Passes: whole passes, or chunks of
-// k with each pass's sums parked between them) give every row of y the same bits, at row
-// counts of one to eight passes, with k in chunks that end short (k = 1,031: 33 k blocks)
-// and chunks of one k block, over a range of output blocks that starts and ends inside
-// the weight (as a thread's run does), accumulating or not; y outside the range stays.
+// k with each pass's sums parked between them; with or without ask_ahead's prefetches)
+// give every row of y the same bits, at row counts of one to eight passes, with k in
+// chunks that end short (k = 1,031: 33 k blocks) and chunks of one k block, over a range
+// of output blocks that starts and ends inside the weight (as a thread's run does),
+// accumulating or not; y outside the range stays.
 TEST(Bf16Avx512PassesTest, EveryPassOrderGivesTheSameBits) {
   if (!bf16_avx512::Available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
   const int64_t n_out = 300, k = 1031;  // 5 blocks of 64 outputs, the last of 44
@@ -271,7 +272,7 @@ TEST(Bf16Avx512PassesTest, EveryPassOrderGivesTheSameBits) {
   bf16_amx::Layout layout;
   const std::vector<uint16_t> packed = PackBlocks(w, n_out, k, 64, &layout);
   const std::vector<bf16_avx512::Passes> plans = {
-      {0, 8}, {16, 3}, {1, 8}, {4, 2}, {5, 8}, {64, 8}};
+      {0, 8}, {16, 3}, {1, 8}, {4, 2}, {5, 8}, {64, 8}, {0, 8, true}, {16, 3, true}};
   for (int64_t m : {1, 6, 7, 8, 12, 13, 17, 18, 19, 24, 31, 48}) {
     const std::vector<float> x = RandomNormal(m * k, 92);
     const std::vector<float> y0 = RandomNormal(m * n_out, 93);
@@ -294,7 +295,8 @@ TEST(Bf16Avx512PassesTest, EveryPassOrderGivesTheSameBits) {
         }
         ASSERT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0)
             << "chunks of " << plan.chunk_blocks << " up to " << plan.max_chunked_passes
-            << " passes against whole passes, m " << m << (accumulate ? ", accumulating" : "");
+            << " passes" << (plan.ask_ahead ? " asking ahead" : "")
+            << " against whole passes, m " << m << (accumulate ? ", accumulating" : "");
       }
     }
   }

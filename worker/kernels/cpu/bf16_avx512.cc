@@ -14,15 +14,18 @@ constexpr int64_t kMaxChunkedPasses = 8;  // the most Passes::max_chunked_passes
 
 // R rows of x (x_stride elements apart) against k_blocks k blocks of one block of 16·T
 // outputs, each output's chain over them in order: from zero, or (resume) from the sums
-// in out; sums to out ([R][64], row stride 64 floats). The next k block is asked for a
-// step ahead (every 8th line: the prefetchers take the rest of a sequential stream). With
-// a side block, bytes [side.begin, side.end) of each of its first side.k_blocks k blocks
-// are asked for into L2 as well, one at each step: weights some later pass will read,
-// streamed from memory while this pass computes from cache.
+// in out; sums to out ([R][64], row stride 64 floats). The block's own lines are left to
+// the hardware prefetchers unless side.ask_ahead (Passes::ask_ahead): asking for every
+// 8th line of the next k block into L1 made 1-16 rows 1.05-1.15x slower on a Zen 4, and
+// 32-512 rows 1-2% slower (docs/perf.md). With a side block, bytes [side.begin,
+// side.end) of each of its first side.k_blocks k blocks are asked for into L2, one k
+// block at each step: weights some later pass will read, streamed from memory while this
+// pass computes from cache.
 struct Side {
   const char* block = nullptr;  // the first k block to stream, or none
   int64_t k_blocks = 0;         // k blocks from there (each k_block_stride apart)
   int64_t begin = 0, end = 0;   // bytes of each k block, multiples of 64
+  bool ask_ahead = false;       // ask for every 8th line of the next k block into L1
 };
 
 template <int R, int T>
@@ -35,13 +38,14 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Rows(
       acc[r][j] = resume ? _mm512_loadu_ps(out + r * 64 + j * 16) : _mm512_setzero_ps();
     }
   }
-  const int64_t step_bytes = 16 * T * 16 * 2 * sizeof(uint16_t);  // one k step of the block
   const int64_t pair = layout.pair_stride(), tile = layout.tile_stride();
   for (int64_t kb = 0; kb < k_blocks; ++kb) {
     const uint16_t* block = w + kb * layout.k_block_stride;
-    const char* ahead = reinterpret_cast<const char*>(block + layout.k_block_stride);
-    for (int64_t line = 0; line < step_bytes; line += 512) {
-      _mm_prefetch(ahead + line, _MM_HINT_T0);
+    if (side.ask_ahead) {
+      const char* ahead = reinterpret_cast<const char*>(block + layout.k_block_stride);
+      for (int64_t line = 0; line < 16 * T * 16 * 2 * 2; line += 512) {  // the next k block
+        _mm_prefetch(ahead + line, _MM_HINT_T0);
+      }
     }
     if (kb < side.k_blocks) {
       const char* next = side.block + kb * layout.k_block_stride * sizeof(uint16_t);
@@ -95,12 +99,12 @@ RowsFn Pick(int rows, int64_t block_outputs) {
   }
 }
 
-// The passes of a block taken a chunk of `chunk_blocks` k blocks at a time, every pass
+// The passes of a block taken a chunk of plan.chunk_blocks k blocks at a time, every pass
 // over one chunk before the next, each pass's sums parked in c between chunks (the same
 // chains: no bit changes). Each pass asks for its share of the next chunk's lines (the
 // next block's first chunk at a block's end) into L2, so that memory streams through all
 // the passes, not only through the first, which alone misses the cache without it.
-void ChunkedBlocks(int64_t chunk_blocks, const uint16_t* x_bf16, int64_t m, int64_t cols,
+void ChunkedBlocks(const Passes& plan, const uint16_t* x_bf16, int64_t m, int64_t cols,
                    const uint16_t* packed, bf16_amx::Layout layout, int64_t n_out,
                    int64_t block_begin, int64_t block_end, float* y, bool accumulate) {
   alignas(64) float c[kMaxChunkedPasses][kMaxRows * 64];  // [pass][rows][64 outputs]
@@ -114,9 +118,10 @@ void ChunkedBlocks(int64_t chunk_blocks, const uint16_t* x_bf16, int64_t m, int6
   }
   for (int64_t block = block_begin; block < block_end; ++block) {
     const uint16_t* w = packed + block * layout.n_block_stride;
-    for (int64_t kb = 0; kb < k_blocks; kb += chunk_blocks) {
-      const int64_t n = std::min(chunk_blocks, k_blocks - kb);
+    for (int64_t kb = 0; kb < k_blocks; kb += plan.chunk_blocks) {
+      const int64_t n = std::min(plan.chunk_blocks, k_blocks - kb);
       Side side;
+      side.ask_ahead = plan.ask_ahead;
       if (kb + n < k_blocks) {
         side.block = reinterpret_cast<const char*>(w + (kb + n) * layout.k_block_stride);
         side.k_blocks = std::min(n, k_blocks - kb - n);
@@ -168,7 +173,7 @@ void MatMulBlocksIn(Passes plan, const uint16_t* x_bf16, int64_t m, int64_t k,
   const int64_t k_block_bytes = layout.block_outputs * kBlockCols * sizeof(uint16_t);
   if (plan.chunk_blocks > 0 && passes >= 2 &&
       passes <= std::min<int64_t>(plan.max_chunked_passes, kMaxChunkedPasses)) {
-    ChunkedBlocks(plan.chunk_blocks, x_bf16, m, cols, packed, layout, n_out, block_begin,
+    ChunkedBlocks(plan, x_bf16, m, cols, packed, layout, n_out, block_begin,
                   block_end, y, accumulate);
     return;
   }
@@ -183,6 +188,7 @@ void MatMulBlocksIn(Passes plan, const uint16_t* x_bf16, int64_t m, int64_t k,
     for (int64_t pass = 0, row = 0; pass < passes; ++pass) {
       const int rows = static_cast<int>((m - row) / (passes - pass));
       Side side;
+      side.ask_ahead = plan.ask_ahead;
       if (passes >= 3 && block + 1 < block_end) {
         side.block = reinterpret_cast<const char*>(w + layout.n_block_stride);
         side.k_blocks = k_blocks;

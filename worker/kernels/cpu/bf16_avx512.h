@@ -39,14 +39,17 @@ void MatMulBlocks(const uint16_t* x_bf16, int64_t m, int64_t k, const uint16_t* 
 // How MatMulBlocks orders a block's passes: where a block takes 2 to max_chunked_passes
 // passes (at most 8), all of them over each chunk of chunk_blocks k blocks (32 columns
 // each) before the next chunk; otherwise (or with chunk_blocks 0) each pass over the
-// whole block in turn. The order changes no bit. MatMulBlocks uses the defaults;
-// benchmarks compare others through MatMulBlocksIn.
+// whole block in turn. MatMulBlocks uses the defaults; benchmarks compare others through
+// MatMulBlocksIn.
 // The defaults, from bf16_avx512_benchmark on Zen 4 (docs/perf.md), weights on huge
-// pages: 7-12 rows 1.07-1.16x faster than whole passes, 13-18 rows 1.01-1.04x, no gain
-// from 19 rows up; chunks of 2-8 k blocks were slower than 16.
+// pages: 7-18 rows 1.02-1.08x faster than whole passes, no gain from 19 rows up; chunks
+// of 2-8 k blocks were slower than 16. Neither the order nor ask_ahead changes a bit.
 struct Passes {
   int64_t chunk_blocks = 16;  // 64 KiB of a 64-output block
   int64_t max_chunked_passes = 3;
+  // Each pass also asks for every 8th line of its next k block into L1, as the kernel
+  // did until 2026-12-06: slower on a Zen 4 (docs/perf.md), kept for benchmarks.
+  bool ask_ahead = false;
 };
 void MatMulBlocksIn(Passes plan, const uint16_t* x_bf16, int64_t m, int64_t k,
                     const uint16_t* packed, bf16_amx::Layout layout, int64_t n_out,

@@ -4,11 +4,13 @@
 //
 //   bazel build -c opt //worker/kernels/cpu:bf16_avx512_benchmark
 //   bazel-bin/worker/kernels/cpu/bf16_avx512_benchmark [--rows 1,7,8,12,16,18,24,32]
-//       [--chunks 0,16] [--min-runs 4] [--max-passes 3] [--threads 2] [--min-seconds 2]
+//       [--chunks 0,16] [--min-runs 4] [--ask-ahead 0] [--max-passes 3] [--threads 2]
+//       [--min-seconds 2]
 //
 // Each chunk size c is the plan {chunk_blocks c, max_chunked_passes --max-passes}; 0 is
 // every pass over the whole block in turn; each with every --min-runs value, the least
-// run of output blocks a thread takes (ParallelChunks' min_chunk). The defaults put the
+// run of output blocks a thread takes (ParallelChunks' min_chunk), and every --ask-ahead
+// value (1: Passes::ask_ahead, the prefetch the kernel dropped). The defaults put the
 // kernel's own plan (bf16_avx512::Passes()) beside whole passes. The weights, on huge
 // pages as a model's are, are copied until the copies fill about 1 GiB and every call
 // reads the next copy, so each call streams its weights from memory as a model step
@@ -72,7 +74,8 @@ struct Plan {
 };
 
 struct Flags {
-  std::string rows = "1,7,8,12,16,18,24,32", chunks = "0,16", min_runs = "4";
+  std::string rows = "1,7,8,12,16,18,24,32", chunks = "0,16", min_runs = "4",
+              ask_ahead = "0";
   int64_t max_passes = bf16_avx512::Passes().max_chunked_passes, threads = 2;
   double min_seconds = 2;
 };
@@ -87,6 +90,8 @@ absl::Status Run(const Flags& f) {
   for (int32_t run : min_runs) {
     if (run < 1) return absl::InvalidArgumentError("--min-runs needs values of 1 or more");
   }
+  std::vector<int32_t> aheads;
+  if (absl::Status s = ParseIdList(f.ask_ahead, &aheads); !s.ok()) return s;
   if (f.threads < 1 || f.max_passes < 2 || f.max_passes > 8) {
     return absl::InvalidArgumentError("--threads needs at least 1, --max-passes 2 to 8");
   }
@@ -121,8 +126,12 @@ absl::Status Run(const Flags& f) {
   std::printf("%d copies of the four weights (%.0f MiB each), %ld thread(s)\n", int(sets),
               2.0 * set_elements / (1 << 20), long(f.threads));
   std::printf("%5s", "rows");
-  for (int32_t run : min_runs) {
-    for (int32_t c : chunks) std::printf(" | run %d chunk %2d: ms, ratio", run, c);
+  for (int32_t ahead : aheads) {
+    for (int32_t run : min_runs) {
+      for (int32_t c : chunks) {
+        std::printf(" | %srun %d chunk %2d: ms, ratio", ahead != 0 ? "ahead " : "", run, c);
+      }
+    }
   }
   std::printf("\n");
   for (int32_t m : row_counts) {
@@ -141,8 +150,10 @@ absl::Status Run(const Flags& f) {
       }
     };
     std::vector<Plan> plans;
-    for (int32_t run : min_runs) {
-      for (int32_t c : chunks) plans.push_back({{c, f.max_passes}, run});
+    for (int32_t ahead : aheads) {
+      for (int32_t run : min_runs) {
+        for (int32_t c : chunks) plans.push_back({{c, f.max_passes, ahead != 0}, run});
+      }
     }
     std::vector<std::vector<double>> times(plans.size()), ratios(plans.size());
     int64_t set = 0;
@@ -180,6 +191,8 @@ int main(int argc, char** argv) {
   p.AddString("chunks", &f.chunks, "k blocks a chunk for each plan (0: whole passes)");
   p.AddString("min-runs", &f.min_runs,
               "least runs of output blocks a thread takes (bf16_gemm.cc: 4), e.g. 4,1");
+  p.AddString("ask-ahead", &f.ask_ahead,
+              "0, 1 or 0,1: each pass also asks for its next k block (Passes::ask_ahead)");
   p.AddInt("max-passes", &f.max_passes, "chunk a block's passes up to this many (2 to 8)");
   p.AddInt("threads", &f.threads, "threads splitting each GEMM's output blocks");
   p.AddDouble("min-seconds", &f.min_seconds, "run each row count's rounds this long");
