@@ -272,7 +272,8 @@ TEST(Bf16Avx512PassesTest, EveryPassOrderGivesTheSameBits) {
   bf16_amx::Layout layout;
   const std::vector<uint16_t> packed = PackBlocks(w, n_out, k, 64, &layout);
   const std::vector<bf16_avx512::Passes> plans = {
-      {0, 8}, {16, 3}, {1, 8}, {4, 2}, {5, 8}, {64, 8}, {0, 8, true}, {16, 3, true}};
+      {0, 8},           {16, 3},          {1, 8, false, 1}, {4, 2, false, 1},
+      {5, 8, false, 1}, {64, 8, false, 1}, {0, 8, true},     {16, 3, true, 1}};
   for (int64_t m : {1, 6, 7, 8, 12, 13, 17, 18, 19, 24, 31, 48}) {
     const std::vector<float> x = RandomNormal(m * k, 92);
     const std::vector<float> y0 = RandomNormal(m * n_out, 93);

@@ -171,7 +171,7 @@ void MatMulBlocksIn(Passes plan, const uint16_t* x_bf16, int64_t m, int64_t k,
   // Rows in passes as even as they go (13 rows: 5, 4, 4).
   const int64_t passes = (m + kMaxRows - 1) / kMaxRows;
   const int64_t k_block_bytes = layout.block_outputs * kBlockCols * sizeof(uint16_t);
-  if (plan.chunk_blocks > 0 && passes >= 2 &&
+  if (plan.chunk_blocks > 0 && passes >= 2 && m >= plan.min_chunked_rows &&
       passes <= std::min<int64_t>(plan.max_chunked_passes, kMaxChunkedPasses)) {
     ChunkedBlocks(plan, x_bf16, m, cols, packed, layout, n_out, block_begin,
                   block_end, y, accumulate);

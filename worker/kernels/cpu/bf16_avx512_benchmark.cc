@@ -4,20 +4,21 @@
 //
 //   bazel build -c opt //worker/kernels/cpu:bf16_avx512_benchmark
 //   bazel-bin/worker/kernels/cpu/bf16_avx512_benchmark [--rows 1,7,8,12,16,18,24,32]
-//       [--chunks 0,16] [--min-runs 4] [--ask-ahead 0] [--max-passes 3] [--threads 2]
-//       [--min-seconds 2]
+//       [--chunks 0,16] [--min-runs 4] [--ask-ahead 0] [--max-passes 3]
+//       [--min-chunked-rows 9] [--threads 2] [--min-seconds 2]
 //
-// Each chunk size c is the plan {chunk_blocks c, max_chunked_passes --max-passes}; 0 is
-// every pass over the whole block in turn; each with every --min-runs value, the least
-// run of output blocks a thread takes (ParallelChunks' min_chunk), and every --ask-ahead
-// value (1: Passes::ask_ahead, the prefetch the kernel dropped). The defaults put the
-// kernel's own plan (bf16_avx512::Passes()) beside whole passes. The weights, on huge
-// pages as a model's are, are copied until the copies fill about 1 GiB and every call
-// reads the next copy, so each call streams its weights from memory as a model step
-// does. Per row count the plans are called in turn, the first plan rotating, for at least
-// --min-seconds: a slow spell of a shared host meets every plan alike. Printed: each
-// plan's median ms per call (the four GEMMs) and the median over rounds of its time over
-// the first plan's. Needs AVX512-BF16.
+// Each chunk size c is the plan {chunk_blocks c, max_chunked_passes --max-passes,
+// min_chunked_rows --min-chunked-rows}; 0 is every pass over the whole block in turn;
+// each with every --min-runs value, the least run of output blocks a thread takes
+// (ParallelChunks' min_chunk), and every --ask-ahead value (1: Passes::ask_ahead, the
+// prefetch the kernel dropped). The defaults put the kernel's own plan
+// (bf16_avx512::Passes()) beside whole passes. The weights, on huge pages as a model's
+// are, are copied until the copies fill about 1 GiB and every call reads the next copy,
+// so each call streams its weights from memory as a model step does. Per row count the
+// plans are called in turn, the first plan rotating, for at least --min-seconds: a slow
+// spell of a shared host meets every plan alike. Printed: each plan's median ms per call
+// (the four GEMMs) and the median over rounds of its time over the first plan's. Needs
+// AVX512-BF16.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -77,6 +78,7 @@ struct Flags {
   std::string rows = "1,7,8,12,16,18,24,32", chunks = "0,16", min_runs = "4",
               ask_ahead = "0";
   int64_t max_passes = bf16_avx512::Passes().max_chunked_passes, threads = 2;
+  int64_t min_chunked_rows = bf16_avx512::Passes().min_chunked_rows;
   double min_seconds = 2;
 };
 
@@ -152,7 +154,9 @@ absl::Status Run(const Flags& f) {
     std::vector<Plan> plans;
     for (int32_t ahead : aheads) {
       for (int32_t run : min_runs) {
-        for (int32_t c : chunks) plans.push_back({{c, f.max_passes, ahead != 0}, run});
+        for (int32_t c : chunks) {
+          plans.push_back({{c, f.max_passes, ahead != 0, f.min_chunked_rows}, run});
+        }
       }
     }
     std::vector<std::vector<double>> times(plans.size()), ratios(plans.size());
@@ -193,6 +197,7 @@ int main(int argc, char** argv) {
               "least runs of output blocks a thread takes (bf16_gemm.cc: 4), e.g. 4,1");
   p.AddString("ask-ahead", &f.ask_ahead,
               "0, 1 or 0,1: each pass also asks for its next k block (Passes::ask_ahead)");
+  p.AddInt("min-chunked-rows", &f.min_chunked_rows, "chunk from this many rows");
   p.AddInt("max-passes", &f.max_passes, "chunk a block's passes up to this many (2 to 8)");
   p.AddInt("threads", &f.threads, "threads splitting each GEMM's output blocks");
   p.AddDouble("min-seconds", &f.min_seconds, "run each row count's rounds this long");
