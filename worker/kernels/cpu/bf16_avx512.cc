@@ -16,7 +16,7 @@ constexpr int64_t kMaxChunkedPasses = 8;  // the most Passes::max_chunked_passes
 // outputs, each output's chain over them in order: from zero, or (resume) from the sums
 // in out; sums to out ([R][64], row stride 64 floats). The block's own lines are left to
 // the hardware prefetchers unless side.ask_ahead (Passes::ask_ahead): asking for every
-// 8th line of the next k block into L1 made 1-16 rows 1.05-1.15x slower on a Zen 4, and
+// 8th line of the next k block into L1 made 1-16 rows 1.04-1.16x slower on a Zen 4, and
 // 32-512 rows 1-2% slower (docs/perf.md). With a side block, bytes [side.begin,
 // side.end) of each of its first side.k_blocks k blocks are asked for into L2, one k
 // block at each step: weights some later pass will read, streamed from memory while this
