@@ -28,7 +28,9 @@ struct Side {
   bool ask_ahead = false;       // ask for every 8th line of the next k block into L1
 };
 
-template <int R, int T>
+// kTiles: layout.tiles (bf16_amx.h), which with T fixes the strides at compile time, so
+// that each weight load is one base register and a displacement.
+template <int R, int T, bool kTiles>
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Rows(
     const uint16_t* x, int64_t x_stride, const uint16_t* w, bf16_amx::Layout layout,
     int64_t k_blocks, bool resume, Side side, float* out) {
@@ -38,7 +40,10 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Rows(
       acc[r][j] = resume ? _mm512_loadu_ps(out + r * 64 + j * 16) : _mm512_setzero_ps();
     }
   }
-  const int64_t pair = layout.pair_stride(), tile = layout.tile_stride();
+  constexpr int64_t pair = kTiles ? 16 * 2 : 16 * T * 2;  // layout.pair_stride()
+  constexpr int64_t tile = kTiles ? 16 * 16 * 2 : 16 * 2;  // layout.tile_stride()
+  const uint32_t* rows[R];  // x's rows as column pairs
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const uint32_t*>(x + r * x_stride);
   for (int64_t kb = 0; kb < k_blocks; ++kb) {
     const uint16_t* block = w + kb * layout.k_block_stride;
     if (side.ask_ahead) {
@@ -53,7 +58,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Rows(
         _mm_prefetch(next + line, _MM_HINT_T1);
       }
     }
-    const uint32_t* pairs = reinterpret_cast<const uint32_t*>(x + kb * kBlockCols);
+    const int64_t pair0 = kb * kBlockCols / 2;  // the k block's first column pair
 #pragma GCC unroll 16
     for (int p = 0; p < 16; ++p) {
       __m512bh wv[T];
@@ -63,8 +68,8 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Rows(
       }
 #pragma GCC unroll 6
       for (int r = 0; r < R; ++r) {
-        const __m512bh xv = (__m512bh)_mm512_set1_epi32(
-            static_cast<int>(pairs[r * (x_stride / 2) + p]));
+        const __m512bh xv =
+            (__m512bh)_mm512_set1_epi32(static_cast<int>(rows[r][pair0 + p]));
 #pragma GCC unroll 4
         for (int j = 0; j < T; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], xv, wv[j]);
       }
@@ -78,25 +83,31 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Rows(
 using RowsFn = void (*)(const uint16_t*, int64_t, const uint16_t*, bf16_amx::Layout, int64_t,
                         bool, Side, float*);
 
-template <int T>
+template <int T, bool kTiles>
 RowsFn PickRows(int rows) {
   switch (rows) {
-    case 1: return &Rows<1, T>;
-    case 2: return &Rows<2, T>;
-    case 3: return &Rows<3, T>;
-    case 4: return &Rows<4, T>;
-    case 5: return &Rows<5, T>;
-    default: return &Rows<6, T>;
+    case 1: return &Rows<1, T, kTiles>;
+    case 2: return &Rows<2, T, kTiles>;
+    case 3: return &Rows<3, T, kTiles>;
+    case 4: return &Rows<4, T, kTiles>;
+    case 5: return &Rows<5, T, kTiles>;
+    default: return &Rows<6, T, kTiles>;
   }
 }
 
-RowsFn Pick(int rows, int64_t block_outputs) {
+template <bool kTiles>
+RowsFn PickTiles(int rows, int64_t block_outputs) {
   switch (block_outputs) {
-    case 16: return PickRows<1>(rows);
-    case 32: return PickRows<2>(rows);
-    case 48: return PickRows<3>(rows);
-    default: return PickRows<4>(rows);
+    case 16: return PickRows<1, kTiles>(rows);
+    case 32: return PickRows<2, kTiles>(rows);
+    case 48: return PickRows<3, kTiles>(rows);
+    default: return PickRows<4, kTiles>(rows);
   }
+}
+
+RowsFn Pick(int rows, const bf16_amx::Layout& layout) {
+  return layout.tiles ? PickTiles<true>(rows, layout.block_outputs)
+                      : PickTiles<false>(rows, layout.block_outputs);
 }
 
 // The passes of a block taken a chunk of plan.chunk_blocks k blocks at a time, every pass
@@ -132,7 +143,7 @@ void ChunkedBlocks(const Passes& plan, const uint16_t* x_bf16, int64_t m, int64_
       for (int64_t pass = 0, row = 0; pass < passes; ++pass) {
         side.begin = k_block_bytes * pass / passes / 64 * 64;
         side.end = k_block_bytes * (pass + 1) / passes / 64 * 64;
-        Pick(pass_rows[pass], layout.block_outputs)(
+        Pick(pass_rows[pass], layout)(
             x_bf16 + row * cols + kb * kBlockCols, cols, w + kb * layout.k_block_stride,
             layout, n, /*resume=*/kb > 0, side, c[pass]);
         row += pass_rows[pass];
@@ -195,8 +206,8 @@ void MatMulBlocksIn(Passes plan, const uint16_t* x_bf16, int64_t m, int64_t k,
         side.begin = k_block_bytes * pass / passes / 64 * 64;
         side.end = k_block_bytes * (pass + 1) / passes / 64 * 64;  // the last: the whole
       }
-      Pick(rows, layout.block_outputs)(x_bf16 + row * cols, cols, w, layout, k_blocks,
-                                       /*resume=*/false, side, c);
+      Pick(rows, layout)(x_bf16 + row * cols, cols, w, layout, k_blocks, /*resume=*/false,
+                         side, c);
       bf16_amx::StoreSums(c, 64, rows, row, col, width, n_out, y, accumulate);
       row += rows;
     }
