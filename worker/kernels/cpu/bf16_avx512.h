@@ -42,9 +42,10 @@ void MatMulBlocks(const uint16_t* x_bf16, int64_t m, int64_t k, const uint16_t* 
 // otherwise (or with chunk_blocks 0) each pass goes over the whole block in turn.
 // MatMulBlocks uses the defaults; benchmarks compare others through MatMulBlocksIn. The
 // defaults, from bf16_avx512_benchmark on Zen 4 (docs/perf.md), weights on huge pages:
-// 9-18 rows 1.03-1.07x faster than whole passes; 7-8 rows (passes of 4 rows or fewer)
-// 1.02-1.07x slower whenever memory ran fast, and 19 rows up no faster; chunks of 2-8 k
-// blocks slower than 16. Neither the order nor ask_ahead changes a bit.
+// 9-18 rows 1.03-1.09x faster than whole passes in most runs (12 rows 1.00-1.19x); 7-8
+// rows (passes of 4 rows or fewer) 1.02-1.07x slower whenever memory ran fast, and 19
+// rows up no faster; chunks of 2-8 k blocks slower than 16. Neither the order nor
+// ask_ahead changes a bit.
 struct Passes {
   int64_t chunk_blocks = 16;  // 64 KiB of a 64-output block
   int64_t max_chunked_passes = 3;
