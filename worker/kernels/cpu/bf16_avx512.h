@@ -9,13 +9,13 @@
 // time (6 x 4 accumulators fill the registers), and the row count only changes how many
 // chains share a pass over the weight, never a chain. Numerics: x rounded to bf16
 // (bf16_amx::PrepareX), the pair's products added in the instruction's fixed order in
-// fp32, bf16 subnormals as zero; y = sum, or y_old + sum when accumulating. At 9-18 rows
-// (2 or 3 passes) a block takes its passes a chunk of k at a time, each pass's sums
-// parked between chunks, and every pass asks for its share of the next chunk's weights:
-// memory streams while the later passes compute from cache. Below 9 rows each pass goes
-// over the whole block; so it does from 4 passes (19 rows), each also asking for its
-// share of the next block's weights into L2, so that the next block's first pass
-// computes from L2. Neither the order nor the prefetches change a bit.
+// fp32, bf16 subnormals as zero; y = sum, or y_old + sum when accumulating. At 13-18 rows
+// (3 passes) a block takes its passes a chunk of k at a time, each pass's sums parked
+// between chunks, and every pass asks for its share of the next chunk's weights: memory
+// streams while the later passes compute from cache. Below 13 rows each pass goes over
+// the whole block; so it does from 4 passes (19 rows), each also asking for its share of
+// the next block's weights into L2, so that the next block's first pass computes from
+// L2. Neither the order nor the prefetches change a bit.
 #ifndef TPSERVE_WORKER_KERNELS_CPU_BF16_AVX512_H_
 #define TPSERVE_WORKER_KERNELS_CPU_BF16_AVX512_H_
 
@@ -42,17 +42,17 @@ void MatMulBlocks(const uint16_t* x_bf16, int64_t m, int64_t k, const uint16_t* 
 // otherwise (or with chunk_blocks 0) each pass goes over the whole block in turn.
 // MatMulBlocks uses the defaults; benchmarks compare others through MatMulBlocksIn. The
 // defaults, from bf16_avx512_benchmark on Zen 4 (docs/perf.md), weights on huge pages:
-// 9-18 rows 1.03-1.09x faster than whole passes in most runs (12 rows 1.00-1.19x); 7-8
-// rows (passes of 4 rows or fewer) 1.02-1.07x slower whenever memory ran fast, and 19
-// rows up no faster; chunks of 2-8 k blocks slower than 16. Neither the order nor
-// ask_ahead changes a bit.
+// three passes (13-18 rows) 1.05-1.14x faster than whole passes; two passes (7-12 rows)
+// up to 1.2x slower whenever memory ran fast (faster in slow spells), and 19 rows up no
+// faster; chunks of 2-8 k blocks slower than 16. Neither the order nor ask_ahead changes
+// a bit.
 struct Passes {
   int64_t chunk_blocks = 16;  // 64 KiB of a 64-output block
   int64_t max_chunked_passes = 3;
   // Each pass also asks for every 8th line of its next k block into L1, as the kernel
   // did until 2026-12-06: slower on a Zen 4 (docs/perf.md), kept for benchmarks.
   bool ask_ahead = false;
-  int64_t min_chunked_rows = 9;
+  int64_t min_chunked_rows = 13;
 };
 void MatMulBlocksIn(Passes plan, const uint16_t* x_bf16, int64_t m, int64_t k,
                     const uint16_t* packed, bf16_amx::Layout layout, int64_t n_out,

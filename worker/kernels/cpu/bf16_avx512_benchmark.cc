@@ -5,7 +5,7 @@
 //   bazel build -c opt //worker/kernels/cpu:bf16_avx512_benchmark
 //   bazel-bin/worker/kernels/cpu/bf16_avx512_benchmark [--rows 1,7,8,12,16,18,24,32]
 //       [--chunks 0,16] [--min-runs 4] [--ask-ahead 0] [--max-passes 3]
-//       [--min-chunked-rows 9] [--threads 2] [--min-seconds 2]
+//       [--min-chunked-rows 13] [--threads 2] [--min-seconds 2]
 //
 // Each chunk size c is the plan {chunk_blocks c, max_chunked_passes --max-passes,
 // min_chunked_rows --min-chunked-rows}; 0 is every pass over the whole block in turn;
