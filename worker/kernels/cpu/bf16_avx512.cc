@@ -42,13 +42,14 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Rows(
   }
   constexpr int64_t pair = kTiles ? 16 * 2 : 16 * T * 2;  // layout.pair_stride()
   constexpr int64_t tile = kTiles ? 16 * 16 * 2 : 16 * 2;  // layout.tile_stride()
+  constexpr int64_t k_block_bytes = 16 * T * kBlockCols * sizeof(uint16_t);
   const uint32_t* rows[R];  // x's rows as column pairs
   for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const uint32_t*>(x + r * x_stride);
   for (int64_t kb = 0; kb < k_blocks; ++kb) {
     const uint16_t* block = w + kb * layout.k_block_stride;
     if (side.ask_ahead) {
       const char* ahead = reinterpret_cast<const char*>(block + layout.k_block_stride);
-      for (int64_t line = 0; line < 16 * T * 16 * 2 * 2; line += 512) {  // the next k block
+      for (int64_t line = 0; line < k_block_bytes; line += 512) {
         _mm_prefetch(ahead + line, _MM_HINT_T0);
       }
     }
