@@ -66,6 +66,10 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Rows(
 #pragma GCC unroll 4
       for (int j = 0; j < T; ++j) {
         wv[j] = (__m512bh)_mm512_loadu_si512(block + p * pair + j * tile);
+        // Held in a register from here: else GCC reloads it for every row at some shapes
+        // (Rows<3, 4>: 196 weight loads a k block, not 64; 58% of the vdpbf16ps peak in
+        // cache, not 100%: bf16_avx512_benchmark --cached).
+        asm("" : "+v"(wv[j]));
       }
 #pragma GCC unroll 6
       for (int r = 0; r < R; ++r) {
