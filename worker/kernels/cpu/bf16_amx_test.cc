@@ -1,5 +1,7 @@
-// bf16_amx's and bf16_avx512's kernels, each through MatMulBf16 (the AVX512-BF16 one
-// forced on an AMX CPU with Bf16Kernel::kAvx512Bf16).
+// bf16_amx's and bf16_avx512's kernels, each through MatMulBf16: under Bf16Kernel::kOwn
+// the one this CPU packs its own layout for (the tile kernel with AMX, vdpbf16ps on
+// 48-output blocks without), and under kAvx512Bf16 vdpbf16ps on oneDNN's blocks (forced
+// on an AMX CPU).
 #include "worker/kernels/cpu/bf16_amx.h"
 
 #include <immintrin.h>
@@ -23,13 +25,11 @@ __attribute__((target("amx-tile"))) void StoreTileConfig(uint8_t* out) {
   _tile_storeconfig(out);
 }
 
-// The parameter: Bf16Kernel::kOwn on an AMX CPU (the tile kernel), kAvx512Bf16 (vdpbf16ps).
+// The parameter: Bf16Kernel::kOwn (the tile kernel on an AMX CPU, else vdpbf16ps on its
+// own 48-output blocks), kAvx512Bf16 (vdpbf16ps on oneDNN's blocks).
 class Bf16KernelTest : public ::testing::TestWithParam<Bf16Kernel> {
  protected:
   void SetUp() override {
-    if (GetParam() == Bf16Kernel::kOwn && !bf16_amx::Available()) {
-      GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS refused it)";
-    }
     if (!bf16_avx512::Available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
     SetBf16Kernel(GetParam());
   }
@@ -39,20 +39,21 @@ class Bf16KernelTest : public ::testing::TestWithParam<Bf16Kernel> {
   }
   // Whether `w` runs on this test's kernel.
   bool OnKernel(const PackedBf16Weight& w) const {
-    return GetParam() == Bf16Kernel::kOwn ? w.runs_on_amx() : w.runs_on_avx512_bf16();
+    return GetParam() == Bf16Kernel::kOwn && bf16_amx::Available() ? w.runs_on_amx()
+                                                                   : w.runs_on_avx512_bf16();
   }
 };
 
-// The tile kernel's weights are packed in its own layout, which only it reads; the
-// vdpbf16ps kernel's in oneDNN's, which the tile kernel reads too.
+// Under kOwn a weight is packed in its kernel's own layout, which only that kernel reads;
+// under kAvx512Bf16 in oneDNN's, which the tile kernel reads too.
 TEST_P(Bf16KernelTest, RunsOnTheLayoutItPacked) {
   PackedBf16Weight w = RandomWeight(100, 70, 1, nullptr);
   EXPECT_EQ(w.packed_for_onednn(), GetParam() != Bf16Kernel::kOwn);
   EXPECT_TRUE(OnKernel(w));
   EXPECT_NE(w.runs_on_amx(), w.runs_on_avx512_bf16());
   SetBf16Kernel(Bf16Kernel::kOneDnn);
-  EXPECT_EQ(w.runs_on_amx(), GetParam() == Bf16Kernel::kOwn);  // its own layout: still
-  EXPECT_FALSE(w.runs_on_avx512_bf16());
+  EXPECT_EQ(OnKernel(w), GetParam() == Bf16Kernel::kOwn);  // its own layout: still
+  EXPECT_EQ(w.runs_on_amx() || w.runs_on_avx512_bf16(), GetParam() == Bf16Kernel::kOwn);
   PackedBf16Weight onednn = RandomWeight(100, 70, 1, nullptr);  // packed under kOneDnn
   EXPECT_TRUE(onednn.packed_for_onednn());
   EXPECT_FALSE(onednn.runs_on_amx());
@@ -169,7 +170,7 @@ TEST_P(Bf16KernelTest, NonFiniteXStaysInItsRow) {
 INSTANTIATE_TEST_SUITE_P(Kernels, Bf16KernelTest,
                          ::testing::Values(Bf16Kernel::kOwn, Bf16Kernel::kAvx512Bf16),
                          [](const ::testing::TestParamInfo<Bf16Kernel>& info) {
-                           return info.param == Bf16Kernel::kOwn ? "Amx" : "Avx512Bf16";
+                           return info.param == Bf16Kernel::kOwn ? "OwnLayout" : "OneDnnLayout";
                          });
 
 // ConfigureTiles gives every tile the kernels use 16 rows of 64 bytes, as STTILECFG reads
@@ -206,7 +207,8 @@ std::vector<uint16_t> PackBlocks(const std::vector<uint16_t>& w, int64_t n_out, 
   return packed;
 }
 
-// Every block width the layout allows, and PackTiles' tile-by-tile blocks, give every row
+// Every block width the layout allows, PackTiles' tile-by-tile blocks and
+// bf16_avx512::PackBlocks' (the layout written out below, byte for byte), give every row
 // of y the same bits, on both kernels (whichever this CPU runs), accumulating or not, at
 // row counts below, at and past the 16-row tile: oneDNN packs 64 or 48 outputs a block by
 // the weight's shape, so the other widths' code paths are reached here only.
@@ -228,11 +230,20 @@ TEST(Bf16AmxLayoutTest, EveryBlockWidthGivesTheSameBits) {
     for (const auto& [name, fn] : kernels) {
       for (bool accumulate : {false, true}) {
         std::vector<float> want;
-        for (int64_t block_outputs : {32, 16, 48, 64, /*PackTiles*/ 0}) {
+        for (int64_t block_outputs : {32, 16, 48, 64, /*PackTiles*/ 0, /*PackBlocks*/ -1}) {
           bf16_amx::Layout layout;
           std::vector<uint16_t> packed;
           if (block_outputs > 0) {
             packed = PackBlocks(w, n_out, k, block_outputs, &layout);
+          } else if (block_outputs < 0) {
+            layout = bf16_avx512::BlocksLayout(k);
+            packed.resize(bf16_avx512::BlocksElements(n_out, k));
+            const int64_t blocks = bf16_amx::NumBlocks(n_out, layout);  // in two calls
+            bf16_avx512::PackBlocks(w.data(), n_out, k, packed.data(), 0, blocks / 2);
+            bf16_avx512::PackBlocks(w.data(), n_out, k, packed.data(), blocks / 2, blocks);
+            bf16_amx::Layout reference;
+            ASSERT_EQ(packed, PackBlocks(w, n_out, k, 48, &reference));
+            ASSERT_EQ(layout.n_block_stride, reference.n_block_stride);
           } else {
             layout = bf16_amx::TilesLayout(k);
             packed.resize(bf16_amx::TilesElements(n_out, k));
@@ -248,7 +259,9 @@ TEST(Bf16AmxLayoutTest, EveryBlockWidthGivesTheSameBits) {
             continue;
           }
           ASSERT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0)
-              << name << ": " << (block_outputs > 0 ? "" : "PackTiles' ") << layout.block_outputs
+              << name << ": "
+              << (block_outputs > 0 ? "" : block_outputs == 0 ? "PackTiles' " : "PackBlocks' ")
+              << layout.block_outputs
               << " outputs a block against 32, m " << m
               << (accumulate ? ", accumulating" : "");
         }
@@ -265,39 +278,42 @@ TEST(Bf16AmxLayoutTest, EveryBlockWidthGivesTheSameBits) {
 // accumulating or not; y outside the range stays.
 TEST(Bf16Avx512PassesTest, EveryPassOrderGivesTheSameBits) {
   if (!bf16_avx512::Available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
-  const int64_t n_out = 300, k = 1031;  // 5 blocks of 64 outputs, the last of 44
+  const int64_t n_out = 300, k = 1031;  // 5 blocks of 64 outputs (the last of 44), 7 of 48
   const std::vector<float> w_values = RandomNormal(n_out * k, 91);
   std::vector<uint16_t> w(n_out * k);
   for (int64_t i = 0; i < n_out * k; ++i) w[i] = FloatToBf16(w_values[i]);
-  bf16_amx::Layout layout;
-  const std::vector<uint16_t> packed = PackBlocks(w, n_out, k, 64, &layout);
   const std::vector<bf16_avx512::Passes> plans = {
       {0, 8},           {16, 3},          {1, 8, false, 1}, {4, 2, false, 1},
       {5, 8, false, 1}, {64, 8, false, 1}, {0, 8, true},     {16, 3, true, 1}};
-  for (int64_t m : {1, 6, 7, 8, 12, 13, 17, 18, 19, 24, 31, 48}) {
-    const std::vector<float> x = RandomNormal(m * k, 92);
-    const std::vector<float> y0 = RandomNormal(m * n_out, 93);
-    std::vector<uint16_t> xb(bf16_amx::PaddedRows(m) * bf16_amx::PaddedCols(k));
-    bf16_amx::PrepareX(x.data(), m, k, xb.data());
-    for (bool accumulate : {false, true}) {
-      std::vector<float> want;
-      for (const bf16_avx512::Passes& plan : plans) {
-        std::vector<float> y = y0;
-        bf16_avx512::MatMulBlocksIn(plan, xb.data(), m, k, packed.data(), layout, n_out, 1,
-                                    4, y.data(), accumulate);
-        for (int64_t r = 0; r < m; ++r) {  // outputs of blocks 0 and 4 untouched
-          for (int64_t n : {int64_t{0}, int64_t{63}, int64_t{256}, n_out - 1}) {
-            ASSERT_EQ(y[r * n_out + n], y0[r * n_out + n]) << "row " << r << ", " << n;
+  // oneDNN's 64-output blocks (6 rows a pass) and the kernel's own 48 (8 rows a pass).
+  for (int64_t b : {64, 48}) {
+    bf16_amx::Layout layout;
+    const std::vector<uint16_t> packed = PackBlocks(w, n_out, k, b, &layout);
+    for (int64_t m : {1, 6, 7, 8, 9, 12, 13, 16, 17, 18, 19, 24, 25, 31, 48}) {
+      const std::vector<float> x = RandomNormal(m * k, 92);
+      const std::vector<float> y0 = RandomNormal(m * n_out, 93);
+      std::vector<uint16_t> xb(bf16_amx::PaddedRows(m) * bf16_amx::PaddedCols(k));
+      bf16_amx::PrepareX(x.data(), m, k, xb.data());
+      for (bool accumulate : {false, true}) {
+        std::vector<float> want;
+        for (const bf16_avx512::Passes& plan : plans) {
+          std::vector<float> y = y0;
+          bf16_avx512::MatMulBlocksIn(plan, xb.data(), m, k, packed.data(), layout, n_out, 1,
+                                      4, y.data(), accumulate);
+          for (int64_t r = 0; r < m; ++r) {  // outputs of block 0 and from block 4 untouched
+            for (int64_t n : {int64_t{0}, b - 1, 4 * b, n_out - 1}) {
+              ASSERT_EQ(y[r * n_out + n], y0[r * n_out + n]) << "row " << r << ", " << n;
+            }
           }
+          if (want.empty()) {
+            want = y;
+            continue;
+          }
+          ASSERT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0)
+              << b << "-output blocks, chunks of " << plan.chunk_blocks << " up to "
+              << plan.max_chunked_passes << " passes" << (plan.ask_ahead ? " asking ahead" : "")
+              << " against whole passes, m " << m << (accumulate ? ", accumulating" : "");
         }
-        if (want.empty()) {
-          want = y;
-          continue;
-        }
-        ASSERT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0)
-            << "chunks of " << plan.chunk_blocks << " up to " << plan.max_chunked_passes
-            << " passes" << (plan.ask_ahead ? " asking ahead" : "")
-            << " against whole passes, m " << m << (accumulate ? ", accumulating" : "");
       }
     }
   }

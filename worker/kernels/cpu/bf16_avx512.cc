@@ -9,7 +9,13 @@ namespace bf16_avx512 {
 namespace {
 
 constexpr int64_t kBlockCols = 32;  // k per block of the layout
-constexpr int kMaxRows = 6;         // rows of x per pass: 6 x 4 accumulators + 4 weights
+constexpr int kMaxRows = 8;         // rows of x per pass: 8 x 3 accumulators + 3 weights
+constexpr int64_t kOwnBlockOutputs = 48;
+
+// Rows of x a pass takes: 8 x 3 sums on blocks of up to 48 outputs, 6 x 4 on 64.
+int MaxRows(const bf16_amx::Layout& layout) {
+  return layout.block_outputs <= kOwnBlockOutputs ? 8 : 6;
+}
 constexpr int64_t kMaxChunkedPasses = 8;  // the most Passes::max_chunked_passes can ask
 
 // R rows of x (x_stride elements apart) against k_blocks k blocks of one block of 16·T
@@ -71,7 +77,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Rows(
         // cache, not 100%: bf16_avx512_benchmark --cached).
         asm("" : "+v"(wv[j]));
       }
-#pragma GCC unroll 6
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const __m512bh xv =
             (__m512bh)_mm512_set1_epi32(static_cast<int>(rows[r][pair0 + p]));
@@ -88,8 +94,13 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void Rows(
 using RowsFn = void (*)(const uint16_t*, int64_t, const uint16_t*, bf16_amx::Layout, int64_t,
                         bool, Side, float*);
 
+// rows: at most MaxRows of a layout with T tiles a block.
 template <int T, bool kTiles>
 RowsFn PickRows(int rows) {
+  if constexpr (T <= 3) {
+    if (rows == 7) return &Rows<7, T, kTiles>;
+    if (rows == 8) return &Rows<8, T, kTiles>;
+  }
   switch (rows) {
     case 1: return &Rows<1, T, kTiles>;
     case 2: return &Rows<2, T, kTiles>;
@@ -125,7 +136,7 @@ void ChunkedBlocks(const Passes& plan, const uint16_t* x_bf16, int64_t m, int64_
                    int64_t block_begin, int64_t block_end, float* y, bool accumulate) {
   alignas(64) float c[kMaxChunkedPasses][kMaxRows * 64];  // [pass][rows][64 outputs]
   const int64_t k_blocks = cols / kBlockCols;
-  const int64_t passes = (m + kMaxRows - 1) / kMaxRows;
+  const int64_t passes = (m + MaxRows(layout) - 1) / MaxRows(layout);
   const int64_t k_block_bytes = layout.block_outputs * kBlockCols * sizeof(uint16_t);
   int pass_rows[kMaxChunkedPasses];
   for (int64_t pass = 0, row = 0; pass < passes; ++pass) {
@@ -166,6 +177,36 @@ void ChunkedBlocks(const Passes& plan, const uint16_t* x_bf16, int64_t m, int64_
 
 }  // namespace
 
+bf16_amx::Layout BlocksLayout(int64_t k) {
+  constexpr int64_t b = kOwnBlockOutputs;
+  return bf16_amx::Layout{b, kBlockCols * b, bf16_amx::PaddedCols(k) * b, /*tiles=*/false};
+}
+
+int64_t BlocksElements(int64_t n_out, int64_t k) {
+  const bf16_amx::Layout layout = BlocksLayout(k);
+  return bf16_amx::NumBlocks(n_out, layout) * layout.n_block_stride;
+}
+
+void PackBlocks(const uint16_t* w, int64_t n_out, int64_t k, uint16_t* out,
+                int64_t block_begin, int64_t block_end) {
+  const bf16_amx::Layout layout = BlocksLayout(k);
+  const int64_t k_blocks = bf16_amx::PaddedCols(k) / kBlockCols;
+  for (int64_t nb = block_begin; nb < block_end; ++nb) {
+    // The block's [k blocks][16 column pairs][48 outputs][2], written in order.
+    uint16_t* dst = out + nb * layout.n_block_stride;
+    for (int64_t kb = 0; kb < k_blocks; ++kb) {
+      for (int64_t p = 0; p < kBlockCols / 2; ++p) {
+        const int64_t c = kb * kBlockCols + 2 * p;
+        for (int64_t o = 0; o < layout.block_outputs; ++o, dst += 2) {
+          const int64_t n = nb * layout.block_outputs + o;
+          dst[0] = n < n_out && c < k ? w[n * k + c] : 0;  // zeros past the weight's edges
+          dst[1] = n < n_out && c + 1 < k ? w[n * k + c + 1] : 0;
+        }
+      }
+    }
+  }
+}
+
 bool Available() {
   static const bool available =
       __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
@@ -184,8 +225,8 @@ void MatMulBlocksIn(Passes plan, const uint16_t* x_bf16, int64_t m, int64_t k,
                     int64_t block_begin, int64_t block_end, float* y, bool accumulate) {
   const int64_t cols = bf16_amx::PaddedCols(k);
   const int64_t k_blocks = cols / kBlockCols;
-  // Rows in passes as even as they go (13 rows: 5, 4, 4).
-  const int64_t passes = (m + kMaxRows - 1) / kMaxRows;
+  // Rows in passes as even as they go (13 rows on 64-output blocks: 5, 4, 4).
+  const int64_t passes = (m + MaxRows(layout) - 1) / MaxRows(layout);
   const int64_t k_block_bytes = layout.block_outputs * kBlockCols * sizeof(uint16_t);
   if (plan.chunk_blocks > 0 && passes >= 2 && m >= plan.min_chunked_rows &&
       passes <= std::min<int64_t>(plan.max_chunked_passes, kMaxChunkedPasses)) {

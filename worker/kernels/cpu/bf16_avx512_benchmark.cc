@@ -5,13 +5,15 @@
 //   bazel build -c opt //worker/kernels/cpu:bf16_avx512_benchmark
 //   bazel-bin/worker/kernels/cpu/bf16_avx512_benchmark [--rows 1,7,8,12,16,18,24,32]
 //       [--chunks 0,16] [--min-runs 4] [--ask-ahead 0] [--max-passes 3]
-//       [--min-chunked-rows 13] [--threads 2] [--min-seconds 2] [--cached]
+//       [--min-chunked-rows 13] [--threads 2] [--min-seconds 2] [--block-outputs 48,64]
+//       [--cached]
 //
 // Each chunk size c is the plan {chunk_blocks c, max_chunked_passes --max-passes,
 // min_chunked_rows --min-chunked-rows}; 0 is every pass over the whole block in turn;
 // each with every --min-runs value, the least run of output blocks a thread takes
-// (ParallelChunks' min_chunk), and every --ask-ahead value (1: Passes::ask_ahead, the
-// prefetch the kernel dropped). The defaults put the kernel's own plan
+// (ParallelChunks' min_chunk), every --ask-ahead value (1: Passes::ask_ahead, the
+// prefetch the kernel dropped) and every --block-outputs layout (48: the kernel's own
+// blocks, bf16_avx512::BlocksLayout; 64: oneDNN's). The defaults put the kernel's own plan
 // (bf16_avx512::Passes()) beside whole passes. The weights, on huge pages as a model's
 // are, are copied until the copies fill about 1 GiB and every call reads the next copy,
 // so each call streams its weights from memory as a model step does. Per row count the
@@ -51,8 +53,10 @@ constexpr Shape kShapes[] = {
     {"qkv", 2048 + 2 * 256, 2048}, {"o", 2048, 2048}, {"gate_up", 2 * 5632, 2048},
     {"down", 2048, 5632}};
 
-// oneDNN's BA16a64b2a blocks (bf16_amx.h): 64 outputs a block, k blocks inner.
-bf16_amx::Layout BlockLayout(int64_t k) {
+// 48 outputs a block: the kernel's own layout (bf16_avx512::BlocksLayout); 64: oneDNN's
+// BA16a64b2a blocks (bf16_amx.h), k blocks inner in both.
+bf16_amx::Layout BlockLayout(int64_t k, int64_t block_outputs) {
+  if (block_outputs == 48) return bf16_avx512::BlocksLayout(k);
   bf16_amx::Layout layout;
   layout.block_outputs = 64;
   layout.k_block_stride = 64 * 32;
@@ -72,11 +76,12 @@ double Median(std::vector<double> v) {
 struct Plan {
   bf16_avx512::Passes passes;
   int64_t min_run;  // ParallelChunks' least run of output blocks
+  int64_t block_outputs;  // 48: bf16_avx512::BlocksLayout; 64: oneDNN's blocks
 };
 
 struct Flags {
   std::string rows = "1,7,8,12,16,18,24,32", chunks = "0,16", min_runs = "4",
-              ask_ahead = "0";
+              ask_ahead = "0", block_outputs = "48";
   int64_t max_passes = bf16_avx512::Passes().max_chunked_passes, threads = 2;
   int64_t min_chunked_rows = bf16_avx512::Passes().min_chunked_rows;
   double min_seconds = 2;
@@ -84,12 +89,14 @@ struct Flags {
 };
 
 // --cached: the kernel's own rate with its operands in cache, one thread, each row count
-// the best of three: two 64-output blocks at k = 2,048 (512 KiB, in L2) called over and
+// the best of three: two blocks (of the first --block-outputs) at k = 2,048 (in L2) called over and
 // over with the default plan. Beside the vdpbf16ps peak (bf16_gemm_benchmark prints it)
 // this shows what a pass's loads leave of the FMA rate, apart from memory.
-absl::Status RunCached(const std::vector<int32_t>& row_counts, double min_seconds) {
-  constexpr int64_t kK = 2048, kBlocks = 2, kOutputs = 64 * kBlocks;
-  const bf16_amx::Layout layout = BlockLayout(kK);
+absl::Status RunCached(const std::vector<int32_t>& row_counts, int64_t block_outputs,
+                       double min_seconds) {
+  constexpr int64_t kK = 2048, kBlocks = 2;
+  const int64_t kOutputs = block_outputs * kBlocks;
+  const bf16_amx::Layout layout = BlockLayout(kK, block_outputs);
   std::vector<uint16_t> w(kBlocks * layout.n_block_stride);
   std::mt19937 rng(1);
   std::normal_distribution<float> dist;
@@ -124,7 +131,12 @@ absl::Status Run(const Flags& f) {
   std::vector<int32_t> row_counts, chunks;
   if (absl::Status s = ParseIdList(f.rows, &row_counts); !s.ok()) return s;
   if (absl::Status s = ParseIdList(f.chunks, &chunks); !s.ok()) return s;
-  if (f.cached) return RunCached(row_counts, f.min_seconds);
+  std::vector<int32_t> block_outputs;
+  if (absl::Status s = ParseIdList(f.block_outputs, &block_outputs); !s.ok()) return s;
+  for (int32_t b : block_outputs) {
+    if (b != 48 && b != 64) return absl::InvalidArgumentError("--block-outputs takes 48 or 64");
+  }
+  if (f.cached) return RunCached(row_counts, block_outputs[0], f.min_seconds);
   std::vector<int32_t> min_runs;
   if (absl::Status s = ParseIdList(f.min_runs, &min_runs); !s.ok()) return s;
   for (int32_t run : min_runs) {
@@ -138,10 +150,14 @@ absl::Status Run(const Flags& f) {
   // One set: the four weights, packed; `sets` copies of it fill about 1 GiB.
   std::vector<int64_t> offsets;
   int64_t set_elements = 0;
-  for (const Shape& s : kShapes) {
+  for (const Shape& s : kShapes) {  // room for the larger of the two layouts
     offsets.push_back(set_elements);
-    const bf16_amx::Layout layout = BlockLayout(s.k);
-    set_elements += bf16_amx::NumBlocks(s.n_out, layout) * layout.n_block_stride;
+    int64_t most = 0;
+    for (int64_t b : {48, 64}) {
+      const bf16_amx::Layout layout = BlockLayout(s.k, b);
+      most = std::max(most, bf16_amx::NumBlocks(s.n_out, layout) * layout.n_block_stride);
+    }
+    set_elements += most;
   }
   const int64_t sets = std::max<int64_t>(2, kGiB / (2 * set_elements));
   // On huge pages and 64-byte aligned, as a model's packed weights are (bf16_gemm.cc).
@@ -165,11 +181,16 @@ absl::Status Run(const Flags& f) {
   std::vector<float> y(int64_t{max_rows} * max_n);
   std::printf("%d copies of the four weights (%.0f MiB each), %ld thread(s)\n", int(sets),
               2.0 * set_elements / (1 << 20), long(f.threads));
+  std::vector<Plan> plans;
   std::printf("%5s", "rows");
-  for (int32_t ahead : aheads) {
-    for (int32_t run : min_runs) {
-      for (int32_t c : chunks) {
-        std::printf(" | %srun %d chunk %2d: ms, ratio", ahead != 0 ? "ahead " : "", run, c);
+  for (int32_t b : block_outputs) {
+    for (int32_t ahead : aheads) {
+      for (int32_t run : min_runs) {
+        for (int32_t c : chunks) {
+          plans.push_back({{c, f.max_passes, ahead != 0, f.min_chunked_rows}, run, b});
+          std::printf(" | %d %srun %d chunk %2d: ms, ratio", b, ahead != 0 ? "ahead " : "",
+                      run, c);
+        }
       }
     }
   }
@@ -178,7 +199,7 @@ absl::Status Run(const Flags& f) {
     auto step = [&](const Plan& plan, int64_t set) {
       for (size_t l = 0; l < std::size(kShapes); ++l) {
         const Shape& s = kShapes[l];
-        const bf16_amx::Layout layout = BlockLayout(s.k);
+        const bf16_amx::Layout layout = BlockLayout(s.k, plan.block_outputs);
         const uint16_t* packed = w + set * set_elements + offsets[l];
         const int64_t blocks = bf16_amx::NumBlocks(s.n_out, layout);
         bf16_amx::PrepareX(x.data(), m, s.k, xb.data());
@@ -189,14 +210,6 @@ absl::Status Run(const Flags& f) {
                        });
       }
     };
-    std::vector<Plan> plans;
-    for (int32_t ahead : aheads) {
-      for (int32_t run : min_runs) {
-        for (int32_t c : chunks) {
-          plans.push_back({{c, f.max_passes, ahead != 0, f.min_chunked_rows}, run});
-        }
-      }
-    }
     std::vector<std::vector<double>> times(plans.size()), ratios(plans.size());
     int64_t set = 0;
     for (const auto& plan : plans) step(plan, set++ % sets);  // warm-up
@@ -235,6 +248,8 @@ int main(int argc, char** argv) {
               "least runs of output blocks a thread takes (bf16_gemm.cc: 4), e.g. 4,1");
   p.AddString("ask-ahead", &f.ask_ahead,
               "0, 1 or 0,1: each pass also asks for its next k block (Passes::ask_ahead)");
+  p.AddString("block-outputs", &f.block_outputs,
+              "48 (the kernel's own blocks), 64 (oneDNN's) or 48,64");
   p.AddInt("min-chunked-rows", &f.min_chunked_rows, "chunk from this many rows");
   p.AddInt("max-passes", &f.max_passes, "chunk a block's passes up to this many (2 to 8)");
   p.AddInt("threads", &f.threads, "threads splitting each GEMM's output blocks");

@@ -41,11 +41,13 @@
 //   JIT code, so the per-weight cache here costs a lookup, not a copy of the code.
 // - Scratchpads are per call (scratchpad_mode::user): oneDNN's library-managed scratchpad
 //   is shared by all primitives and ties each primitive to the thread that created it.
-// - oneDNN packs the weight, but this project's kernels run the products on it: AMX tiles
-//   (bf16_amx.h) or, without AMX, vdpbf16ps (bf16_avx512.h). brgemm's k blocking changes
-//   with the row count, so a row's low bits depended on its batch; the AMX kernel is also
-//   1.2-1.9x faster (docs/perf.md). oneDNN's matmul runs only with SetBf16Kernel(kOneDnn)
-//   or for a layout the kernels do not read.
+// - This project's kernels run the products: AMX tiles (bf16_amx.h) or, without AMX,
+//   vdpbf16ps (bf16_avx512.h), each on a layout of its own under Bf16Kernel::kOwn (tile by
+//   tile; blocks of 48 outputs), both read by them only. brgemm's k blocking changes with
+//   the row count, so a row's low bits depended on its batch; the AMX kernel is also
+//   1.2-1.9x faster (docs/perf.md). oneDNN packs the weight, and its matmul runs on it,
+//   only with SetBf16Kernel(kOneDnn) at packing (or kAvx512Bf16, which runs vdpbf16ps on
+//   oneDNN's blocks).
 
 namespace tpserve {
 namespace {
@@ -149,13 +151,20 @@ struct PackedBf16Weight::Impl {
                             bf16_amx::Layout, int64_t, int64_t, int64_t, float*, bool);
   void MatMulOwn(BlocksFn blocks_fn, const float* x, int64_t m, float* y,
                  bool accumulate) const;
+  // data ([n_out, k] bf16) into storage of `elements` in `layout`, one of this project's
+  // kernels' own, by pack(data, n_out, k, out, block_begin, block_end), threads splitting
+  // the output blocks; sets `own`.
+  using PackFn = void (*)(const uint16_t*, int64_t, int64_t, uint16_t*, int64_t, int64_t);
+  void PackOwn(const uint16_t* data, bf16_amx::Layout layout, int64_t elements, PackFn pack);
 
   dnnl::engine engine;
   std::unique_ptr<void, decltype(&std::free)> storage{nullptr, &std::free};
   void* data = nullptr;  // kAlignment-aligned, inside storage
   size_t bytes = 0;
   std::optional<memory> packed;  // oneDNN's view of data; nullopt: bf16_avx2's blocked layout
-  std::optional<bf16_amx::Layout> own;  // set when this project's kernels read `packed`
+  // Set when this project's kernels read the weight: oneDNN's layout (`packed` set), or
+  // their own (tile by tile for AMX, 48-output blocks for vdpbf16ps; `packed` unset).
+  std::optional<bf16_amx::Layout> own;
   int64_t n_out = 0, k = 0;
   mutable absl::Mutex mu;
   mutable absl::flat_hash_map<Key, std::shared_ptr<const Primitive>> cache ABSL_GUARDED_BY(mu);
@@ -231,6 +240,15 @@ absl::Status PackedBf16Weight::Impl::MatMulAvx2(const float* x, int64_t m, float
   return absl::OkStatus();
 }
 
+void PackedBf16Weight::Impl::PackOwn(const uint16_t* w, bf16_amx::Layout layout,
+                                     int64_t elements, PackFn pack) {
+  Allocate(elements * sizeof(uint16_t));
+  own = layout;
+  auto* out = static_cast<uint16_t*>(data);
+  ParallelChunks(bf16_amx::NumBlocks(n_out, layout), /*min_chunk=*/4, omp_get_max_threads(),
+                 [&](int64_t begin, int64_t end) { pack(w, n_out, k, out, begin, end); });
+}
+
 void PackedBf16Weight::Impl::MatMulOwn(BlocksFn blocks_fn, const float* x, int64_t m,
                                        float* y, bool accumulate) const {
   thread_local Scratch<uint16_t> x_bf16;  // [PaddedRows(m), PaddedCols(k)]
@@ -286,18 +304,21 @@ absl::StatusOr<PackedBf16Weight> PackedBf16Weight::FromBf16(const uint16_t* data
       bf16_avx2::PackBlocked(data, n_out, k, static_cast<uint16_t*>(impl->data));
       return PackedBf16Weight(n_out, k, std::move(impl));
     }
-    if (bf16_amx::Available() && bf16_kernel.load(std::memory_order_relaxed) == Bf16Kernel::kOwn) {
-      // The tile kernel's own layout, each B tile in one piece (bf16_amx.h): oneDNN's
-      // matmul does not read it, so such a weight runs on the tile kernel whatever
-      // SetBf16Kernel says later.
-      impl->Allocate(bf16_amx::TilesElements(n_out, k) * sizeof(uint16_t));
-      impl->own = bf16_amx::TilesLayout(k);
-      auto* out = static_cast<uint16_t*>(impl->data);
-      ParallelChunks(bf16_amx::NumBlocks(n_out, *impl->own), /*min_chunk=*/4,
-                     omp_get_max_threads(), [&](int64_t begin, int64_t end) {
-                       bf16_amx::PackTiles(data, n_out, k, out, begin, end);
-                     });
-      return PackedBf16Weight(n_out, k, std::move(impl));
+    // Under kOwn a layout of this project's kernels, which oneDNN's matmul does not read,
+    // so such a weight runs on its kernel whatever SetBf16Kernel says later: the tile
+    // kernel's, each B tile in one piece (bf16_amx.h), or the vdpbf16ps kernel's blocks of
+    // 48 outputs (bf16_avx512.h: a decode batch of up to 8 rows in one pass).
+    if (bf16_kernel.load(std::memory_order_relaxed) == Bf16Kernel::kOwn) {
+      if (bf16_amx::Available()) {
+        impl->PackOwn(data, bf16_amx::TilesLayout(k), bf16_amx::TilesElements(n_out, k),
+                      &bf16_amx::PackTiles);
+        return PackedBf16Weight(n_out, k, std::move(impl));
+      }
+      if (bf16_avx512::Available()) {
+        impl->PackOwn(data, bf16_avx512::BlocksLayout(k), bf16_avx512::BlocksElements(n_out, k),
+                      &bf16_avx512::PackBlocks);
+        return PackedBf16Weight(n_out, k, std::move(impl));
+      }
     }
     impl->Allocate(layout->get_size());
     memory plain(PlainWeightDesc(n_out, k), impl->engine, const_cast<uint16_t*>(data));
@@ -329,12 +350,14 @@ size_t PackedBf16Weight::bytes() const { return impl_->bytes; }
 bool PackedBf16Weight::packed_for_onednn() const { return impl_->packed.has_value(); }
 bool PackedBf16Weight::runs_on_amx() const {
   if (!impl_->own.has_value() || !bf16_amx::Available()) return false;
+  if (!impl_->own->tiles && !impl_->packed.has_value()) return false;  // bf16_avx512's own
   return impl_->own->tiles || bf16_kernel.load(std::memory_order_relaxed) == Bf16Kernel::kOwn;
 }
 bool PackedBf16Weight::runs_on_avx512_bf16() const {
+  if (!impl_->own.has_value() || impl_->own->tiles) return false;
+  if (!impl_->packed.has_value()) return true;  // the kernel's own blocks: only it reads them
   const Bf16Kernel kernel = bf16_kernel.load(std::memory_order_relaxed);
-  return impl_->own.has_value() && !impl_->own->tiles &&
-         (kernel == Bf16Kernel::kAvx512Bf16 || (kernel == Bf16Kernel::kOwn && !runs_on_amx()));
+  return kernel == Bf16Kernel::kAvx512Bf16 || (kernel == Bf16Kernel::kOwn && !runs_on_amx());
 }
 size_t PackedBf16Weight::num_cached_primitives() const {
   absl::MutexLock lock(&impl_->mu);

@@ -2,16 +2,18 @@
 // layout, the weight held in bf16 (half of fp32's memory and of its bytes streamed per
 // decode step), activations and accumulation in fp32.
 //
-// A PackedBf16Weight is packed once, when the model loads, into the blocked layout that
-// oneDNN's brgemm matmul reads directly (BA16a64b2a on AVX512-BF16 and AMX); MatMulBf16
+// A PackedBf16Weight is packed once, when the model loads, into blocks of k pairs that a
+// kernel reads directly (oneDNN's brgemm: BA16a64b2a on AVX512-BF16 and AMX); MatMulBf16
 // then never repacks it, so a decode step streams each weight once whatever the batch.
 // Where oneDNN has no such implementation (no AVX512-BF16: it would only offer a GEMM
 // that repacks per call, and below AVX-512 no bf16 matmul at all) the weight is packed
 // for this project's AVX2 kernel instead (bf16_avx2.h: 16-row blocks, widened in
-// registers, FMA in fp32). On oneDNN's packed weight the products run in this project's
-// kernels too: vdpbf16ps (bf16_avx512.h), or on AMX CPUs the tile kernel (bf16_amx.h),
-// for which the weight is packed in the same blocks but tile by tile (each AMX B tile 1
-// KiB in one piece, loaded faster; oneDNN's matmul does not read it). The paths give the
+// registers, FMA in fp32). Where oneDNN has such a layout the products run in this
+// project's kernels, on a layout of their own: vdpbf16ps (bf16_avx512.h) on oneDNN's
+// pair-interleaved blocks but of 48 outputs (a pass of up to 8 rows), or on AMX CPUs the
+// tile kernel (bf16_amx.h) on blocks of 64 packed tile by tile (each AMX B tile 1 KiB in
+// one piece, loaded faster); oneDNN's matmul reads neither, and runs on its own packing
+// only under SetBf16Kernel(kOneDnn) (tests and benchmarks compare). The paths give the
 // same results up to fp32 summation order; every project kernel's order is fixed, so a
 // row of y does not depend on its batch (oneDNN's matmul, kept behind SetBf16Kernel,
 // changes with the row count).
@@ -58,18 +60,20 @@ class PackedBf16Weight : public PackedWeight {
   WeightFormat format() const override { return WeightFormat::kBf16; }
   int64_t n_out() const override { return n_out_; }
   int64_t k() const override { return k_; }
-  // Bytes the packed weight occupies (oneDNN pads k to 32 and n_out to 64; the AVX2
-  // layout k to 16 and n_out to 4).
+  // Bytes the packed weight occupies (oneDNN and the AMX layout pad k to 32 and n_out to
+  // 64, the vdpbf16ps layout k to 32 and n_out to 48; the AVX2 layout k to 16 and n_out
+  // to 4).
   size_t bytes() const override;
   // True when the weight is in oneDNN's packed layout; false on the AVX2 kernel's path
-  // and in the AMX tile kernel's own layout.
+  // and in the AMX and vdpbf16ps kernels' own layouts.
   bool packed_for_onednn() const;
   // True when MatMul runs bf16_amx.h's kernel on it: packed on an AMX CPU under
   // Bf16Kernel::kOwn (the tile kernel's own layout: always), or in oneDNN's layout on an
   // AMX CPU while Bf16Kernel::kOwn is set.
   bool runs_on_amx() const;
-  // True when MatMul runs bf16_avx512.h's kernel on it (AVX512-BF16 without AMX and
-  // Bf16Kernel::kOwn, or Bf16Kernel::kAvx512Bf16).
+  // True when MatMul runs bf16_avx512.h's kernel on it: packed on an AVX512-BF16 CPU
+  // without AMX under Bf16Kernel::kOwn (its own layout: always), or in oneDNN's layout
+  // while Bf16Kernel::kAvx512Bf16 is set (or kOwn, without AMX).
   bool runs_on_avx512_bf16() const;
   // How many matmul primitives this weight has created so far (for tests: at most
   // 2·kRowsPerPrimitive per thread count, whatever the row counts seen).

@@ -49,17 +49,27 @@ TEST(Bf16GemmTest, LlamaShapesMatchReference) {
   for (int64_t m : {1, 8}) ExpectMatchesReference(w, w_rounded, m, false, 8, 2);
 }
 
-// oneDNN's blocked layout where the CPU has AVX512-BF16, the AMX tile kernel's own where
-// it has AMX: 32 x 64 blocks both, so a 64 x 32 weight needs no padding.
-TEST(Bf16GemmTest, UsesOneDnnsBlocksWhereTheCpuHasBf16) {
+// The AMX tile kernel's own layout where the CPU has AMX (blocks of 32 x 64), the
+// vdpbf16ps kernel's where it has AVX512-BF16 only (32 x 48), oneDNN's (32 x 64) under
+// Bf16Kernel::kOneDnn: a 64 x 32 weight needs no padding in 64-output blocks and 32
+// outputs of it in 48-output blocks.
+TEST(Bf16GemmTest, PacksTheLayoutOfTheCpusKernel) {
   PackedBf16Weight w = RandomWeight(64, 32, 1, nullptr);
   if (bf16_amx::Available()) {
     EXPECT_TRUE(w.runs_on_amx());
     EXPECT_FALSE(w.packed_for_onednn());
     EXPECT_EQ(w.bytes(), 64 * 32 * sizeof(uint16_t));
   } else if (__builtin_cpu_supports("avx512bf16")) {
-    EXPECT_TRUE(w.packed_for_onednn());
-    EXPECT_EQ(w.bytes(), 64 * 32 * sizeof(uint16_t));  // already a multiple of the blocks
+    EXPECT_TRUE(w.runs_on_avx512_bf16());
+    EXPECT_FALSE(w.packed_for_onednn());
+    EXPECT_EQ(w.bytes(), 96 * 32 * sizeof(uint16_t));
+  }
+  if (__builtin_cpu_supports("avx512bf16")) {
+    SetBf16Kernel(Bf16Kernel::kOneDnn);
+    PackedBf16Weight onednn = RandomWeight(64, 32, 1, nullptr);
+    SetBf16Kernel(Bf16Kernel::kOwn);
+    EXPECT_TRUE(onednn.packed_for_onednn());
+    EXPECT_EQ(onednn.bytes(), 64 * 32 * sizeof(uint16_t));  // already a multiple of the blocks
   }
   PackedBf16Weight odd = RandomWeight(3, 5, 1, nullptr);
   EXPECT_GE(odd.bytes(), 3 * 5 * sizeof(uint16_t));
@@ -148,12 +158,15 @@ TEST(Bf16GemmTest, RejectsBadArguments) {
 }
 
 // Row counts past kRowsPerPrimitive reuse the full-chunk primitive plus one for the tail
-// (oneDNN's matmul: on an AMX CPU only when the AMX kernel is turned off).
+// (oneDNN's matmul, on a weight packed for it under kOneDnn).
 TEST(Bf16GemmTest, PrimitiveCacheIsBoundedByChunking) {
   std::vector<float> w_rounded;
+  SetBf16Kernel(Bf16Kernel::kOneDnn);  // packed for oneDNN's matmul
   PackedBf16Weight w = RandomWeight(70, 40, 3, &w_rounded);
-  if (!w.packed_for_onednn()) GTEST_SKIP() << "no oneDNN bf16 matmul on this CPU";
-  SetBf16Kernel(Bf16Kernel::kOneDnn);
+  if (!w.packed_for_onednn()) {
+    SetBf16Kernel(Bf16Kernel::kOwn);
+    GTEST_SKIP() << "no oneDNN bf16 matmul on this CPU";
+  }
   for (int64_t m : {1, 1, 8, 200, 130, 64}) ExpectMatchesReference(w, w_rounded, m, false, 4);
   EXPECT_EQ(w.num_cached_primitives(), 4u);  // rows 1, 8, 64, 200 - 3·64 = 8, 130 - 2·64 = 2
   ExpectMatchesReference(w, w_rounded, 1, true, 4);
