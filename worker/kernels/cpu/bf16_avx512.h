@@ -11,7 +11,7 @@
 // 4), and the row count only changes how many chains share a pass over the weight, never
 // a chain. So a decode batch of up to 8 rows reads each weight line once, in one pass;
 // on 64-output blocks 7-8 rows take two, the second from L2 after the first's stream
-// (1.16-1.2x the time of one pass over 48-output blocks: docs/perf.md).
+// (1.16-1.28x the time of one pass over 48-output blocks: docs/perf.md).
 //
 // Numerics: x rounded to bf16 (bf16_amx::PrepareX), the pair's products added in the
 // instruction's fixed order in fp32, bf16 subnormals as zero; y = sum, or y_old + sum
