@@ -11,7 +11,8 @@ run() {
     --batches 1,2 --decode-steps 2 --prompt-len 8 --prefill-runs 0 "$@" 2>&1
 }
 expect() {  # expect OUT reuse|write
-  echo "$1" | grep -q "^RESULT tp=1 batch=2 decode_ms=" || { echo "no batch-2 result:"; echo "$1"; exit 1; }
+  echo "$1" | grep -q "^RESULT tp=1 batch=2 decode_ms=" ||
+    { echo "no batch-2 result:"; echo "$1"; exit 1; }
   if [[ $2 == reuse ]]; then
     echo "$1" | grep -q "^reusing the checkpoint" || { echo "not reused:"; echo "$1"; exit 1; }
   else
