@@ -5,7 +5,7 @@
 //   bazel build -c opt //worker/kernels/cpu:bf16_avx512_benchmark
 //   bazel-bin/worker/kernels/cpu/bf16_avx512_benchmark [--rows 1,7,8,12,16,18,24,32]
 //       [--chunks 0,16] [--min-runs 4] [--ask-ahead 0] [--max-passes 3]
-//       [--min-chunked-rows 13] [--threads 2] [--min-seconds 2] [--block-outputs 48,64]
+//       [--min-chunked-rows 9] [--threads 2] [--min-seconds 2] [--block-outputs 48,64]
 //       [--cached]
 //
 // Each chunk size c is the plan {chunk_blocks c, max_chunked_passes --max-passes,
@@ -89,24 +89,25 @@ struct Flags {
 };
 
 // --cached: the kernel's own rate with its operands in cache, one thread, each row count
-// the best of three: two blocks (of the first --block-outputs) at k = 2,048 (in L2) called over and
-// over with the default plan. Beside the vdpbf16ps peak (bf16_gemm_benchmark prints it)
-// this shows what a pass's loads leave of the FMA rate, apart from memory.
+// the best of three: two blocks (of the first --block-outputs layout) at k = 2,048, in
+// L2, called over and over with the default plan. Beside the vdpbf16ps peak
+// (bf16_gemm_benchmark prints it) this shows what a pass's loads leave of the FMA rate,
+// apart from memory.
 absl::Status RunCached(const std::vector<int32_t>& row_counts, int64_t block_outputs,
                        double min_seconds) {
   constexpr int64_t kK = 2048, kBlocks = 2;
-  const int64_t kOutputs = block_outputs * kBlocks;
+  const int64_t outputs = block_outputs * kBlocks;
   const bf16_amx::Layout layout = BlockLayout(kK, block_outputs);
   std::vector<uint16_t> w(kBlocks * layout.n_block_stride);
   std::mt19937 rng(1);
   std::normal_distribution<float> dist;
   for (uint16_t& v : w) v = FloatToBf16(dist(rng) * 0.02f);
   const int32_t max_rows = *std::max_element(row_counts.begin(), row_counts.end());
-  std::vector<float> x(int64_t{max_rows} * kK), y(int64_t{max_rows} * kOutputs);
+  std::vector<float> x(int64_t{max_rows} * kK), y(int64_t{max_rows} * outputs);
   for (float& v : x) v = dist(rng);
   std::vector<uint16_t> xb(bf16_amx::PaddedRows(max_rows) * bf16_amx::PaddedCols(kK));
   std::printf("in cache, one thread (k = %lld, %lld outputs): GFLOP/s\n",
-              static_cast<long long>(kK), static_cast<long long>(kOutputs));
+              static_cast<long long>(kK), static_cast<long long>(outputs));
   for (int32_t m : row_counts) {
     bf16_amx::PrepareX(x.data(), m, kK, xb.data());
     double best = 0;
@@ -115,11 +116,11 @@ absl::Status RunCached(const std::vector<int32_t>& row_counts, int64_t block_out
       const auto start = std::chrono::steady_clock::now();
       do {
         for (int i = 0; i < 64; ++i, ++calls) {
-          bf16_avx512::MatMulBlocks(xb.data(), m, kK, w.data(), layout, kOutputs, 0, kBlocks,
+          bf16_avx512::MatMulBlocks(xb.data(), m, kK, w.data(), layout, outputs, 0, kBlocks,
                                     y.data(), false);
         }
       } while (Seconds(start) < min_seconds / 3);
-      best = std::max(best, 2.0 * m * kK * kOutputs * calls / Seconds(start));
+      best = std::max(best, 2.0 * m * kK * outputs * calls / Seconds(start));
     }
     std::printf("%5d | %7.1f\n", m, best / 1e9);
   }
@@ -133,6 +134,9 @@ absl::Status Run(const Flags& f) {
   if (absl::Status s = ParseIdList(f.chunks, &chunks); !s.ok()) return s;
   std::vector<int32_t> block_outputs;
   if (absl::Status s = ParseIdList(f.block_outputs, &block_outputs); !s.ok()) return s;
+  if (row_counts.empty() || chunks.empty() || block_outputs.empty()) {
+    return absl::InvalidArgumentError("--rows, --chunks and --block-outputs need a value each");
+  }
   for (int32_t b : block_outputs) {
     if (b != 48 && b != 64) return absl::InvalidArgumentError("--block-outputs takes 48 or 64");
   }
