@@ -186,17 +186,17 @@ int64_t TilesElements(int64_t n_out, int64_t k) {
   return NumBlocks(n_out, layout) * layout.n_block_stride;
 }
 
-void PackTiles(const uint16_t* w, int64_t n_out, int64_t k, uint16_t* out, int64_t block_begin,
-               int64_t block_end) {
-  const Layout layout = TilesLayout(k);
+void PackLayout(const uint16_t* w, int64_t n_out, int64_t k, const Layout& layout,
+                uint16_t* out, int64_t block_begin, int64_t block_end) {
   const int64_t k_blocks = PaddedCols(k) / kBlockCols;
   for (int64_t nb = block_begin; nb < block_end; ++nb) {
-    // The block's [k steps][4 tiles][16 column pairs][16 outputs][2], written in order.
-    uint16_t* dst = out + nb * layout.n_block_stride;
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
+      // Tile by tile, the k block's [tiles][16 column pairs][16 outputs][2] in order.
+      uint16_t* block = out + nb * layout.n_block_stride + kb * layout.k_block_stride;
       for (int64_t t = 0; t < layout.block_outputs / 16; ++t) {
         for (int64_t p = 0; p < kBlockCols / 2; ++p) {
           const int64_t c = kb * kBlockCols + 2 * p;
+          uint16_t* dst = block + t * layout.tile_stride() + p * layout.pair_stride();
           for (int64_t o = 0; o < 16; ++o, dst += 2) {
             const int64_t n = nb * layout.block_outputs + t * 16 + o;
             dst[0] = n < n_out && c < k ? w[n * k + c] : 0;  // zeros past the weight's edges
@@ -206,6 +206,11 @@ void PackTiles(const uint16_t* w, int64_t n_out, int64_t k, uint16_t* out, int64
       }
     }
   }
+}
+
+void PackTiles(const uint16_t* w, int64_t n_out, int64_t k, uint16_t* out, int64_t block_begin,
+               int64_t block_end) {
+  PackLayout(w, n_out, k, TilesLayout(k), out, block_begin, block_end);
 }
 
 int64_t NumBlocks(int64_t n_out, const Layout& layout) {

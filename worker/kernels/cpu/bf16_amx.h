@@ -62,6 +62,13 @@ int64_t TilesElements(int64_t n_out, int64_t k);
 void PackTiles(const uint16_t* w, int64_t n_out, int64_t k, uint16_t* out, int64_t block_begin,
                int64_t block_end);
 
+// w ([n_out, k] bf16 bits, HF's order) into output blocks [block_begin, block_end) of any
+// valid `layout` (pair-interleaved or tile by tile), zero-padded: `out` holds
+// NumBlocks(n_out, layout) · layout.n_block_stride elements. PackTiles and
+// bf16_avx512::PackBlocks are it on their layouts.
+void PackLayout(const uint16_t* w, int64_t n_out, int64_t k, const Layout& layout,
+                uint16_t* out, int64_t block_begin, int64_t block_end);
+
 // Output blocks (the unit of the work split between threads).
 int64_t NumBlocks(int64_t n_out, const Layout& layout);
 

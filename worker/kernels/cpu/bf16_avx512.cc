@@ -11,12 +11,12 @@ namespace {
 constexpr int64_t kBlockCols = 32;  // k per block of the layout
 constexpr int kMaxRows = 8;         // rows of x per pass: 8 x 3 accumulators + 3 weights
 constexpr int64_t kOwnBlockOutputs = 48;
+constexpr int64_t kMaxChunkedPasses = 8;  // the most Passes::max_chunked_passes can ask
 
 // Rows of x a pass takes: 8 x 3 sums on blocks of up to 48 outputs, 6 x 4 on 64.
 int MaxRows(const bf16_amx::Layout& layout) {
-  return layout.block_outputs <= kOwnBlockOutputs ? 8 : 6;
+  return layout.block_outputs <= kOwnBlockOutputs ? kMaxRows : 6;
 }
-constexpr int64_t kMaxChunkedPasses = 8;  // the most Passes::max_chunked_passes can ask
 
 // R rows of x (x_stride elements apart) against k_blocks k blocks of one block of 16·T
 // outputs, each output's chain over them in order: from zero, or (resume) from the sums
@@ -131,12 +131,13 @@ RowsFn Pick(int rows, const bf16_amx::Layout& layout) {
 // chains: no bit changes). Each pass asks for its share of the next chunk's lines (the
 // next block's first chunk at a block's end) into L2, so that memory streams through all
 // the passes, not only through the first, which alone misses the cache without it.
-void ChunkedBlocks(const Passes& plan, const uint16_t* x_bf16, int64_t m, int64_t cols,
-                   const uint16_t* packed, bf16_amx::Layout layout, int64_t n_out,
-                   int64_t block_begin, int64_t block_end, float* y, bool accumulate) {
+// passes: at most kMaxChunkedPasses.
+void ChunkedBlocks(const Passes& plan, int64_t passes, const uint16_t* x_bf16, int64_t m,
+                   int64_t cols, const uint16_t* packed, bf16_amx::Layout layout,
+                   int64_t n_out, int64_t block_begin, int64_t block_end, float* y,
+                   bool accumulate) {
   alignas(64) float c[kMaxChunkedPasses][kMaxRows * 64];  // [pass][rows][64 outputs]
   const int64_t k_blocks = cols / kBlockCols;
-  const int64_t passes = (m + MaxRows(layout) - 1) / MaxRows(layout);
   const int64_t k_block_bytes = layout.block_outputs * kBlockCols * sizeof(uint16_t);
   int pass_rows[kMaxChunkedPasses];
   for (int64_t pass = 0, row = 0; pass < passes; ++pass) {
@@ -189,22 +190,7 @@ int64_t BlocksElements(int64_t n_out, int64_t k) {
 
 void PackBlocks(const uint16_t* w, int64_t n_out, int64_t k, uint16_t* out,
                 int64_t block_begin, int64_t block_end) {
-  const bf16_amx::Layout layout = BlocksLayout(k);
-  const int64_t k_blocks = bf16_amx::PaddedCols(k) / kBlockCols;
-  for (int64_t nb = block_begin; nb < block_end; ++nb) {
-    // The block's [k blocks][16 column pairs][48 outputs][2], written in order.
-    uint16_t* dst = out + nb * layout.n_block_stride;
-    for (int64_t kb = 0; kb < k_blocks; ++kb) {
-      for (int64_t p = 0; p < kBlockCols / 2; ++p) {
-        const int64_t c = kb * kBlockCols + 2 * p;
-        for (int64_t o = 0; o < layout.block_outputs; ++o, dst += 2) {
-          const int64_t n = nb * layout.block_outputs + o;
-          dst[0] = n < n_out && c < k ? w[n * k + c] : 0;  // zeros past the weight's edges
-          dst[1] = n < n_out && c + 1 < k ? w[n * k + c + 1] : 0;
-        }
-      }
-    }
-  }
+  bf16_amx::PackLayout(w, n_out, k, BlocksLayout(k), out, block_begin, block_end);
 }
 
 bool Available() {
@@ -230,7 +216,7 @@ void MatMulBlocksIn(Passes plan, const uint16_t* x_bf16, int64_t m, int64_t k,
   const int64_t k_block_bytes = layout.block_outputs * kBlockCols * sizeof(uint16_t);
   if (plan.chunk_blocks > 0 && passes >= 2 && m >= plan.min_chunked_rows &&
       passes <= std::min<int64_t>(plan.max_chunked_passes, kMaxChunkedPasses)) {
-    ChunkedBlocks(plan, x_bf16, m, cols, packed, layout, n_out, block_begin,
+    ChunkedBlocks(plan, passes, x_bf16, m, cols, packed, layout, n_out, block_begin,
                   block_end, y, accumulate);
     return;
   }
