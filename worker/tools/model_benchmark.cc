@@ -23,13 +23,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/args.h"
+#include "base/regular_file.h"
 #include "base/status_macros.h"
 #include "base/subprocess.h"
 #include "worker/comm/gloo_comm_group.h"
@@ -243,10 +243,10 @@ std::string SpecLine(const SyntheticLlama& s) {
 absl::Status WriteOrReuseCheckpoint(const std::string& dir, const SyntheticLlama& spec) {
   const std::filesystem::path marker = std::filesystem::path(dir) / kSpecFile;
   const std::string line = SpecLine(spec);
-  std::ifstream in(marker);
-  std::string old((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const absl::StatusOr<std::string> old = ReadRegularFile(marker.string(), 4096);
   std::error_code ec;
-  if (old == line && std::filesystem::exists(std::filesystem::path(dir) / "config.json", ec)) {
+  if (old.ok() && *old == line &&
+      std::filesystem::exists(std::filesystem::path(dir) / "config.json", ec)) {
     std::printf("reusing the checkpoint in %s (%s)\n", dir.c_str(), kSpecFile);
     return absl::OkStatus();
   }
