@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "worker/dtype.h"
 #include "worker/kernels/cpu/cpu_threads.h"
+#include "worker/kernels/cpu/int8_avx512.h"
 #include "worker/tensor.h"
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() (a self-initialised variable) as
@@ -23,27 +24,31 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-// Layout: q holds [n_pad, k_pad] int8, rows padded to a multiple of kRowsPerBlock and
-// columns to a multiple of kColsPerStep with zeros (whose scale is 0), so the kernels
-// have no tails; stored as [n_pad/4, k_pad/32, 4, 32]: a block of 4 rows is one
-// contiguous run in the order the kernel consumes it (each 32-column step of the 4 rows
-// in turn), one sequential stream for the hardware prefetcher rather than 4 short ones
-// (at k = 2048 a row is only 2 KiB).
+// Two layouts, chosen when the weight is quantized (Impl::vnni):
 //
-// x is quantized per row to int16 with a power-of-two scale (QuantizeRowToInt16) into
-// [m, k_pad], zero-padded. The AVX512-VNNI kernel takes 4 output rows at a time and up
-// to 6 rows of x per pass: each 32-column step sign-extends the 4 weight rows to int16
-// (one vpmovsxbw each) and runs vpdpwssd (int16 pairs summed into int32 lanes) against
-// each x row: 4 weight vectors + 1 x vector + 4·6 accumulators fit the 32 zmm
-// registers. Products and sums are exact integers within a chunk of kChunkCols columns
-// (a lane gains at most 2·32767·127 per step: 32 steps stay far below 2³¹); each
-// chunk's lanes go to fp32 and are summed by a fixed tree, and the chunks' sums are added
-// in column order, starting from 0. Every path (any m, decode or tiled) adds in exactly
-// this order, so a row of y does not depend on which other rows share the call.
+// - With AVX512-VNNI in use, int8_avx512.h's blocks of 48 outputs, pair-interleaved: the
+//   kernel there sums each output in its own int32 lane (vpdpwssd on x's broadcast
+//   column pair), 1-8 rows of x a pass over a block.
+// - Otherwise q holds [n_pad, k_pad] int8, rows padded to a multiple of kRowsPerBlock,
+//   stored as [n_pad/4, k_pad/32, 4, 32]: a block of 4 rows is one contiguous run in the
+//   order the AVX2 kernel consumes it (each 32-column step of the 4 rows in turn), one
+//   sequential stream for the hardware prefetcher rather than 4 short ones.
 //
-// Up to 6 rows of x the weight is streamed once, block after block (decode). Past that
-// the work is tiled for the caches: a panel of kPanelBlocks blocks (L2) against passes
-// of 6 rows of one column chunk of x (L1), the panel's sums kept in an fp32 tile.
+// Both pad columns to a multiple of kColsPerStep and rows to whole blocks with zeros
+// (whose scale is 0), so the kernels have no tails. x is quantized per row to int16 with
+// a power-of-two scale (QuantizeRowToInt16) into [m, k_pad], zero-padded.
+//
+// The AVX2 kernel takes a 32-column step's int16 x against a weight row's 32 columns,
+// sign-extended, with vpmaddwd: 16 int32 lanes (two ymm), lane j holding columns 2j and
+// 2j + 1 of every step. At each kChunkCols boundary the lanes are summed in int32 (exact:
+// a chunk's products sum below 2³¹) and the chunk's sum goes to fp32, added to the
+// earlier chunks' in column order from 0: the VNNI kernel's value, whose lanes hold an
+// output each and sum every column of the chunk. So a row of y does not depend on the
+// kernel, the path (decode or tiled), or the other rows of the call.
+//
+// AVX2: up to 6 rows of x the weight is streamed once, block after block (decode). Past
+// that the work is tiled for the caches: a panel of kPanelBlocks blocks (L2) against
+// passes of 6 rows of one column chunk of x (L1), the panel's sums kept in an fp32 tile.
 
 namespace tpserve {
 namespace {
@@ -51,29 +56,22 @@ namespace {
 constexpr int64_t kRowsPerBlock = 4;
 constexpr int64_t kColsPerStep = 32;
 constexpr int kRowsPerPass = 6;
-constexpr int64_t kChunkCols = 1024;  // columns summed exactly in int32 lanes
+constexpr int64_t kChunkCols = int8_avx512::kChunkCols;  // summed exactly in int32
 constexpr int64_t kPanelBlocks = 16;  // 64 output rows: 128 KiB of int8 at k = 2048
 constexpr size_t kAlignment = 64;
 constexpr int64_t kPrefetchBytes = 2048;
 constexpr float kInt16Max = 32767.0f;
 
 static_assert(kChunkCols % kColsPerStep == 0, "chunks are whole steps");
-static_assert(kChunkCols / kColsPerStep * 2 * 32767 * 127 < (int64_t{1} << 31),
-              "an int32 lane must not overflow within a chunk");
+static_assert(kChunkCols * 32767 * 127 < (int64_t{1} << 31),
+              "a chunk's sum must not overflow int32");
 
 std::atomic<Int8GemmIsa> max_isa{Int8GemmIsa::kAvx512Vnni};
 
-bool CpuHasAvx512Vnni() {
-  static const bool has = __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vnni");
-  return has;
-}
-
 int64_t RoundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
-// Where weight (row, col) lives in the blocked layout.
-int64_t Offset(int64_t row, int64_t col, int64_t k_pad) {
+// Where weight (row, col) lives in the AVX2 kernel's layout.
+int64_t Avx2Offset(int64_t row, int64_t col, int64_t k_pad) {
   return (row / kRowsPerBlock) * kRowsPerBlock * k_pad +
          (col / kColsPerStep) * kRowsPerBlock * kColsPerStep +
          (row % kRowsPerBlock) * kColsPerStep + col % kColsPerStep;
@@ -81,127 +79,28 @@ int64_t Offset(int64_t row, int64_t col, int64_t k_pad) {
 
 #define TPSERVE_TARGET_AVX512VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
-// acc += pairwise int16 dot products of x and w (vpdpwssd), updated in place: GCC 12's
-// builtin copies the accumulator to a fresh register and back around every use, and
-// then keeps a stack copy of each, a store per accumulator per step.
-TPSERVE_TARGET_AVX512VNNI inline __attribute__((always_inline)) void DotAccumulate(
-    __m512i& acc, __m512i x, __m512i w) {
-  asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(w));
-}
+// The AVX2 kernel. A 32-column step's 16 int32 lanes are two ymm accumulators, columns
+// 0-15 (lanes 0-7) and 16-31 (lanes 8-15); vpmaddwd sums int16 pairs, and vpaddd
+// accumulates. 16 ymm registers hold 3 rows of x by 2 weight rows (12 accumulators), or 1
+// row of x by all 4 weight rows (8).
 
-// The 16 int32 lanes as floats, summed by a fixed tree (halves, quarters, pairs, lanes).
-TPSERVE_TARGET_AVX512VNNI inline __attribute__((always_inline)) float LaneSum(__m512i lanes) {
-  __m512 v = _mm512_mask_cvtepi32_ps(_mm512_setzero_ps(), __mmask16{0xFFFF}, lanes);
-  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x4E));  // + the other 256 bits
-  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xB1));  // + the neighbouring 128 bits
-  v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4E));        // + the other 64 bits
-  v = _mm512_add_ps(v, _mm512_permute_ps(v, 0xB1));        // + the neighbouring lane
-  return _mm512_cvtss_f32(v);
-}
-
-// out[i][r] = Σ_{c in [begin, end)} x[i][c] · w_r[c] for MB rows of int16 x (stride
-// x_stride) and the block of 4 int8 weight rows at q (blocked layout): exact in int32
-// lanes (end - begin ≤ kChunkCols), then LaneSum. The accumulators are named variables,
-// one per (x row, weight row): GCC keeps an array of vectors on the stack, storing it
-// every step, however its loops are unrolled.
-#define TPSERVE_INT8_ROW(i) \
-  __m512i acc##i##_0 = zero, acc##i##_1 = zero, acc##i##_2 = zero, acc##i##_3 = zero
-#define TPSERVE_INT8_STEP(i)                                     \
-  if constexpr (MB > i) {                                        \
-    const __m512i xv = _mm512_loadu_si512(x + i * x_stride + c); \
-    DotAccumulate(acc##i##_0, xv, w0);                           \
-    DotAccumulate(acc##i##_1, xv, w1);                           \
-    DotAccumulate(acc##i##_2, xv, w2);                           \
-    DotAccumulate(acc##i##_3, xv, w3);                           \
-  }
-#define TPSERVE_INT8_OUT(i)          \
-  if constexpr (MB > i) {            \
-    out[i][0] = LaneSum(acc##i##_0); \
-    out[i][1] = LaneSum(acc##i##_1); \
-    out[i][2] = LaneSum(acc##i##_2); \
-    out[i][3] = LaneSum(acc##i##_3); \
-  }
-
-template <int MB>
-TPSERVE_TARGET_AVX512VNNI void DotChunk(const int8_t* q, const int16_t* x, int64_t x_stride,
-                                        int64_t begin, int64_t end,
-                                        float out[][kRowsPerBlock]) {
-  static_assert(MB >= 1 && MB <= 6 && kRowsPerPass == 6 && kRowsPerBlock == 4);
-  const __m512i zero = _mm512_setzero_si512();
-  TPSERVE_INT8_ROW(0);
-  TPSERVE_INT8_ROW(1);
-  TPSERVE_INT8_ROW(2);
-  TPSERVE_INT8_ROW(3);
-  TPSERVE_INT8_ROW(4);
-  TPSERVE_INT8_ROW(5);
-  for (int64_t c = begin; c < end; c += kColsPerStep) {
-    const int8_t* wq = q + c * kRowsPerBlock;  // the step's 4 rows of 32, in turn
-    // The weight is one sequential stream (blocks follow each other): ask for it
-    // kPrefetchBytes ahead, past the hardware prefetcher's reach on one core.
-    _mm_prefetch(reinterpret_cast<const char*>(wq + kPrefetchBytes), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(wq + kPrefetchBytes + 64), _MM_HINT_T0);
-    const __m512i w0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
-        reinterpret_cast<const __m256i*>(wq)));
-    const __m512i w1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
-        reinterpret_cast<const __m256i*>(wq + kColsPerStep)));
-    const __m512i w2 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
-        reinterpret_cast<const __m256i*>(wq + 2 * kColsPerStep)));
-    const __m512i w3 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
-        reinterpret_cast<const __m256i*>(wq + 3 * kColsPerStep)));
-    TPSERVE_INT8_STEP(0)
-    TPSERVE_INT8_STEP(1)
-    TPSERVE_INT8_STEP(2)
-    TPSERVE_INT8_STEP(3)
-    TPSERVE_INT8_STEP(4)
-    TPSERVE_INT8_STEP(5)
-  }
-  TPSERVE_INT8_OUT(0)
-  TPSERVE_INT8_OUT(1)
-  TPSERVE_INT8_OUT(2)
-  TPSERVE_INT8_OUT(3)
-  TPSERVE_INT8_OUT(4)
-  TPSERVE_INT8_OUT(5)
-}
-
-#undef TPSERVE_INT8_ROW
-#undef TPSERVE_INT8_STEP
-#undef TPSERVE_INT8_OUT
-
-TPSERVE_TARGET_AVX512VNNI void BlockDotChunk(int rows, const int8_t* q, const int16_t* x,
-                                             int64_t x_stride, int64_t begin, int64_t end,
-                                             float out[][kRowsPerBlock]) {
-  switch (rows) {
-    case 1: return DotChunk<1>(q, x, x_stride, begin, end, out);
-    case 2: return DotChunk<2>(q, x, x_stride, begin, end, out);
-    case 3: return DotChunk<3>(q, x, x_stride, begin, end, out);
-    case 4: return DotChunk<4>(q, x, x_stride, begin, end, out);
-    case 5: return DotChunk<5>(q, x, x_stride, begin, end, out);
-    default: return DotChunk<kRowsPerPass>(q, x, x_stride, begin, end, out);
-  }
-}
-
-// The AVX2 kernel: the same integer sums and the same fp32 tree as the VNNI one, so the
-// same bits. A 32-column step's 16 int32 lanes are two ymm accumulators, columns 0-15
-// (lanes 0-7) and 16-31 (lanes 8-15); vpmaddwd sums int16 pairs as vpdpwssd does, and
-// vpaddd accumulates. 16 ymm registers hold 3 rows of x by 2 weight rows (12
-// accumulators), or 1 row of x by all 4 weight rows (8).
-
-// LaneSum's tree on the lanes (lo, hi): lane j + lane j + 8, then the other 128 bits,
-// the other 64, the neighbouring lane.
+// The chunk's sum: the lanes (lo, hi) added in int32, exact (the chunk's products sum
+// below 2³¹, so no partial sum overflows either), then converted to fp32.
 inline float LaneSumAvx2(__m256i lo, __m256i hi) {
-  const __m256 t = _mm256_add_ps(_mm256_cvtepi32_ps(lo), _mm256_cvtepi32_ps(hi));
-  const __m256 s = _mm256_add_ps(t, _mm256_permute2f128_ps(t, t, 0x01));
-  const __m256 r = _mm256_add_ps(s, _mm256_permute_ps(s, 0x4E));
-  return _mm256_cvtss_f32(_mm256_add_ps(r, _mm256_permute_ps(r, 0xB1)));
+  const __m256i t = _mm256_add_epi32(lo, hi);
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return static_cast<float>(_mm_cvtsi128_si32(s));
 }
 
 inline __m256i WidenInt8(const int8_t* p) {
   return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// acc += vpmaddwd(w, *x) with x read from memory: as for DotAccumulate, GCC 12 left to
-// itself keeps the accumulators of DotChunkAvx2 on the stack (a load and a store per
-// update); one asm per update leaves it a register each and one scratch.
+// acc += vpmaddwd(w, *x) with x read from memory: GCC 12 left to itself keeps the
+// accumulators of DotChunkAvx2 on the stack (a load and a store per update); one asm per
+// update leaves it a register each and one scratch.
 inline __attribute__((always_inline)) void MaddAccumulate(__m256i& acc, __m256i w,
                                                           const int16_t* x) {
   __m256i product;
@@ -211,8 +110,9 @@ inline __attribute__((always_inline)) void MaddAccumulate(__m256i& acc, __m256i 
 }
 
 // out[i][r0 + rr] = Σ_{c in [begin, end)} x[i][c] · w_{r0+rr}[c] for MB rows of x and
-// NR weight rows from r0 of the block at q, as DotChunk. Accumulators are named
-// variables (lo/hi, x row, weight row), as in DotChunk.
+// NR weight rows from r0 of the block at q, the chunk's sum exact (end - begin ≤
+// kChunkCols). Accumulators are named variables (lo/hi, x row, weight row): GCC keeps an
+// array of vectors on the stack, storing it every step, however its loops are unrolled.
 #define TPSERVE_AVX2_ACC(i, rr) __m256i lo##i##rr = zero, hi##i##rr = zero
 #define TPSERVE_AVX2_STEP(i, rr)                                   \
   if constexpr (MB > i && NR > rr) {                               \
@@ -270,8 +170,9 @@ void DotChunkAvx2(const int8_t* q, int r0, const int16_t* x, int64_t x_stride, i
 #undef TPSERVE_AVX2_STEP
 #undef TPSERVE_AVX2_OUT
 
-// BlockDotChunk with the AVX2 kernel: one row of x takes the 4 weight rows at once; more
-// rows go 3 at a time, each against the block's two halves (the second from L1).
+// Rows of x against one 4-row block over [begin, end): one row of x takes the 4 weight
+// rows at once; more rows go 3 at a time, each against the block's two halves (the second
+// from L1).
 void BlockDotChunkAvx2(int rows, const int8_t* q, const int16_t* x, int64_t x_stride,
                        int64_t begin, int64_t end, float out[][kRowsPerBlock]) {
   if (rows == 1) return DotChunkAvx2<1, kRowsPerBlock>(q, 0, x, x_stride, begin, end, out);
@@ -363,17 +264,18 @@ float QuantizeRowToInt16(const float* x, int64_t k, int16_t* q) {
   return std::ldexp(1.0f, e);
 }
 
-// BlockDotChunk's signature: rows of x against one 4-row block over [begin, end).
-using BlockKernel = void (*)(int rows, const int8_t* q, const int16_t* x, int64_t x_stride,
-                             int64_t begin, int64_t end, float out[][kRowsPerBlock]);
-
 struct Int8Weight::Impl {
   std::unique_ptr<void, decltype(&std::free)> storage{nullptr, &std::free};
   int8_t* q = nullptr;  // blocked [n_pad, k_pad], kAlignment-aligned inside storage
   std::vector<float> scales;  // [n_pad]; 0 for padding rows
   int64_t n_out = 0, k = 0, n_pad = 0, k_pad = 0;
+  bool vnni = false;  // int8_avx512.h's layout, else the AVX2 kernel's
 
+  // Lays out for the kernel in use (Int8GemmIsaInUse).
   void Allocate(int64_t rows, int64_t cols);
+  int64_t Offset(int64_t row, int64_t col) const {
+    return vnni ? int8_avx512::Offset(row, col, k_pad) : Avx2Offset(row, col, k_pad);
+  }
   // x: [m, k] -> xq [m, k_pad] int16 (zero-padded), returns x's scales [m] (NaN for a
   // row with a non-finite value).
   std::vector<float> QuantizeX(const float* x, int64_t m, std::vector<int16_t>& xq) const;
@@ -381,9 +283,9 @@ struct Int8Weight::Impl {
   // for i < rows, r < count, the rows of the weight that exist.
   void Store(const float* dots, int64_t dots_stride, const float* x_scales, int64_t rows,
              int64_t row0, int64_t count, float* y, bool accumulate) const;
-  // y = x · wᵀ with `kernel` (the VNNI or the AVX2 BlockDotChunk) on every block.
-  void MatMulBlocked(const float* x, int64_t m, float* y, bool accumulate,
-                     BlockKernel kernel) const;
+  // y = x · wᵀ (+ y if accumulate) with the kernel of the layout.
+  void MatMulVnni(const float* x, int64_t m, float* y, bool accumulate) const;
+  void MatMulAvx2(const float* x, int64_t m, float* y, bool accumulate) const;
   // Quantizes rows of `get(row, col)` (already checked finite), once allocated.
   template <typename Get>
   void Quantize(Get get);
@@ -401,7 +303,7 @@ void Int8Weight::Impl::Quantize(Get get) {
     const bool tiny = std::isinf(inv);
     for (int64_t c = 0; c < k; ++c) {
       const float v = std::nearbyint(tiny ? get(r, c) / amax * 127.0f : get(r, c) * inv);
-      q[Offset(r, c, k_pad)] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+      q[Offset(r, c)] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
     }
   }
 }
@@ -409,7 +311,8 @@ void Int8Weight::Impl::Quantize(Get get) {
 void Int8Weight::Impl::Allocate(int64_t rows, int64_t cols) {
   n_out = rows;
   k = cols;
-  n_pad = RoundUp(rows, kRowsPerBlock);
+  vnni = Int8GemmIsaInUse() == Int8GemmIsa::kAvx512Vnni;
+  n_pad = RoundUp(rows, vnni ? int8_avx512::kBlockOutputs : kRowsPerBlock);
   k_pad = RoundUp(cols, kColsPerStep);
   storage.reset(AllocateZeroed(static_cast<size_t>(n_pad * k_pad) + kAlignment));
   const uintptr_t begin = reinterpret_cast<uintptr_t>(storage.get());
@@ -440,8 +343,23 @@ void Int8Weight::Impl::Store(const float* dots, int64_t dots_stride, const float
   }
 }
 
-void Int8Weight::Impl::MatMulBlocked(const float* x, int64_t m, float* y, bool accumulate,
-                                     BlockKernel kernel) const {
+void Int8Weight::Impl::MatMulVnni(const float* x, int64_t m, float* y, bool accumulate) const {
+  std::vector<int16_t> xq;
+  const std::vector<float> x_scales = QuantizeX(x, m, xq);  // xq: [m, k_pad]
+  // The compute threads take runs of output blocks as they become free; each output's
+  // sums run in the same order whatever the split, so no bit moves.
+  constexpr int64_t b = int8_avx512::kBlockOutputs;
+  ParallelChunks(n_pad / b, /*min_chunk=*/2, CpuThreads(), [&](int64_t begin, int64_t end) {
+    int8_avx512::MatMulBlocks(
+        xq.data(), m, k_pad, q, begin, end,
+        [&](int64_t block, int64_t row0, int rows, const float* sums) {
+          Store(sums, b, &x_scales[row0], rows, block * b, b, y + row0 * n_out, accumulate);
+        });
+  });
+}
+
+void Int8Weight::Impl::MatMulAvx2(const float* x, int64_t m, float* y, bool accumulate) const {
+  constexpr auto kernel = BlockDotChunkAvx2;
   std::vector<int16_t> xq;
   const std::vector<float> x_scales = QuantizeX(x, m, xq);  // xq: [m, k_pad]
   // The compute threads take runs of output blocks (decode) or panels (tiled) as they
@@ -547,7 +465,7 @@ size_t Int8Weight::bytes() const {
 }
 
 int8_t Int8Weight::q(int64_t row, int64_t col) const {
-  return impl_->q[Offset(row, col, impl_->k_pad)];
+  return impl_->q[impl_->Offset(row, col)];
 }
 float Int8Weight::scale(int64_t row) const { return impl_->scales[row]; }
 
@@ -558,9 +476,11 @@ absl::Status MatMulInt8(const float* x, int64_t m, const Int8Weight& w, float* y
   }
   if (w.impl_ == nullptr) return absl::FailedPreconditionError("MatMulInt8: moved-from weight");
   if (m == 0) return absl::OkStatus();
-  w.impl_->MatMulBlocked(x, m, y, accumulate,
-                         Int8GemmIsaInUse() == Int8GemmIsa::kAvx512Vnni ? BlockDotChunk
-                                                                        : BlockDotChunkAvx2);
+  if (w.impl_->vnni) {
+    w.impl_->MatMulVnni(x, m, y, accumulate);
+  } else {
+    w.impl_->MatMulAvx2(x, m, y, accumulate);
+  }
   return absl::OkStatus();
 }
 
@@ -570,7 +490,8 @@ Int8GemmIsa LimitInt8GemmIsa(Int8GemmIsa isa) {
 }
 
 Int8GemmIsa Int8GemmIsaInUse() {
-  return max_isa.load(std::memory_order_relaxed) == Int8GemmIsa::kAvx512Vnni && CpuHasAvx512Vnni()
+  return max_isa.load(std::memory_order_relaxed) == Int8GemmIsa::kAvx512Vnni &&
+                 int8_avx512::Available()
              ? Int8GemmIsa::kAvx512Vnni
              : Int8GemmIsa::kAvx2;
 }

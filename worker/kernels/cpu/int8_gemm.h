@@ -7,18 +7,20 @@
 // smallest with max|x_row| / 2^e ≤ 32767 (QuantizeRowToInt16): 15 bits relative to the
 // row's largest value, where bf16 keeps 8 bits relative to each value — finer than the
 // bf16 mode's rounding of x unless a value is over 2⁷ times smaller than its row's
-// largest. Products x_q·q and their sums are exact integers (int32 lanes, added into
-// fp32 every 4,096 columns); the result is 2^e · scale · sum. The error beyond the
-// rounding of x is the weight's rounding to its grid, at most scale/2 per element. A row
-// of x with a NaN or ±Inf gives NaN across its row of y, and only there.
+// largest. Products x_q·q are exact integers, and so is their sum over each chunk of 512
+// columns (int32: it stays below 2³¹); each chunk's sum is converted to fp32 once and the
+// chunks' sums added in column order from 0; the result is 2^e · sum · scale. The error
+// beyond the rounding of x is the weight's rounding to its grid, at most scale/2 per
+// element, and a rounding per chunk. A row of x with a NaN or ±Inf gives NaN across its
+// row of y, and only there.
 //
-// Kernels: with AVX512-VNNI the weight's int8 rows are sign-extended to int16 in
-// registers and multiplied with vpdpwssd, 4 output rows by up to 6 rows of x at a time;
-// without it (or when LimitInt8GemmIsa says so) an AVX2 kernel does the same integer
-// arithmetic with vpmaddwd and vpaddd in two 256-bit halves and sums the lanes by the same
-// tree, so both give the same bits. They add in one fixed order whatever m, so a row of y
-// is bit for bit the same whichever rows share the call. A rank is one thread:
-// MatMulInt8 runs on the calling thread.
+// Kernels: with AVX512-VNNI (int8_avx512.h) the weight is laid out in pair-interleaved
+// blocks of 48 outputs, each output summed in its own int32 lane with vpdpwssd, up to 8
+// rows of x a pass; without it (or when LimitInt8GemmIsa said so before the weight was
+// quantized) an AVX2 kernel takes 4 weight rows at a time with vpmaddwd and sums its
+// lanes in int32. A chunk's integer sum is the same whatever adds it, so both kernels give
+// the same bits, and a row of y is bit for bit the same whichever rows share the call.
+// The compute threads (CpuThreads) split a call's output blocks.
 //
 // Threading: an Int8Weight is immutable after creation; MatMulInt8 may run on any
 // threads at once.
@@ -79,9 +81,10 @@ absl::Status MatMulInt8(const float* x, int64_t m, const Int8Weight& w, float* y
 // multiplies the weight by, exposed for tests.
 float QuantizeRowToInt16(const float* x, int64_t k, int16_t* q);
 
-// Which kernel MatMulInt8 may use in this process: kAvx512Vnni where the CPU has it
-// (the default), kAvx2 always (the build's baseline, x86-64-v3). Tests force kAvx2 to
-// cover CPUs without AVX512-VNNI; returns the ISA now in effect.
+// Which kernel weights quantized from now on are laid out for: kAvx512Vnni where the CPU
+// has it (the default), kAvx2 always (the build's baseline, x86-64-v3). A weight keeps
+// its kernel whatever is set later. Tests force kAvx2 to cover CPUs without AVX512-VNNI;
+// returns the ISA now in effect.
 enum class Int8GemmIsa { kAvx2, kAvx512Vnni };
 Int8GemmIsa LimitInt8GemmIsa(Int8GemmIsa max_isa);
 Int8GemmIsa Int8GemmIsaInUse();

@@ -156,14 +156,14 @@ TEST_P(Int8GemmTest, ExactOnTheGrid) {
   EXPECT_EQ(y[2], 2 * -119);
 }
 
-// Tails in every dimension: rows not a multiple of the 4-row block, columns not a
-// multiple of 32, x rows around the 6-row pass, plus TinyLlama's MLP shapes.
+// Tails in every dimension: rows not a multiple of the 4- or 48-row block, columns not a
+// multiple of 32, x rows around the 6- and 8-row passes, plus TinyLlama's MLP shapes.
 TEST_P(Int8GemmTest, MatchesReference) {
   for (auto [n_out, k] : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {5, 33}, {67, 129},
                           {130, 31}, {517, 1031}}) {
     Int8Weight w = RandomInt8Weight(n_out, k, 11);
     const std::vector<float> held = Dequantized(w);
-    for (int64_t m : {1, 2, 3, 5, 6, 7, 12, 13, 64, 200}) {
+    for (int64_t m : {1, 2, 3, 5, 6, 7, 8, 9, 12, 13, 17, 64, 200}) {
       for (bool accumulate : {false, true}) {
         ExpectMatchesReference(w, held, m, accumulate, 5, /*max_checked_rows=*/8, RoundXToInt16);
       }
@@ -218,7 +218,7 @@ TEST_P(Int8GemmTest, QuantizeRowPowerOfTwoScaleUsingTheUpperHalfOfTheRange) {
   EXPECT_EQ(q[0], 0);
 }
 
-// The largest products over a long row: both kernels' int32 lanes go to fp32 every 1,024
+// The largest products over a long row: both kernels' int32 sums go to fp32 every 512
 // columns, before they could overflow (an overflow would wrap to nonsense); the chunks'
 // sums are added in fp32, a rounding or so per chunk.
 TEST_P(Int8GemmTest, LongRowsOfLargestValuesDoNotOverflow) {
@@ -232,21 +232,21 @@ TEST_P(Int8GemmTest, LongRowsOfLargestValuesDoNotOverflow) {
   float y[2];
   ASSERT_TRUE(MatMulInt8(x.data(), 1, *w, y).ok());
   const double want = k * double{top};
-  const double tol = (k / 1024) * 0x1p-24;
+  const double tol = (k / 512) * 0x1p-24;
   EXPECT_NEAR(y[0], want, want * tol);
   EXPECT_NEAR(y[1], 0.0, want * tol);
 }
 
-// A row of y is the same bit for bit whichever other rows share the call (decode path
-// at m ≤ 6, the tiled path past it, any position in the batch): one request's logits do
-// not depend on the batch it was scheduled with.
+// A row of y is the same bit for bit whichever other rows share the call (one pass at
+// m ≤ 6 or 8, the tiled path or several passes past it, any position in the batch): one
+// request's logits do not depend on the batch it was scheduled with.
 TEST_P(Int8GemmTest, RowsDoNotDependOnTheRestOfTheBatch) {
   const int64_t n_out = 150, k = 2500;  // a partial panel, a partial chunk
   Int8Weight w = RandomInt8Weight(n_out, k, 21);
   const std::vector<float> x = RandomNormal(40 * k, 22);  // [40, k]
   std::vector<float> alone(n_out), batch(40 * n_out);
   ASSERT_TRUE(MatMulInt8(x.data(), 40, w, batch.data()).ok());
-  for (int64_t m : {1, 3, 7, 40}) {
+  for (int64_t m : {1, 3, 7, 8, 9, 17, 40}) {
     std::vector<float> part(m * n_out);
     ASSERT_TRUE(MatMulInt8(x.data() + (40 - m) * k, m, w, part.data()).ok());
     for (int64_t j = 0; j < m * n_out; ++j) {
@@ -303,30 +303,21 @@ TEST_P(Int8GemmTest, ConcurrentCallsOnOneWeight) {
   for (std::thread& t : threads) t.join();
 }
 
-// The arithmetic both kernels promise, in scalar code: per 1,024-column chunk, 16 int32
-// lanes (lane j takes columns 2j and 2j + 1 of every 32-column step), to fp32, summed by
-// the fixed tree (lane j + lane j+8, + j+4, + j^2, + j^1); the chunks' sums added in order
-// from 0; then (2^e · sum) · scale, added to y's old value when accumulating.
+// The arithmetic both kernels promise, in scalar code: per 512-column chunk the exact
+// integer sum of the products, converted to fp32; the chunks' sums added in order from 0;
+// then (2^e · sum) · scale, added to y's old value when accumulating.
 float ScalarModel(const Int8Weight& w, int64_t row, const float* x, bool accumulate, float y0) {
   const int64_t k = w.k(), k_pad = (k + 31) / 32 * 32;
   std::vector<int16_t> xq(static_cast<size_t>(k_pad), 0);
   const float x_scale = QuantizeRowToInt16(x, k, xq.data());
   float total = 0.0f;
-  for (int64_t c0 = 0; c0 < k_pad; c0 += 1024) {
-    int32_t lanes[16] = {};
-    for (int64_t c = c0; c < std::min(k_pad, c0 + 1024); c += 32) {
-      for (int j = 0; j < 16; ++j) {
-        for (int64_t col : {c + 2 * j, c + 2 * j + 1}) {
-          if (col < k) lanes[j] += int32_t{xq[col]} * int32_t{w.q(row, col)};
-        }
-      }
+  for (int64_t c0 = 0; c0 < k; c0 += 512) {
+    int64_t sum = 0;  // wide: the test, not the kernel, checks that it fits int32
+    for (int64_t c = c0; c < std::min(k, c0 + 512); ++c) {
+      sum += int64_t{xq[c]} * int64_t{w.q(row, c)};
     }
-    float v[16];
-    for (int j = 0; j < 16; ++j) v[j] = static_cast<float>(lanes[j]);
-    for (int j = 0; j < 8; ++j) v[j] = v[j] + v[j + 8];
-    for (int j = 0; j < 4; ++j) v[j] = v[j] + v[j + 4];
-    for (int j = 0; j < 2; ++j) v[j] = v[j] + v[j + 2];
-    total += v[0] + v[1];
+    EXPECT_LT(std::abs(sum), int64_t{1} << 31);
+    total += static_cast<float>(sum);
   }
   const float out = (x_scale * total) * w.scale(row);
   return accumulate ? y0 + out : out;
@@ -335,7 +326,7 @@ float ScalarModel(const Int8Weight& w, int64_t row, const float* x, bool accumul
 TEST_P(Int8GemmTest, MatchesTheScalarModelBitForBit) {
   const int64_t n_out = 70, k = 2100;  // a partial block, three chunks, a partial step
   Int8Weight w = RandomInt8Weight(n_out, k, 33);
-  for (int64_t m : {1, 2, 3, 4, 6, 7, 13}) {
+  for (int64_t m : {1, 2, 3, 4, 6, 7, 8, 9, 13, 17}) {
     for (bool accumulate : {false, true}) {
       const std::vector<float> x = RandomNormal(m * k, 34 + m);
       const std::vector<float> y0 = RandomNormal(m * n_out, 35);
@@ -351,21 +342,30 @@ TEST_P(Int8GemmTest, MatchesTheScalarModelBitForBit) {
   }
 }
 
-// The AVX2 kernel promises the VNNI kernel's bits (same integer sums, same lane tree),
-// so a model gives the same logits on either kind of host.
+// The AVX2 kernel promises the VNNI kernel's bits (the same exact integer sum of each
+// chunk, whichever lanes add it), so a model gives the same logits on either kind of
+// host. Each kernel reads its own layout: a weight keeps the one it was quantized for.
 TEST(Int8GemmKernelsTest, Avx2GivesTheVnniKernelsBits) {
   if (LimitInt8GemmIsa(Int8GemmIsa::kAvx512Vnni) != Int8GemmIsa::kAvx512Vnni) {
     GTEST_SKIP() << "the CPU lacks AVX512-VNNI";
   }
-  const int64_t n_out = 150, k = 2500;  // a partial panel, a partial chunk
+  const int64_t n_out = 150, k = 2500;  // a partial panel and block, a partial chunk
   Int8Weight w = RandomInt8Weight(n_out, k, 31);
-  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 40}) {
+  LimitInt8GemmIsa(Int8GemmIsa::kAvx2);
+  Int8Weight w_avx2 = RandomInt8Weight(n_out, k, 31);
+  LimitInt8GemmIsa(Int8GemmIsa::kAvx512Vnni);
+  for (int64_t r = 0; r < n_out; r += 7) {
+    for (int64_t c = 0; c < k; c += 13) ASSERT_EQ(w.q(r, c), w_avx2.q(r, c)) << r << " " << c;
+  }
+  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 40}) {
     const std::vector<float> x = RandomNormal(m * k, 32);
-    std::vector<float> vnni(m * n_out), avx2(m * n_out);
+    std::vector<float> vnni(m * n_out), avx2(m * n_out), vnni_later(m * n_out);
     ASSERT_TRUE(MatMulInt8(x.data(), m, w, vnni.data()).ok());
-    LimitInt8GemmIsa(Int8GemmIsa::kAvx2);
-    ASSERT_TRUE(MatMulInt8(x.data(), m, w, avx2.data()).ok());
+    ASSERT_TRUE(MatMulInt8(x.data(), m, w_avx2, avx2.data()).ok());
+    LimitInt8GemmIsa(Int8GemmIsa::kAvx2);  // the weight keeps the VNNI kernel
+    ASSERT_TRUE(MatMulInt8(x.data(), m, w, vnni_later.data()).ok());
     LimitInt8GemmIsa(Int8GemmIsa::kAvx512Vnni);
+    ASSERT_EQ(vnni_later, vnni) << "m " << m;
     for (int64_t j = 0; j < m * n_out; ++j) {
       ASSERT_EQ(vnni[j], avx2[j]) << "m " << m << ", element " << j;
     }
@@ -385,7 +385,9 @@ TEST(PackWeightTest, PacksEachFormatAndFreesTheSource) {
   ASSERT_TRUE(int8.ok()) << int8.status();
   EXPECT_EQ((*int8)->format(), WeightFormat::kInt8);
   EXPECT_TRUE(staged.empty());
-  EXPECT_EQ((*int8)->bytes(), 4 * 128 + 4 * sizeof(float));  // rows padded to 4, a scale each
+  // Rows padded to the kernel's block (48 outputs with VNNI, else 4), a scale each.
+  const size_t rows = Int8GemmIsaInUse() == Int8GemmIsa::kAvx512Vnni ? 48 : 4;
+  EXPECT_EQ((*int8)->bytes(), rows * 128 + rows * sizeof(float));
   Tensor fp32({3, 40});
   absl::StatusOr<std::unique_ptr<PackedWeight>> bf16 = PackAndFree(fp32, WeightFormat::kBf16);
   ASSERT_TRUE(bf16.ok()) << bf16.status();
