@@ -12,8 +12,8 @@
 // from a cache. "wGB/s" is weight bytes (2 per element for bf16, 4 for fp32) / time;
 // "gain" is fp32 time / bf16 time; "bf16 floor" is the weight's bf16 bytes over the
 // measured read bandwidth: the decode time of a kernel that only streams the weight
-// ("int8 floor" likewise for 1 byte per element). MatMulInt8 runs on the calling thread
-// only (a rank is one thread), so its columns are timed at the first thread count.
+// ("int8 floor" likewise for 1 byte per element). MatMulInt8's columns are timed at the
+// first thread count only, its threads being the compute threads (SetCpuThreads).
 // Before the table, the peak rate of one thread's dot-product instructions (vdpbf16ps,
 // which oneDNN's bf16 brgemm runs without AMX, and vpdpwssd, MatMulInt8's) on registers
 // only, or on a CPU without them the AVX2 kernels' (vfmadd231ps; vpmaddwd with vpaddd):

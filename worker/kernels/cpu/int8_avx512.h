@@ -52,10 +52,10 @@ void MatMulBlocks(const int16_t* xq, int64_t m, int64_t k_pad, const int8_t* pac
 
 // How MatMulBlocks runs a pass: one of min_rows_ahead rows or more asks for the weight
 // lines 16 column pairs (1.5 KiB) on into L1 as it goes. MatMulBlocks uses the default,
-// from int8_avx512_benchmark on a Zen 4 (docs/perf.md): there a pass of 6-8 rows waits
-// on memory unless it asks (7-8 rows take 0.8x the time when they do), and one of 1-4
-// rows, which the hardware prefetchers keep fed, is slower when it asks. Benchmarks
-// compare others through MatMulBlocksIn. No plan changes a bit.
+// from int8_avx512_benchmark on a Zen 4 (docs/perf.md): there 8 rows take 0.85-0.87x
+// the time when they ask, 7 rows 0.93-0.95x, 6 rows the same, and 1-5 rows, which the
+// hardware prefetchers keep fed, 1.04-1.08x (two threads; one thread 1.18-1.23x).
+// Benchmarks compare others through MatMulBlocksIn. No plan changes a bit.
 struct Plan {
   int min_rows_ahead = 6;
 };
