@@ -53,11 +53,14 @@ TPSERVE_TARGET_AVX512VNNI void Rows(const int16_t* x, int64_t x_stride, const in
       const int8_t* lines = w + step * kLineBytes;
 #pragma GCC unroll 16
       for (int p = 0; p < kStepPairs; ++p) {
-        if (kAhead && p % 2 == 0) {
-          const char* a = reinterpret_cast<const char*>(lines + p * kLineBytes) + kAheadBytes;
-          _mm_prefetch(a, _MM_HINT_T0);
-          _mm_prefetch(a + 64, _MM_HINT_T0);
-          _mm_prefetch(a + 128, _MM_HINT_T0);
+        if constexpr (kAhead) {
+          if (p % 2 == 0) {  // the three lines of this pair and the next, a step on
+            const char* a =
+                reinterpret_cast<const char*>(lines + p * kLineBytes) + kAheadBytes;
+            _mm_prefetch(a, _MM_HINT_T0);
+            _mm_prefetch(a + 64, _MM_HINT_T0);
+            _mm_prefetch(a + 128, _MM_HINT_T0);
+          }
         }
         __m512i wv[kVectors];
 #pragma GCC unroll 3
@@ -126,7 +129,8 @@ void MatMulBlocksIn(Plan plan, const int16_t* xq, int64_t m, int64_t k_pad,
     const int8_t* w = packed + block * kBlockOutputs * k_pad;
     for (int64_t pass = 0, row = 0; pass < passes; ++pass) {
       const int rows = static_cast<int>((m - row) / (passes - pass));
-      const RowsFn fn = rows >= plan.min_rows_ahead ? PickRows<true>(rows) : PickRows<false>(rows);
+      const RowsFn fn =
+          rows >= plan.min_rows_ahead ? PickRows<true>(rows) : PickRows<false>(rows);
       fn(xq + row * k_pad, k_pad, w, k_pad / 2, sums);
       store(block, row, rows, sums);
       row += rows;

@@ -10,11 +10,11 @@
 // [k_pad / 2, 48, 2] contiguous; blocks follow each other. Zero-padded to whole blocks
 // and to k_pad columns (a multiple of 32).
 //
-// Numerics: int8_gemm.h's chunk sums. Each output's products over a chunk of
-// int8_gemm::kChunkCols columns are summed exactly in an int32 lane, converted to fp32
-// once, and the chunks' sums added in column order from 0: exactly the value any other
-// order of the integer adds gives (the AVX2 kernel's across lanes), so the bits depend
-// on neither the kernel nor the rows sharing the call.
+// Numerics: int8_gemm.h's chunk sums. Each output's products over a chunk of kChunkCols
+// columns are summed exactly in an int32 lane, converted to fp32 once, and the chunks'
+// sums added in column order from 0: exactly the value any other order of the integer
+// adds gives (the AVX2 kernel's across lanes), so the bits depend on neither the kernel
+// nor the rows sharing the call.
 #ifndef TPSERVE_WORKER_KERNELS_CPU_INT8_AVX512_H_
 #define TPSERVE_WORKER_KERNELS_CPU_INT8_AVX512_H_
 
