@@ -39,6 +39,7 @@
 #include "worker/kernels/cpu/bf16_amx.h"
 #include "worker/kernels/cpu/bf16_avx512.h"
 #include "worker/kernels/cpu/cpu_threads.h"
+#include "worker/kernels/cpu/in_turns.h"
 
 namespace tpserve {
 namespace {
@@ -62,15 +63,6 @@ bf16_amx::Layout BlockLayout(int64_t k, int64_t block_outputs) {
   layout.k_block_stride = 64 * 32;
   layout.n_block_stride = bf16_amx::PaddedCols(k) / 32 * layout.k_block_stride;
   return layout;
-}
-
-double Seconds(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-double Median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
 }
 
 struct Plan {
@@ -119,8 +111,8 @@ absl::Status RunCached(const std::vector<int32_t>& row_counts, int64_t block_out
           bf16_avx512::MatMulBlocks(xb.data(), m, kK, w.data(), layout, outputs, 0, kBlocks,
                                     y.data(), false);
         }
-      } while (Seconds(start) < min_seconds / 3);
-      best = std::max(best, 2.0 * m * kK * outputs * calls / Seconds(start));
+      } while (SecondsSince(start) < min_seconds / 3);
+      best = std::max(best, 2.0 * m * kK * outputs * calls / SecondsSince(start));
     }
     std::printf("%5d | %7.1f\n", m, best / 1e9);
   }
@@ -214,26 +206,12 @@ absl::Status Run(const Flags& f) {
                        });
       }
     };
-    std::vector<std::vector<double>> times(plans.size()), ratios(plans.size());
     int64_t set = 0;
-    for (const auto& plan : plans) step(plan, set++ % sets);  // warm-up
-    const auto start = std::chrono::steady_clock::now();
-    for (int round = 0; round < 8 || Seconds(start) < f.min_seconds; ++round) {
-      std::vector<double> t(plans.size());
-      for (size_t i = 0; i < plans.size(); ++i) {
-        const size_t p = (i + round) % plans.size();
-        const auto t0 = std::chrono::steady_clock::now();
-        step(plans[p], set++ % sets);
-        t[p] = Seconds(t0);
-      }
-      for (size_t p = 0; p < plans.size(); ++p) {
-        times[p].push_back(t[p]);
-        ratios[p].push_back(t[p] / t[0]);
-      }
-    }
+    const InTurns timed = TimeInTurns(plans.size(), f.min_seconds,
+                                      [&](size_t p) { step(plans[p], set++ % sets); });
     std::printf("%5d", m);
     for (size_t p = 0; p < plans.size(); ++p) {
-      std::printf(" | %8.3f %9.3f", Median(times[p]) * 1e3, Median(ratios[p]));
+      std::printf(" | %8.3f %9.3f", timed.seconds[p] * 1e3, timed.ratio[p]);
     }
     std::printf("\n");
   }

@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "base/args.h"
 #include "worker/kernels/cpu/cpu_threads.h"
+#include "worker/kernels/cpu/in_turns.h"
 #include "worker/kernels/cpu/int8_avx512.h"
 #include "worker/tensor.h"
 
@@ -49,15 +50,6 @@ constexpr Shape kShapes[] = {
 
 int64_t Blocks(const Shape& s) { return (s.n_out + kB - 1) / kB; }
 int64_t Bytes(const Shape& s) { return Blocks(s) * kB * s.k; }  // k: a multiple of 32
-
-double Seconds(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-double Median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
 
 struct Flags {
   std::string rows = "1,4,6,7,8,16,32", min_rows_ahead = "6,9";
@@ -92,8 +84,8 @@ absl::Status RunCached(const std::vector<int32_t>& row_counts, double min_second
           int8_avx512::MatMulBlocks(x.data(), m, kK, w.data(), 0, kBlocks,
                                     [&](int64_t, int64_t, int, const float* s) { sink += s[0]; });
         }
-      } while (Seconds(start) < min_seconds / 3);
-      best = std::max(best, 2.0 * m * kK * kBlocks * kB * calls / Seconds(start));
+      } while (SecondsSince(start) < min_seconds / 3);
+      best = std::max(best, 2.0 * m * kK * kBlocks * kB * calls / SecondsSince(start));
     }
     std::printf("%5d | %7.1f\n", m, best / 1e9);
   }
@@ -151,27 +143,13 @@ absl::Status Run(const Flags& f) {
                        });
       }
     };
-    std::vector<std::vector<double>> times(aheads.size()), ratios(aheads.size());
     int64_t set = 0;
-    for (int32_t a : aheads) step(a, set++ % sets);  // warm-up
-    const auto start = std::chrono::steady_clock::now();
-    for (int round = 0; round < 8 || Seconds(start) < f.min_seconds; ++round) {
-      std::vector<double> t(aheads.size());
-      for (size_t i = 0; i < aheads.size(); ++i) {
-        const size_t p = (i + round) % aheads.size();
-        const auto t0 = std::chrono::steady_clock::now();
-        step(aheads[p], set++ % sets);
-        t[p] = Seconds(t0);
-      }
-      for (size_t p = 0; p < aheads.size(); ++p) {
-        times[p].push_back(t[p]);
-        ratios[p].push_back(t[p] / t[0]);
-      }
-    }
+    const InTurns timed = TimeInTurns(aheads.size(), f.min_seconds,
+                                      [&](size_t p) { step(aheads[p], set++ % sets); });
     std::printf("%5d", m);
     for (size_t p = 0; p < aheads.size(); ++p) {
-      const double ms = Median(times[p]) * 1e3;
-      std::printf(" | %8.3f %5.1f %9.3f", ms, set_bytes / ms / 1e6, Median(ratios[p]));
+      const double ms = timed.seconds[p] * 1e3;
+      std::printf(" | %8.3f %5.1f %9.3f", ms, set_bytes / ms / 1e6, timed.ratio[p]);
     }
     std::printf("\n");
   }

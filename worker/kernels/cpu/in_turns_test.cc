@@ -1,0 +1,35 @@
+#include "worker/kernels/cpu/in_turns.h"
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace tpserve {
+namespace {
+
+TEST(InTurnsTest, EveryVariantTakesEveryRoundAndTheFirstRotates) {
+  std::vector<size_t> order;
+  const InTurns timed = TimeInTurns(3, 0.0, [&](size_t v) { order.push_back(v); });
+  ASSERT_EQ(order.size(), 3u * 9);  // a warm-up call each, then 8 rounds
+  for (size_t v = 0; v < 3; ++v) EXPECT_EQ(order[v], v);
+  for (size_t round = 0; round < 8; ++round) {
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(order[3 + 3 * round + i], (i + round) % 3);
+  }
+  ASSERT_EQ(timed.seconds.size(), 3u);
+  EXPECT_EQ(timed.ratio, std::vector<double>({1.0, timed.ratio[1], timed.ratio[2]}));
+}
+
+TEST(InTurnsTest, RatiosCompareEachVariantWithTheFirst) {
+  const InTurns timed = TimeInTurns(2, 0.0, [](size_t v) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(v == 0 ? 2 : 6));
+  });
+  EXPECT_EQ(timed.ratio[0], 1.0);
+  EXPECT_GT(timed.ratio[1], 1.5);
+  EXPECT_GE(timed.seconds[0], 0.002);
+  EXPECT_GE(timed.seconds[1], 0.006);
+}
+
+}  // namespace
+}  // namespace tpserve
