@@ -233,6 +233,19 @@ TPSERVE_TARGET_AVX512VNNI void ScaleToInt16Avx512(const float* x, int64_t k, flo
   }
 }
 
+// q = clamp(round-to-nearest-even(w · inv), ±127) for a weight row, as the scalar
+// loop in Impl::Quantize computes it.
+TPSERVE_TARGET_AVX512VNNI void ScaleToInt8Avx512(const float* w, int64_t k, float inv,
+                                                 int8_t* q) {
+  const __m512 scale = _mm512_set1_ps(inv);
+  const __m512i top = _mm512_set1_epi32(127), bottom = _mm512_set1_epi32(-127);
+  for (int64_t c = 0; c < k; c += 16) {
+    const __mmask16 m = k - c >= 16 ? __mmask16{0xFFFF} : __mmask16((1u << (k - c)) - 1);
+    const __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, w + c), scale));
+    _mm512_mask_cvtsepi32_storeu_epi8(q + c, m, _mm512_max_epi32(_mm512_min_epi32(v, top), bottom));
+  }
+}
+
 }  // namespace
 
 float QuantizeRowToInt16(const float* x, int64_t k, int16_t* q) {
@@ -286,25 +299,40 @@ struct Int8Weight::Impl {
   // y = x · wᵀ (+ y if accumulate) with the kernel of the layout.
   void MatMulVnni(const float* x, int64_t m, float* y, bool accumulate) const;
   void MatMulAvx2(const float* x, int64_t m, float* y, bool accumulate) const;
-  // Quantizes rows of `get(row, col)` (already checked finite), once allocated.
-  template <typename Get>
-  void Quantize(Get get);
+  // Quantizes the rows `fill(row, values)` writes ([k] floats, already checked finite),
+  // once allocated.
+  template <typename Fill>
+  void Quantize(Fill fill);
 };
 
-template <typename Get>
-void Int8Weight::Impl::Quantize(Get get) {
+template <typename Fill>
+void Int8Weight::Impl::Quantize(Fill fill) {
+  // One row at a time: its values, then its grid (vectorized for the VNNI kernel, scalar
+  // for the AVX2 one: the same values), then copied into the layout a column pair (VNNI)
+  // or a 32-column step (AVX2) at a time.
+  const bool vector = vnni;
+  std::vector<float> row(static_cast<size_t>(k));
+  std::vector<int8_t> grid(static_cast<size_t>(k_pad), 0);  // the padding stays 0
   for (int64_t r = 0; r < n_out; ++r) {
-    float amax = 0.0f;
-    for (int64_t c = 0; c < k; ++c) amax = std::max(amax, std::fabs(get(r, c)));
+    fill(r, row.data());
+    bool finite = true;
+    const float amax = vector ? RowAbsMaxAvx512(row.data(), k, &finite)
+                              : RowAbsMax(row.data(), k, &finite);
     scales[r] = amax / 127.0f;
     // 127 / amax overflows where amax < 127 / FLT_MAX (about 3.7e-37: subnormal rows and
     // the smallest normal ones), and 0 · inf would be NaN: such a row divides by amax.
     const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    const bool tiny = std::isinf(inv);
-    for (int64_t c = 0; c < k; ++c) {
-      const float v = std::nearbyint(tiny ? get(r, c) / amax * 127.0f : get(r, c) * inv);
-      q[Offset(r, c)] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+    if (vector && !std::isinf(inv)) {
+      ScaleToInt8Avx512(row.data(), k, inv, grid.data());
+    } else {
+      for (int64_t c = 0; c < k; ++c) {
+        const float v =
+            std::nearbyint(std::isinf(inv) ? row[c] / amax * 127.0f : row[c] * inv);
+        grid[c] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+      }
     }
+    const int64_t run = vnni ? 2 : kColsPerStep;  // columns contiguous in the layout
+    for (int64_t c = 0; c < k_pad; c += run) std::memcpy(q + Offset(r, c), &grid[c], run);
   }
 }
 
@@ -440,7 +468,7 @@ absl::StatusOr<Int8Weight> Int8Weight::QuantizeBf16(const uint16_t* data, int64_
   }
   auto impl = std::make_unique<Impl>();
   impl->Allocate(n_out, k);
-  impl->Quantize([&](int64_t r, int64_t c) { return Bf16ToFloat(data[r * k + c]); });
+  impl->Quantize([&](int64_t r, float* row) { Bf16ToFloats(data + r * k, k, row); });
   return Int8Weight(n_out, k, std::move(impl));
 }
 
@@ -452,7 +480,7 @@ absl::StatusOr<Int8Weight> Int8Weight::QuantizeFloat(const float* data, int64_t 
   }
   auto impl = std::make_unique<Impl>();
   impl->Allocate(n_out, k);
-  impl->Quantize([&](int64_t r, int64_t c) { return data[r * k + c]; });
+  impl->Quantize([&](int64_t r, float* row) { std::copy(data + r * k, data + (r + 1) * k, row); });
   return Int8Weight(n_out, k, std::move(impl));
 }
 

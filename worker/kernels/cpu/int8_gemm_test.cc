@@ -354,8 +354,10 @@ TEST(Int8GemmKernelsTest, Avx2GivesTheVnniKernelsBits) {
   LimitInt8GemmIsa(Int8GemmIsa::kAvx2);
   Int8Weight w_avx2 = RandomInt8Weight(n_out, k, 31);
   LimitInt8GemmIsa(Int8GemmIsa::kAvx512Vnni);
-  for (int64_t r = 0; r < n_out; r += 7) {
-    for (int64_t c = 0; c < k; c += 13) ASSERT_EQ(w.q(r, c), w_avx2.q(r, c)) << r << " " << c;
+  // The same grid and scales, quantized by the vector and the scalar loop.
+  for (int64_t r = 0; r < n_out; ++r) {
+    ASSERT_EQ(w.scale(r), w_avx2.scale(r)) << r;
+    for (int64_t c = 0; c < k; ++c) ASSERT_EQ(w.q(r, c), w_avx2.q(r, c)) << r << " " << c;
   }
   for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 40}) {
     const std::vector<float> x = RandomNormal(m * k, 32);
