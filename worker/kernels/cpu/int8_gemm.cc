@@ -331,8 +331,12 @@ void Int8Weight::Impl::Quantize(Fill fill) {
         grid[c] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
       }
     }
-    const int64_t run = vnni ? 2 : kColsPerStep;  // columns contiguous in the layout
-    for (int64_t c = 0; c < k_pad; c += run) std::memcpy(q + Offset(r, c), &grid[c], run);
+    // Runs of `run` columns lie `stride` bytes apart in both layouts (k_pad is a multiple
+    // of kColsPerStep): a column pair a 96-byte line (VNNI), a step a block's 4 rows (AVX2).
+    const int64_t run = vnni ? 2 : kColsPerStep;
+    const int64_t stride = vnni ? 2 * int8_avx512::kBlockOutputs : kRowsPerBlock * kColsPerStep;
+    int8_t* dst = q + Offset(r, 0);
+    for (int64_t c = 0; c < k_pad; c += run, dst += stride) std::memcpy(dst, &grid[c], run);
   }
 }
 
