@@ -246,6 +246,25 @@ TPSERVE_TARGET_AVX512VNNI void ScaleToInt8Avx512(const float* w, int64_t k, floa
   }
 }
 
+// Impl::Store for a whole 48-output block of the VNNI kernel's sums ([rows][48]), with
+// the same products in the same order: y[i][o] = (x_scales[i] · sums[i][o]) · scales[o]
+// (+ y's old value), y's rows y_stride apart.
+TPSERVE_TARGET_AVX512VNNI void StoreBlockAvx512(const float* sums, const float* x_scales,
+                                                int rows, const float* scales, float* y,
+                                                int64_t y_stride, bool accumulate) {
+  constexpr int64_t b = int8_avx512::kBlockOutputs;
+  for (int i = 0; i < rows; ++i) {
+    const __m512 xs = _mm512_set1_ps(x_scales[i]);
+    float* out = y + i * y_stride;
+    for (int64_t o = 0; o < b; o += 16) {
+      __m512 v = _mm512_mul_ps(_mm512_mul_ps(xs, _mm512_loadu_ps(sums + i * b + o)),
+                               _mm512_loadu_ps(scales + o));
+      if (accumulate) v = _mm512_add_ps(_mm512_loadu_ps(out + o), v);
+      _mm512_storeu_ps(out + o, v);
+    }
+  }
+}
+
 }  // namespace
 
 float QuantizeRowToInt16(const float* x, int64_t k, int16_t* q) {
@@ -289,8 +308,8 @@ struct Int8Weight::Impl {
   int64_t Offset(int64_t row, int64_t col) const {
     return vnni ? int8_avx512::Offset(row, col, k_pad) : Avx2Offset(row, col, k_pad);
   }
-  // x: [m, k] -> xq [m, k_pad] int16 (zero-padded), returns x's scales [m] (NaN for a
-  // row with a non-finite value).
+  // x: [m, k] -> xq [m, k_pad] int16 (zero-padded; xq grown as needed, kept by the
+  // caller), returns x's scales [m] (NaN for a row with a non-finite value).
   std::vector<float> QuantizeX(const float* x, int64_t m, std::vector<int16_t>& xq) const;
   // y[i][row0 + r] = x_scales[i] · scale · dots[i·dots_stride + r] (+ y if accumulate)
   // for i < rows, r < count, the rows of the weight that exist.
@@ -354,9 +373,13 @@ void Int8Weight::Impl::Allocate(int64_t rows, int64_t cols) {
 
 std::vector<float> Int8Weight::Impl::QuantizeX(const float* x, int64_t m,
                                                std::vector<int16_t>& xq) const {
-  xq.assign(static_cast<size_t>(m * k_pad), 0);  // [m, k_pad]
+  if (xq.size() < static_cast<size_t>(m * k_pad)) xq.resize(static_cast<size_t>(m * k_pad));
   std::vector<float> x_scales(static_cast<size_t>(m));
-  for (int64_t i = 0; i < m; ++i) x_scales[i] = QuantizeRowToInt16(x + i * k, k, &xq[i * k_pad]);
+  for (int64_t i = 0; i < m; ++i) {
+    int16_t* row = &xq[i * k_pad];  // [k_pad]: QuantizeRowToInt16 writes [0, k)
+    x_scales[i] = QuantizeRowToInt16(x + i * k, k, row);
+    std::fill(row + k, row + k_pad, int16_t{0});
+  }
   return x_scales;
 }
 
@@ -376,24 +399,35 @@ void Int8Weight::Impl::Store(const float* dots, int64_t dots_stride, const float
 }
 
 void Int8Weight::Impl::MatMulVnni(const float* x, int64_t m, float* y, bool accumulate) const {
-  std::vector<int16_t> xq;
-  const std::vector<float> x_scales = QuantizeX(x, m, xq);  // xq: [m, k_pad]
+  // Kept between calls (no allocation a call). thread_local: the compute threads, which
+  // would each see their own, are handed its data.
+  thread_local std::vector<int16_t> xq_buffer;
+  const std::vector<float> x_scales = QuantizeX(x, m, xq_buffer);
+  const int16_t* const xq = xq_buffer.data();  // [m, k_pad]
   // The compute threads take runs of output blocks as they become free; each output's
   // sums run in the same order whatever the split, so no bit moves.
   constexpr int64_t b = int8_avx512::kBlockOutputs;
   ParallelChunks(n_pad / b, /*min_chunk=*/2, CpuThreads(), [&](int64_t begin, int64_t end) {
     int8_avx512::MatMulBlocks(
-        xq.data(), m, k_pad, q, begin, end,
+        xq, m, k_pad, q, begin, end,
         [&](int64_t block, int64_t row0, int rows, const float* sums) {
-          Store(sums, b, &x_scales[row0], rows, block * b, b, y + row0 * n_out, accumulate);
+          if ((block + 1) * b <= n_out) {
+            StoreBlockAvx512(sums, &x_scales[row0], rows, &scales[block * b],
+                             y + row0 * n_out + block * b, n_out, accumulate);
+          } else {
+            Store(sums, b, &x_scales[row0], rows, block * b, b, y + row0 * n_out, accumulate);
+          }
         });
   });
 }
 
 void Int8Weight::Impl::MatMulAvx2(const float* x, int64_t m, float* y, bool accumulate) const {
   constexpr auto kernel = BlockDotChunkAvx2;
-  std::vector<int16_t> xq;
-  const std::vector<float> x_scales = QuantizeX(x, m, xq);  // xq: [m, k_pad]
+  // Kept between calls (no allocation a call). thread_local: the compute threads, which
+  // would each see their own, are handed its data.
+  thread_local std::vector<int16_t> xq_buffer;
+  const std::vector<float> x_scales = QuantizeX(x, m, xq_buffer);
+  const int16_t* const xq = xq_buffer.data();  // [m, k_pad]
   // The compute threads take runs of output blocks (decode) or panels (tiled) as they
   // become free (ParallelChunks); each output's sums run in the same order whatever the
   // split, so no bit moves.
@@ -406,7 +440,7 @@ void Int8Weight::Impl::MatMulAvx2(const float* x, int64_t m, float* y, bool accu
       for (int64_t b = begin * kRowsPerBlock; b < end * kRowsPerBlock; b += kRowsPerBlock) {
         float total[kRowsPerPass][kRowsPerBlock] = {};
         for (int64_t c = 0; c < k_pad; c += kChunkCols) {
-          kernel(rows, q + b * k_pad, xq.data(), k_pad, c, std::min(k_pad, c + kChunkCols), dots);
+          kernel(rows, q + b * k_pad, xq, k_pad, c, std::min(k_pad, c + kChunkCols), dots);
           for (int i = 0; i < rows; ++i) {
             for (int r = 0; r < kRowsPerBlock; ++r) total[i][r] += dots[i][r];
           }
@@ -430,7 +464,7 @@ void Int8Weight::Impl::MatMulAvx2(const float* x, int64_t m, float* y, bool accu
         for (int64_t i = 0; i < m; i += kRowsPerPass) {
           const int rows = static_cast<int>(std::min<int64_t>(kRowsPerPass, m - i));
           for (int64_t b = p; b < panel_end; b += kRowsPerBlock) {
-            kernel(rows, q + b * k_pad, &xq[i * k_pad], k_pad, c, c_end, dots);
+            kernel(rows, q + b * k_pad, xq + i * k_pad, k_pad, c, c_end, dots);
             for (int ii = 0; ii < rows; ++ii) {
               float* sums = &tile[(i + ii) * kPanelRows + (b - p)];
               for (int r = 0; r < kRowsPerBlock; ++r) sums[r] += dots[ii][r];
