@@ -246,21 +246,23 @@ TPSERVE_TARGET_AVX512VNNI void ScaleToInt8Avx512(const float* w, int64_t k, floa
   }
 }
 
-// Impl::Store for a whole 48-output block of the VNNI kernel's sums ([rows][48]), with
-// the same products in the same order: y[i][o] = (x_scales[i] · sums[i][o]) · scales[o]
-// (+ y's old value), y's rows y_stride apart.
+// Impl::Store for a 48-output block of the VNNI kernel's sums ([rows][48]) whose first
+// `width` outputs exist, with the same products in the same order: y[i][o] =
+// (x_scales[i] · sums[i][o]) · scales[o] (+ y's old value), y's rows y_stride apart.
 TPSERVE_TARGET_AVX512VNNI void StoreBlockAvx512(const float* sums, const float* x_scales,
-                                                int rows, const float* scales, float* y,
-                                                int64_t y_stride, bool accumulate) {
+                                                int rows, const float* scales, int64_t width,
+                                                float* y, int64_t y_stride, bool accumulate) {
   constexpr int64_t b = int8_avx512::kBlockOutputs;
   for (int i = 0; i < rows; ++i) {
     const __m512 xs = _mm512_set1_ps(x_scales[i]);
     float* out = y + i * y_stride;
-    for (int64_t o = 0; o < b; o += 16) {
+    for (int64_t o = 0; o < width; o += 16) {
+      const __mmask16 m =
+          width - o >= 16 ? __mmask16{0xFFFF} : __mmask16((1u << (width - o)) - 1);
       __m512 v = _mm512_mul_ps(_mm512_mul_ps(xs, _mm512_loadu_ps(sums + i * b + o)),
                                _mm512_loadu_ps(scales + o));
-      if (accumulate) v = _mm512_add_ps(_mm512_loadu_ps(out + o), v);
-      _mm512_storeu_ps(out + o, v);
+      if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, out + o), v);
+      _mm512_mask_storeu_ps(out + o, m, v);
     }
   }
 }
@@ -308,9 +310,10 @@ struct Int8Weight::Impl {
   int64_t Offset(int64_t row, int64_t col) const {
     return vnni ? int8_avx512::Offset(row, col, k_pad) : Avx2Offset(row, col, k_pad);
   }
-  // x: [m, k] -> xq [m, k_pad] int16 (zero-padded; xq grown as needed, kept by the
-  // caller), returns x's scales [m] (NaN for a row with a non-finite value).
-  std::vector<float> QuantizeX(const float* x, int64_t m, std::vector<int16_t>& xq) const;
+  // x: [m, k] -> the returned xq [m, k_pad] int16 (zero-padded) and x's scales [m]
+  // (NaN for a row with a non-finite value). xq lies in the calling thread's buffer,
+  // valid until its next call.
+  const int16_t* QuantizeX(const float* x, int64_t m, std::vector<float>& x_scales) const;
   // y[i][row0 + r] = x_scales[i] · scale · dots[i·dots_stride + r] (+ y if accumulate)
   // for i < rows, r < count, the rows of the weight that exist.
   void Store(const float* dots, int64_t dots_stride, const float* x_scales, int64_t rows,
@@ -371,16 +374,20 @@ void Int8Weight::Impl::Allocate(int64_t rows, int64_t cols) {
   scales.assign(static_cast<size_t>(n_pad), 0.0f);
 }
 
-std::vector<float> Int8Weight::Impl::QuantizeX(const float* x, int64_t m,
-                                               std::vector<int16_t>& xq) const {
+const int16_t* Int8Weight::Impl::QuantizeX(const float* x, int64_t m,
+                                           std::vector<float>& x_scales) const {
+  // Kept between calls, grown to the largest call's [m, k_pad] (a 2,048-token prefill at
+  // k = 5,632: 23 MiB), as bf16_gemm.cc keeps x_bf16. The compute threads, which would
+  // each see their own thread_local, are handed its data.
+  thread_local std::vector<int16_t> xq;
   if (xq.size() < static_cast<size_t>(m * k_pad)) xq.resize(static_cast<size_t>(m * k_pad));
-  std::vector<float> x_scales(static_cast<size_t>(m));
+  x_scales.resize(static_cast<size_t>(m));
   for (int64_t i = 0; i < m; ++i) {
     int16_t* row = &xq[i * k_pad];  // [k_pad]: QuantizeRowToInt16 writes [0, k)
     x_scales[i] = QuantizeRowToInt16(x + i * k, k, row);
     std::fill(row + k, row + k_pad, int16_t{0});
   }
-  return x_scales;
+  return xq.data();
 }
 
 void Int8Weight::Impl::Store(const float* dots, int64_t dots_stride, const float* x_scales,
@@ -399,12 +406,8 @@ void Int8Weight::Impl::Store(const float* dots, int64_t dots_stride, const float
 }
 
 void Int8Weight::Impl::MatMulVnni(const float* x, int64_t m, float* y, bool accumulate) const {
-  // Kept between calls, grown to the largest call's [m, k_pad] (a 2,048-token prefill at
-  // k = 5,632: 23 MiB), as bf16_gemm.cc keeps x_bf16. thread_local: the compute threads,
-  // which would each see their own, are handed its data.
-  thread_local std::vector<int16_t> xq_buffer;
-  const std::vector<float> x_scales = QuantizeX(x, m, xq_buffer);
-  const int16_t* const xq = xq_buffer.data();  // [m, k_pad]
+  std::vector<float> x_scales;
+  const int16_t* const xq = QuantizeX(x, m, x_scales);  // [m, k_pad]
   // The compute threads take runs of output blocks as they become free; each output's
   // sums run in the same order whatever the split, so no bit moves.
   constexpr int64_t b = int8_avx512::kBlockOutputs;
@@ -412,24 +415,17 @@ void Int8Weight::Impl::MatMulVnni(const float* x, int64_t m, float* y, bool accu
     int8_avx512::MatMulBlocks(
         xq, m, k_pad, q, begin, end,
         [&](int64_t block, int64_t row0, int rows, const float* sums) {
-          if ((block + 1) * b <= n_out) {
-            StoreBlockAvx512(sums, &x_scales[row0], rows, &scales[block * b],
-                             y + row0 * n_out + block * b, n_out, accumulate);
-          } else {
-            Store(sums, b, &x_scales[row0], rows, block * b, b, y + row0 * n_out, accumulate);
-          }
+          StoreBlockAvx512(sums, &x_scales[row0], rows, &scales[block * b],
+                           std::min(b, n_out - block * b), y + row0 * n_out + block * b,
+                           n_out, accumulate);
         });
   });
 }
 
 void Int8Weight::Impl::MatMulAvx2(const float* x, int64_t m, float* y, bool accumulate) const {
   constexpr auto kernel = BlockDotChunkAvx2;
-  // Kept between calls, grown to the largest call's [m, k_pad] (a 2,048-token prefill at
-  // k = 5,632: 23 MiB), as bf16_gemm.cc keeps x_bf16. thread_local: the compute threads,
-  // which would each see their own, are handed its data.
-  thread_local std::vector<int16_t> xq_buffer;
-  const std::vector<float> x_scales = QuantizeX(x, m, xq_buffer);
-  const int16_t* const xq = xq_buffer.data();  // [m, k_pad]
+  std::vector<float> x_scales;
+  const int16_t* const xq = QuantizeX(x, m, x_scales);  // [m, k_pad]
   // The compute threads take runs of output blocks (decode) or panels (tiled) as they
   // become free (ParallelChunks); each output's sums run in the same order whatever the
   // split, so no bit moves.
