@@ -22,7 +22,6 @@
 // (the four GEMMs) and the median over rounds of its time over the first plan's. Needs
 // AVX512-BF16.
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstdio>
@@ -102,18 +101,10 @@ absl::Status RunCached(const std::vector<int32_t>& row_counts, int64_t block_out
               static_cast<long long>(kK), static_cast<long long>(outputs));
   for (int32_t m : row_counts) {
     bf16_amx::PrepareX(x.data(), m, kK, xb.data());
-    double best = 0;
-    for (int trial = 0; trial < 3; ++trial) {
-      int64_t calls = 0;
-      const auto start = std::chrono::steady_clock::now();
-      do {
-        for (int i = 0; i < 64; ++i, ++calls) {
-          bf16_avx512::MatMulBlocks(xb.data(), m, kK, w.data(), layout, outputs, 0, kBlocks,
-                                    y.data(), false);
-        }
-      } while (SecondsSince(start) < min_seconds / 3);
-      best = std::max(best, 2.0 * m * kK * outputs * calls / SecondsSince(start));
-    }
+    const double best = 2.0 * m * kK * outputs * BestCallsPerSecond(min_seconds, [&] {
+      bf16_avx512::MatMulBlocks(xb.data(), m, kK, w.data(), layout, outputs, 0, kBlocks,
+                                y.data(), false);
+    });
     std::printf("%5d | %7.1f\n", m, best / 1e9);
   }
   return absl::OkStatus();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -54,6 +55,21 @@ inline InTurns TimeInTurns(size_t variants, double min_seconds,
     out.ratio.push_back(MedianOf(ratios[v]));
   }
   return out;
+}
+
+// The most calls a second of three trials, each calling call() in runs of 64 for at
+// least min_seconds / 3: a kernel's rate with its operands in cache.
+inline double BestCallsPerSecond(double min_seconds, absl::FunctionRef<void()> call) {
+  double best = 0;
+  for (int trial = 0; trial < 3; ++trial) {
+    int64_t calls = 0;
+    const auto start = std::chrono::steady_clock::now();
+    do {
+      for (int i = 0; i < 64; ++i, ++calls) call();
+    } while (SecondsSince(start) < min_seconds / 3);
+    best = std::max(best, calls / SecondsSince(start));
+  }
+  return best;
 }
 
 }  // namespace tpserve

@@ -1,6 +1,7 @@
 #include "worker/kernels/cpu/in_turns.h"
 
 #include <chrono>
+#include <cstdint>
 #include <thread>
 #include <vector>
 
@@ -29,6 +30,17 @@ TEST(InTurnsTest, RatiosCompareEachVariantWithTheFirst) {
   EXPECT_GT(timed.ratio[1], 1.5);
   EXPECT_GE(timed.seconds[0], 0.002);
   EXPECT_GE(timed.seconds[1], 0.006);
+}
+
+TEST(InTurnsTest, BestCallsPerSecondCountsRunsOf64) {
+  int64_t calls = 0;
+  const double rate = BestCallsPerSecond(0.0, [&] { ++calls; });
+  EXPECT_EQ(calls, 3 * 64);  // three trials, one run each at min_seconds 0
+  EXPECT_GT(rate, 0.0);
+  const double slow = BestCallsPerSecond(0.0, [] {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  });
+  EXPECT_LT(slow, 1.0 / 200e-6);
 }
 
 }  // namespace

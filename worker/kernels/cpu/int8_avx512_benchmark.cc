@@ -18,7 +18,6 @@
 // the default plan, in GOP/s: beside the vpdpwssd peak (bf16_gemm_benchmark prints it),
 // what a pass's loads leave of it, apart from memory. Needs AVX512-VNNI.
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -75,18 +74,10 @@ absl::Status RunCached(const std::vector<int32_t>& row_counts, double min_second
   std::printf("in cache, one thread (k = %lld, %lld outputs): GOP/s\n",
               static_cast<long long>(kK), static_cast<long long>(kBlocks * kB));
   for (int32_t m : row_counts) {
-    double best = 0;
-    for (int trial = 0; trial < 3; ++trial) {
-      int64_t calls = 0;
-      const auto start = std::chrono::steady_clock::now();
-      do {
-        for (int i = 0; i < 64; ++i, ++calls) {
-          int8_avx512::MatMulBlocks(x.data(), m, kK, w.data(), 0, kBlocks,
-                                    [&](int64_t, int64_t, int, const float* s) { sink += s[0]; });
-        }
-      } while (SecondsSince(start) < min_seconds / 3);
-      best = std::max(best, 2.0 * m * kK * kBlocks * kB * calls / SecondsSince(start));
-    }
+    const double best = 2.0 * m * kK * kBlocks * kB * BestCallsPerSecond(min_seconds, [&] {
+      int8_avx512::MatMulBlocks(x.data(), m, kK, w.data(), 0, kBlocks,
+                                [&](int64_t, int64_t, int, const float* s) { sink += s[0]; });
+    });
     std::printf("%5d | %7.1f\n", m, best / 1e9);
   }
   return sink == 0.5f ? absl::InternalError("unlikely") : absl::OkStatus();
