@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "worker/dtype.h"
 #include "worker/kernels/cpu/cpu_threads.h"
 #include "worker/kernels/cpu/int8_avx512.h"
@@ -321,21 +322,21 @@ struct Int8Weight::Impl {
   // y = x · wᵀ (+ y if accumulate) with the kernel of the layout.
   void MatMulVnni(const float* x, int64_t m, float* y, bool accumulate) const;
   void MatMulAvx2(const float* x, int64_t m, float* y, bool accumulate) const;
-  // Quantizes the rows `fill(row, values)` writes ([k] floats, already checked finite),
-  // once allocated.
+  // Quantizes rows [row_begin, row_end) from the values `fill(row, values)` writes ([k]
+  // floats, already checked finite), once allocated.
   template <typename Fill>
-  void Quantize(Fill fill);
+  void Quantize(int64_t row_begin, int64_t row_end, Fill fill);
 };
 
 template <typename Fill>
-void Int8Weight::Impl::Quantize(Fill fill) {
+void Int8Weight::Impl::Quantize(int64_t row_begin, int64_t row_end, Fill fill) {
   // One row at a time: its values, then its grid (vectorized for the VNNI kernel, scalar
   // for the AVX2 one: the same values), then copied into the layout a column pair (VNNI)
   // or a 32-column step (AVX2) at a time.
   const bool vector = vnni;
   std::vector<float> row(static_cast<size_t>(k));
   std::vector<int8_t> grid(static_cast<size_t>(k_pad), 0);  // the padding stays 0
-  for (int64_t r = 0; r < n_out; ++r) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
     fill(r, row.data());
     bool finite = true;
     const float amax = vector ? RowAbsMaxAvx512(row.data(), k, &finite)
@@ -504,7 +505,27 @@ absl::StatusOr<Int8Weight> Int8Weight::QuantizeBf16(const uint16_t* data, int64_
   }
   auto impl = std::make_unique<Impl>();
   impl->Allocate(n_out, k);
-  impl->Quantize([&](int64_t r, float* row) { Bf16ToFloats(data + r * k, k, row); });
+  impl->Quantize(0, n_out, [&](int64_t r, float* row) { Bf16ToFloats(data + r * k, k, row); });
+  return Int8Weight(n_out, k, std::move(impl));
+}
+
+absl::StatusOr<Int8Weight> Int8Weight::QuantizeBf16Rows(int64_t n_out, int64_t k,
+                                                        Bf16RowSource source) {
+  if (n_out <= 0 || k <= 0) return CheckSizes(nullptr, n_out, k);
+  const int64_t chunk_rows = std::clamp<int64_t>(kSourceChunkBytes / (2 * k), 1, n_out);
+  std::vector<uint16_t> chunk(static_cast<size_t>(chunk_rows * k));  // [chunk_rows, k]
+  auto impl = std::make_unique<Impl>();
+  impl->Allocate(n_out, k);
+  for (int64_t row0 = 0; row0 < n_out; row0 += chunk_rows) {
+    const int64_t rows = std::min(chunk_rows, n_out - row0);
+    TPSERVE_RETURN_IF_ERROR(source(row0, rows, chunk.data()));
+    if (const int64_t i = FirstNonFiniteBf16(chunk.data(), rows * k); i >= 0) {
+      return NotFinite(row0 * k + i, k, Bf16ToFloat(chunk[i]));
+    }
+    impl->Quantize(row0, row0 + rows, [&](int64_t r, float* row) {
+      Bf16ToFloats(chunk.data() + (r - row0) * k, k, row);
+    });
+  }
   return Int8Weight(n_out, k, std::move(impl));
 }
 
@@ -516,7 +537,8 @@ absl::StatusOr<Int8Weight> Int8Weight::QuantizeFloat(const float* data, int64_t 
   }
   auto impl = std::make_unique<Impl>();
   impl->Allocate(n_out, k);
-  impl->Quantize([&](int64_t r, float* row) { std::copy(data + r * k, data + (r + 1) * k, row); });
+  impl->Quantize(0, n_out,
+                 [&](int64_t r, float* row) { std::copy(data + r * k, data + (r + 1) * k, row); });
   return Int8Weight(n_out, k, std::move(impl));
 }
 

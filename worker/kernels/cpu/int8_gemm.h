@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/kernels/cpu/packed_weight.h"
@@ -44,6 +45,17 @@ class Int8Weight : public PackedWeight {
   static absl::StatusOr<Int8Weight> QuantizeBf16(const uint16_t* data, int64_t n_out, int64_t k);
   // data: [n_out, k] fp32, quantized from the fp32 values themselves (no bf16 rounding).
   static absl::StatusOr<Int8Weight> QuantizeFloat(const float* data, int64_t n_out, int64_t k);
+  // Rows [row0, row0 + rows) of an [n_out, k] bf16 weight, written into dst ([rows, k]).
+  using Bf16RowSource =
+      absl::FunctionRef<absl::Status(int64_t row0, int64_t rows, uint16_t* dst)>;
+  // QuantizeBf16 over the rows `source` writes, asked for in order a chunk of at most
+  // kSourceChunkBytes at a time, so that the whole bf16 weight is never held (a checkpoint
+  // tensor is read straight into its int8 form). The same q and scales as QuantizeBf16
+  // of the whole; a source's error is returned as it is, and a NaN/±Inf is named by its
+  // row and column in the whole weight.
+  static absl::StatusOr<Int8Weight> QuantizeBf16Rows(int64_t n_out, int64_t k,
+                                                     Bf16RowSource source);
+  static constexpr int64_t kSourceChunkBytes = int64_t{4} << 20;
 
   Int8Weight(Int8Weight&&) noexcept;
   Int8Weight& operator=(Int8Weight&&) noexcept;

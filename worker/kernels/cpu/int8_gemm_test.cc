@@ -6,6 +6,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -137,6 +138,51 @@ TEST(Int8QuantizeTest, RejectsNonFiniteWeightsAndBadArguments) {
   EXPECT_EQ(MatMulInt8(nullptr, 1, *w, &y).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(MatMulInt8(nullptr, 0, *w, nullptr).ok());
   EXPECT_EQ(y, 7);
+}
+
+// Quantizing from a source a chunk at a time gives the whole weight's q and scales, asks
+// for the rows in order in chunks within the limit, and names a NaN by its place in the
+// whole weight. k = 16384: 128 rows a chunk, so 300 rows take three (128, 128, 44).
+TEST(Int8QuantizeTest, RowsFromASourceMatchTheWholeWeight) {
+  const int64_t n_out = 300, k = 16384;
+  const std::vector<float> values = RandomNormal(n_out * k, 11);
+  std::vector<uint16_t> bits(values.size());
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = FloatToBf16(values[i]);
+  std::vector<std::pair<int64_t, int64_t>> asked;  // (row0, rows)
+  auto source = [&](int64_t row0, int64_t rows, uint16_t* dst) {
+    asked.emplace_back(row0, rows);
+    std::copy(bits.begin() + row0 * k, bits.begin() + (row0 + rows) * k, dst);
+    return absl::OkStatus();
+  };
+  absl::StatusOr<Int8Weight> chunked = Int8Weight::QuantizeBf16Rows(n_out, k, source);
+  absl::StatusOr<Int8Weight> whole = Int8Weight::QuantizeBf16(bits.data(), n_out, k);
+  ASSERT_TRUE(chunked.ok()) << chunked.status();
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  for (int64_t r = 0; r < n_out; ++r) {
+    ASSERT_EQ(chunked->scale(r), whole->scale(r)) << r;
+    for (int64_t c = 0; c < k; ++c) ASSERT_EQ(chunked->q(r, c), whole->q(r, c)) << r << ", " << c;
+  }
+  const int64_t limit = Int8Weight::kSourceChunkBytes / (2 * k);
+  ASSERT_EQ(asked.size(), 3u);
+  int64_t next = 0;
+  for (const auto& [row0, rows] : asked) {
+    EXPECT_EQ(row0, next);
+    EXPECT_LE(rows, limit);
+    next += rows;
+  }
+  EXPECT_EQ(next, n_out);
+
+  bits[200 * k + 5] = 0x7fc0;  // a NaN in the second chunk
+  absl::StatusOr<Int8Weight> bad = Int8Weight::QuantizeBf16Rows(n_out, k, source);
+  ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("[200, 5]"), std::string::npos) << bad.status();
+  auto failing = [](int64_t row0, int64_t, uint16_t*) {
+    return row0 > 0 ? absl::DataLossError("short read") : absl::OkStatus();
+  };
+  EXPECT_EQ(Int8Weight::QuantizeBf16Rows(n_out, k, failing).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_FALSE(Int8Weight::QuantizeBf16Rows(0, k, source).ok());
+  EXPECT_FALSE(Int8Weight::QuantizeBf16Rows(n_out, 0, source).ok());
 }
 
 // Weights on the grid and small integer x: every product and sum is exact.
@@ -399,6 +445,35 @@ TEST(PackWeightTest, PacksEachFormatAndFreesTheSource) {
   EXPECT_EQ(PackAndFree(vector, WeightFormat::kInt8).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(vector.numel(), 5);  // not freed on failure
+}
+
+// PackBf16RowsFrom packs the rows its source writes in either format as PackBf16Rows
+// packs the whole (same products), and returns the source's error.
+TEST(PackWeightTest, PacksFromASourceInEitherFormat) {
+  const int64_t n_out = 70, k = 96;
+  const std::vector<float> values = RandomNormal(n_out * k, 5);
+  std::vector<uint16_t> bits(values.size());
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = FloatToBf16(values[i]);
+  auto source = [&](int64_t row0, int64_t rows, uint16_t* dst) {
+    std::copy(bits.begin() + row0 * k, bits.begin() + (row0 + rows) * k, dst);
+    return absl::OkStatus();
+  };
+  const std::vector<float> x = RandomNormal(3 * k, 6);
+  for (WeightFormat format : {WeightFormat::kInt8, WeightFormat::kBf16}) {
+    absl::StatusOr<std::unique_ptr<PackedWeight>> from = PackBf16RowsFrom(n_out, k, format, source);
+    absl::StatusOr<std::unique_ptr<PackedWeight>> whole =
+        PackBf16Rows(bits.data(), n_out, k, format);
+    ASSERT_TRUE(from.ok()) << from.status();
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    EXPECT_EQ((*from)->format(), format);
+    std::vector<float> y_from(3 * n_out), y_whole(3 * n_out);
+    ASSERT_TRUE((*from)->MatMul(x.data(), 3, y_from.data(), false).ok());
+    ASSERT_TRUE((*whole)->MatMul(x.data(), 3, y_whole.data(), false).ok());
+    EXPECT_EQ(y_from, y_whole) << WeightFormatName(format);
+    auto failing = [](int64_t, int64_t, uint16_t*) { return absl::DataLossError("short"); };
+    EXPECT_EQ(PackBf16RowsFrom(n_out, k, format, failing).status().code(),
+              absl::StatusCode::kDataLoss);
+  }
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 #include "worker/kernels/cpu/pack_weight.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "worker/kernels/cpu/bf16_gemm.h"
 #include "worker/kernels/cpu/int8_gemm.h"
 
@@ -43,6 +45,19 @@ absl::StatusOr<std::unique_ptr<PackedWeight>> PackBf16Rows(const uint16_t* data,
                                                            int64_t k, WeightFormat format) {
   return format == WeightFormat::kInt8 ? Boxed(Int8Weight::QuantizeBf16(data, n_out, k))
                                        : Boxed(PackedBf16Weight::FromBf16(data, n_out, k));
+}
+
+absl::StatusOr<std::unique_ptr<PackedWeight>> PackBf16RowsFrom(
+    int64_t n_out, int64_t k, WeightFormat format, Int8Weight::Bf16RowSource source) {
+  if (format == WeightFormat::kInt8) return Boxed(Int8Weight::QuantizeBf16Rows(n_out, k, source));
+  if (n_out <= 0 || k <= 0) return PackBf16Rows(nullptr, n_out, k, format);  // its error
+  Bf16Tensor staged({n_out, k});
+  const int64_t chunk_rows =
+      std::clamp<int64_t>(Int8Weight::kSourceChunkBytes / (2 * k), 1, n_out);
+  for (int64_t row0 = 0; row0 < n_out; row0 += chunk_rows) {
+    TPSERVE_RETURN_IF_ERROR(source(row0, std::min(chunk_rows, n_out - row0), staged.row(row0)));
+  }
+  return PackAndFree(staged, format);
 }
 
 absl::StatusOr<std::unique_ptr<PackedWeight>> PackFloatRows(const float* data, int64_t n_out,

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "worker/kernels/cpu/int8_gemm.h"
 #include "worker/kernels/cpu/packed_weight.h"
 #include "worker/tensor.h"
 
@@ -28,6 +29,13 @@ absl::Status CheckRepack(WeightFormat have, WeightFormat want, absl::string_view
 // weight.
 absl::StatusOr<std::unique_ptr<PackedWeight>> PackBf16Rows(const uint16_t* data, int64_t n_out,
                                                            int64_t k, WeightFormat format);
+
+// The same from the rows `source` writes (Int8Weight::Bf16RowSource), asked for in order
+// a chunk of at most Int8Weight::kSourceChunkBytes at a time: int8 quantizes each chunk as
+// it comes, never holding the whole bf16 weight; bf16 stages them all first (its packers
+// take the whole matrix). A source's error is returned as it is.
+absl::StatusOr<std::unique_ptr<PackedWeight>> PackBf16RowsFrom(
+    int64_t n_out, int64_t k, WeightFormat format, Int8Weight::Bf16RowSource source);
 
 // data: [n_out, k] fp32, read once (int8: quantized from the fp32 values, not from a
 // bf16 rounding of them).
