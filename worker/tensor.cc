@@ -1,6 +1,7 @@
 #include "worker/tensor.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -188,6 +189,19 @@ Tensor Tensor::Uninitialized(Shape shape) {
   // Moved in: the storage is taken over, the member keeps its zeroing allocator.
   t.data_ = std::vector<float, ZeroedAllocator<float>>(n, ZeroedAllocator<float>(false));
   return t;
+}
+
+void ReleaseMappedRows(const WeightView& view, int64_t row0, int64_t rows) {
+  if (!view.file_mapped || view.data == nullptr || view.rank() != 2 || row0 < 0 || rows <= 0 ||
+      row0 + rows > view.dim(0)) {
+    return;
+  }
+  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto row_bytes = static_cast<uintptr_t>(view.dim(1) * DTypeSize(view.dtype));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(view.data) + row0 * row_bytes;
+  const uintptr_t begin = (first + page - 1) & ~(page - 1);  // whole pages only
+  const uintptr_t end = (first + rows * row_bytes) & ~(page - 1);
+  if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 absl::Status CopyToBf16(const WeightView& src, int64_t row0, int64_t rows, int64_t col0,

@@ -143,10 +143,20 @@ struct WeightView {
   const void* data = nullptr;
   DType dtype = DType::kBF16;
   Shape shape;  // [rows, cols]
+  // Set where data lies in a read-only file mapping (a checkpoint's), whose pages can
+  // leave the resident set and fault back in from the page cache (ReleaseMappedRows).
+  bool file_mapped = false;
 
   int rank() const { return static_cast<int>(shape.size()); }
   int64_t dim(int i) const { return shape[i]; }
 };
+
+// For a file-mapped view, drops the pages that lie wholly inside rows [row0, row0 + rows)
+// from this process's resident set (madvise MADV_DONTNEED; advice only), so that a loader
+// reading a large tensor a chunk at a time holds one chunk of the mapping, not the whole
+// tensor. A later read of those rows faults them back in. Does nothing for other views
+// (their memory would be lost) or for rows outside the view.
+void ReleaseMappedRows(const WeightView& view, int64_t row0, int64_t rows);
 
 // dst[i·dst_stride + j] = bf16(src[row0 + i, col0 + j]) for i < rows, j < cols: BF16
 // copied, F32 and F16 rounded to nearest even. InvalidArgument if the block is outside

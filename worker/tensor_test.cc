@@ -1,7 +1,14 @@
 #include "worker/tensor.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -206,6 +213,54 @@ TEST(TensorTest, ReshapeKeepsTheCount) {
   const absl::Status s = t.Reshape({5});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "cannot reshape [3, 4] to [5]");
+}
+
+// /proc/self/status's RssFile (file-backed resident pages) in bytes, or -1.
+int64_t RssFileBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("RssFile:", 0) == 0) return std::stoll(line.substr(8)) * 1024;
+  }
+  return -1;
+}
+
+// A file-mapped view's released rows leave the resident set and read back the same; a
+// view of ordinary memory is left alone (MADV_DONTNEED would have zeroed it).
+TEST(TensorTest, ReleaseMappedRowsDropsOnlyFileMappedPages) {
+  const int64_t rows = 1024, cols = 4096;  // bf16: 8 MiB, 8 KiB a row
+  std::vector<uint16_t> values(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<uint16_t>(i * 2654435761u);
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/mapped.bin";
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(values.data()), values.size() * 2);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  const size_t bytes = values.size() * 2;
+  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  ASSERT_NE(map, MAP_FAILED);
+  const WeightView mapped{map, DType::kBF16, {rows, cols}, /*file_mapped=*/true};
+  const auto* data = static_cast<const uint16_t*>(map);
+  uint64_t sum = 0;
+  for (size_t i = 0; i < values.size(); i += 1024) sum += data[i];  // every page resident
+  const int64_t resident = RssFileBytes();
+  ReleaseMappedRows(mapped, 0, rows / 2);
+  ReleaseMappedRows(mapped, rows / 2, rows / 2);
+  const int64_t released = resident - RssFileBytes();
+  EXPECT_GE(released, static_cast<int64_t>(bytes) * 9 / 10) << "resident " << resident;
+  EXPECT_TRUE(std::equal(values.begin(), values.end(), data));  // faulted back in
+  ReleaseMappedRows(mapped, rows - 1, 2);  // past the end: nothing
+  ReleaseMappedRows(mapped, -1, 1);
+  ::munmap(map, bytes);
+  EXPECT_GT(sum, 0u);
+
+  // Ordinary memory, page-aligned so that whole pages lie inside the rows.
+  auto* heap = static_cast<uint16_t*>(std::aligned_alloc(1 << 21, bytes));
+  std::copy(values.begin(), values.end(), heap);
+  ReleaseMappedRows(WeightView{heap, DType::kBF16, {rows, cols}}, 0, rows);
+  EXPECT_TRUE(std::equal(values.begin(), values.end(), heap));
+  std::free(heap);
 }
 
 }  // namespace

@@ -317,7 +317,7 @@ absl::Status TensorViewToFloatInto(const TensorView& view, const Shape& expected
 absl::StatusOr<WeightView> TensorViewToWeight(const TensorView& view,
                                               const Shape& expected_shape) {
   TPSERVE_RETURN_IF_ERROR(CheckShapeAndDtype(view, expected_shape));
-  return WeightView{view.data, view.dtype, view.shape};
+  return WeightView{view.data, view.dtype, view.shape, /*file_mapped=*/true};
 }
 
 void ReleaseTensorPages(const TensorView& view) {
