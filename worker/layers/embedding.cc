@@ -37,6 +37,22 @@ absl::Status LoadVocabShard(Tensor& param, const Tensor& loaded, int64_t vocab_s
   return absl::OkStatus();
 }
 
+// CopyToBf16 of whole rows [row0, row0 + rows) of `loaded` into dst ([rows, cols]), about
+// 4 MiB of the checkpoint at a time, each chunk's mapped pages leaving the resident set
+// once read (ReleaseMappedRows): a table's whole mapping is never held beside its copy.
+absl::Status CopyRowsReleasing(const WeightView& loaded, int64_t row0, int64_t rows,
+                               uint16_t* dst) {
+  const int64_t cols = loaded.dim(1);
+  const auto row_bytes = static_cast<int64_t>(cols * DTypeSize(loaded.dtype));
+  const int64_t chunk = std::max<int64_t>(1, (int64_t{4} << 20) / std::max<int64_t>(1, row_bytes));
+  for (int64_t r = 0; r < rows; r += chunk) {
+    const int64_t n = std::min(chunk, rows - r);
+    TPSERVE_RETURN_IF_ERROR(CopyToBf16(loaded, row0 + r, n, 0, cols, dst + r * cols, cols));
+    ReleaseMappedRows(loaded, row0 + r, n);
+  }
+  return absl::OkStatus();
+}
+
 // The same from a checkpoint view into a bf16 table [Vp/T, H], rounding as it copies.
 absl::Status LoadVocabShardBf16(Bf16Tensor& param, const WeightView& loaded, int64_t vocab_size,
                                 int rank, const char* what) {
@@ -44,7 +60,7 @@ absl::Status LoadVocabShardBf16(Bf16Tensor& param, const WeightView& loaded, int
   TPSERVE_ASSIGN_OR_RETURN(const int64_t real,
                            RealVocabRows(loaded.shape, vocab_size, hidden, rank, rows, what));
   std::fill(param.data() + real * hidden, param.data() + param.numel(), uint16_t{0});
-  return CopyToBf16(loaded, rank * rows, real, 0, hidden, param.data(), hidden);
+  return CopyRowsReleasing(loaded, rank * rows, real, param.data());
 }
 
 }  // namespace
@@ -163,8 +179,7 @@ absl::Status ParallelLMHead::PackWeight(WeightFormat format) {
     const Tensor& w = tied_->weight();  // [Vp/T, H], the embedding's
     TPSERVE_ASSIGN_OR_RETURN(packed_, PackFloatRows(w.data(), w.dim(0), w.dim(1), format));
   } else {
-    TPSERVE_ASSIGN_OR_RETURN(packed_, staged_.empty() ? PackAndFree(own_weight_, format)
-                                                      : PackAndFree(staged_, format));
+    TPSERVE_ASSIGN_OR_RETURN(packed_, PackAndFree(own_weight_, format));
   }
   return absl::OkStatus();
 }
@@ -177,7 +192,7 @@ absl::StatusOr<Tensor> ParallelLMHead::Forward(const Tensor& x) const {
   const int64_t n = x.dim(0);
   if (packed_ == nullptr && shard().empty()) {
     return absl::FailedPreconditionError(
-        "ParallelLMHead: the weight is staged in bf16 but not packed (call PackWeight)");
+        "ParallelLMHead: the weight is in bf16 but not packed (call PackWeight)");
   }
   const int64_t rows = packed_ != nullptr ? packed_->n_out() : shard().dim(0);
   // [n, Vp/T], written whole by either product.
@@ -205,21 +220,29 @@ absl::Status ParallelLMHead::WeightLoader(Tensor& param, const Tensor& loaded_we
     return absl::InvalidArgumentError(
         "ParallelLMHead loads only its own weight (none when tied), with no shard id");
   }
-  if (!staged_.empty()) return absl::FailedPreconditionError("lm_head: the weight is bf16 already");
   return LoadVocabShard(own_weight_, loaded_weight, vocab_size_, comm_->rank(), "lm_head");
 }
 
-absl::Status ParallelLMHead::WeightLoaderBf16(const WeightView& loaded_weight) {
+absl::Status ParallelLMHead::WeightLoaderPacked(const WeightView& loaded_weight,
+                                                WeightFormat format) {
   if (tied_ != nullptr || packed_ != nullptr) {
     return absl::InvalidArgumentError(
         "ParallelLMHead loads only its own weight (none when tied), before packing");
   }
   const int64_t rows = PaddedVocabSize(vocab_size_, comm_->size()) / comm_->size();
-  if (staged_.empty()) {
-    staged_ = Bf16Tensor({rows, hidden_size_});
-    own_weight_ = Tensor();  // never written: its pages were never faulted in
-  }
-  return LoadVocabShardBf16(staged_, loaded_weight, vocab_size_, comm_->rank(), "lm_head");
+  const int64_t first = comm_->rank() * rows;  // this rank's first vocab row
+  TPSERVE_ASSIGN_OR_RETURN(const int64_t real,
+                           RealVocabRows(loaded_weight.shape, vocab_size_, hidden_size_,
+                                         comm_->rank(), rows, "lm_head"));
+  // Rows [row0, row0 + n) of the shard: the real ones copied, the padding ones zero.
+  auto source = [&](int64_t row0, int64_t n, uint16_t* dst) -> absl::Status {
+    const int64_t copied = std::clamp<int64_t>(real - row0, 0, n);
+    std::fill(dst + copied * hidden_size_, dst + n * hidden_size_, uint16_t{0});
+    return CopyRowsReleasing(loaded_weight, first + row0, copied, dst);
+  };
+  TPSERVE_ASSIGN_OR_RETURN(packed_, PackBf16RowsFrom(rows, hidden_size_, format, source));
+  own_weight_ = Tensor();  // never written: its pages were never faulted in
+  return absl::OkStatus();
 }
 
 }  // namespace tpserve

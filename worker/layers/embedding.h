@@ -83,12 +83,15 @@ class ParallelLMHead {
   // Untied only: slices the [V, H] lm_head.weight into this rank's [Vp/T, H].
   absl::Status WeightLoader(Tensor& param, const Tensor& loaded_weight,
                             const ShardId& shard_id = kNoShard);
-  // Untied only, the bf16 mode's loader: this rank's rows of a bf16 view to a staging
-  // copy; the fp32 weight is freed untouched.
-  absl::Status WeightLoaderBf16(const WeightView& loaded_weight);
+  // Untied only, the bf16 and int8 modes' loader: this rank's rows of a checkpoint view
+  // (rounded to bf16) packed in `format` at once; the fp32 weight is freed untouched.
+  // int8 is quantized as the rows are read (Int8Weight::QuantizeBf16Rows): no bf16 copy
+  // of the whole head is ever held.
+  absl::Status WeightLoaderPacked(const WeightView& loaded_weight, WeightFormat format);
   // The weight packed in `format` (bf16 for oneDNN, or int8 per vocab row): an untied
-  // head's own (staged or fp32), which is freed; a tied head packs a copy of the
-  // embedding's shard, fp32 or bf16 (the embedding keeps its table for lookups).
+  // head's fp32 one, which is freed; a tied head packs a copy of the embedding's shard,
+  // fp32 or bf16 (the embedding keeps its table for lookups). A head packed by
+  // WeightLoaderPacked is left as it is.
   // Idempotent for the same format; FailedPrecondition for another.
   absl::Status PackWeight(WeightFormat format);
   std::optional<WeightFormat> packed_format() const { return PackedFormat(packed_.get()); }
@@ -105,7 +108,6 @@ class ParallelLMHead {
   const VocabParallelEmbedding* tied_;
   int64_t hidden_size_;
   Tensor own_weight_;  // [Vp/T, H]
-  Bf16Tensor staged_;  // [Vp/T, H] in bf16, from WeightLoaderBf16 until packed
   std::unique_ptr<PackedWeight> packed_;  // [Vp/T, H], once packed
 };
 

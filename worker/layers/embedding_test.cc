@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -119,6 +121,72 @@ TEST_P(VocabParallelTest, LmHeadInBf16ReturnsTheSameLogitsWithinBf16Rounding) {
     }
     EXPECT_EQ((*emb)->WeightLoader((*emb)->weight(), w).code(),
               absl::StatusCode::kFailedPrecondition);
+  });
+}
+
+// An untied head packed straight from a checkpoint view (WeightLoaderPacked) computes
+// the same logits, bit for bit, as a tied head packed from an embedding table loaded from
+// that view: the same bf16 rounding and zero padding rows, in either format. Hidden
+// 16384 makes the int8 quantizer ask for 128 rows at a time, so at tp 2 and 3 a chunk
+// holds real rows and padding ones.
+TEST_P(VocabParallelTest, LmHeadPackedFromAViewMatchesTheTiedPacking) {
+  const int tp = GetParam();
+  const int64_t hidden = 16384;
+  const Tensor w = RandomTensor({kVocab, hidden}, 8), x = RandomTensor({3, hidden}, 9);
+  const WeightView view{w.data(), DType::kF32, w.shape()};
+  RunOnLocalRanks(tp, [&](int, CommGroup& comm) {
+    auto emb = VocabParallelEmbedding::Create(kVocab, hidden, &comm);
+    ASSERT_TRUE(emb.ok());
+    ASSERT_TRUE((*emb)->WeightLoaderBf16(view).ok());
+    for (WeightFormat format : {WeightFormat::kBf16, WeightFormat::kInt8}) {
+      auto tied = ParallelLMHead::Create(hidden, kVocab, &comm, emb->get());
+      auto head = ParallelLMHead::Create(hidden, kVocab, &comm);
+      ASSERT_TRUE(tied.ok() && head.ok());
+      ASSERT_TRUE((*tied)->PackWeight(format).ok());
+      EXPECT_EQ((*tied)->WeightLoaderPacked(view, format).code(),
+                absl::StatusCode::kInvalidArgument);
+      const absl::Status loaded = (*head)->WeightLoaderPacked(view, format);
+      ASSERT_TRUE(loaded.ok()) << loaded;
+      EXPECT_EQ((*head)->packed_format(), format);
+      EXPECT_TRUE((*head)->weight().empty());
+      EXPECT_TRUE((*head)->PackWeight(format).ok());  // packed already: nothing to do
+      EXPECT_EQ((*head)->PackWeight(format == WeightFormat::kInt8 ? WeightFormat::kBf16
+                                                                 : WeightFormat::kInt8)
+                    .code(),
+                absl::StatusCode::kFailedPrecondition);
+      EXPECT_EQ((*head)->WeightLoaderPacked(view, format).code(),
+                absl::StatusCode::kInvalidArgument);  // once
+      auto got = (*head)->Forward(x);
+      auto want = (*tied)->Forward(x);
+      ASSERT_TRUE(got.ok() && want.ok());
+      ASSERT_EQ(got->shape(), (Shape{3, kVocab}));
+      for (int64_t i = 0; i < got->numel(); ++i) {
+        ASSERT_EQ(got->data()[i], want->data()[i]) << i << " " << WeightFormatName(format);
+      }
+    }
+  });
+}
+
+// WeightLoaderPacked refuses a tensor of the wrong shape and a non-finite weight, naming
+// the head and where the value is.
+TEST(ParallelLMHeadTest, PackedLoaderRejectsBadTensors) {
+  RunOnLocalRanks(1, [&](int, CommGroup& comm) {
+    Tensor w = RandomTensor({kVocab, kHidden}, 10);
+    for (WeightFormat format : {WeightFormat::kBf16, WeightFormat::kInt8}) {
+      auto head = ParallelLMHead::Create(kHidden, kVocab, &comm);
+      ASSERT_TRUE(head.ok());
+      const absl::Status shape = (*head)->WeightLoaderPacked(
+          WeightView{w.data(), DType::kF32, {kVocab - 1, kHidden}}, format);
+      EXPECT_EQ(shape.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_NE(shape.message().find("lm_head"), std::string::npos) << shape;
+      w.row(300)[7] = std::numeric_limits<float>::quiet_NaN();
+      const absl::Status nan =
+          (*head)->WeightLoaderPacked(WeightView{w.data(), DType::kF32, w.shape()}, format);
+      EXPECT_EQ(nan.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_NE(nan.message().find("[300, 7]"), std::string::npos) << nan;
+      EXPECT_EQ((*head)->packed_format(), std::nullopt);
+      w.row(300)[7] = 0.5f;
+    }
   });
 }
 

@@ -79,11 +79,14 @@ absl::Status LlamaModel::LoadWeights(const Checkpoint& ckpt, CpuWeights weights)
   TPSERVE_RETURN_IF_ERROR(LoadNorm(reader, "model.norm.weight", hidden, final_norm_));
   if (!config_.tie_word_embeddings) {
     TPSERVE_RETURN_IF_ERROR(
-        bf16 ? reader.LoadView("lm_head.weight", table,
-                               [&](const WeightView& t) { return lm_head_->WeightLoaderBf16(t); })
-             : reader.Load("lm_head.weight", table, [&](const Tensor& t) {
-                 return lm_head_->WeightLoader(lm_head_->weight(), t);
-               }));
+        format.has_value()
+            ? reader.LoadView("lm_head.weight", table,
+                              [&](const WeightView& t) {
+                                return lm_head_->WeightLoaderPacked(t, *format);
+                              })
+            : reader.Load("lm_head.weight", table, [&](const Tensor& t) {
+                return lm_head_->WeightLoader(lm_head_->weight(), t);
+              }));
   }
   if (format.has_value()) TPSERVE_RETURN_IF_ERROR(lm_head_->PackWeight(*format));
   return absl::OkStatus();

@@ -3,7 +3,9 @@
 // the bf16 weights it ends up holding, plus a fixed allowance (a tensor's mapped pages
 // and its staging copy, oneDNN's JIT code). Any fp32 copy of the layers, of the
 // embedding table or of a whole checkpoint tensor, or mapped checkpoint pages left
-// resident, would overshoot: the fp32 weights alone are twice the bf16 ones.
+// resident, would overshoot: the fp32 weights alone are twice the bf16 ones. In the
+// int8 mode the LM head is quantized as its rows are read: no bf16 copy of it, nor its
+// whole mapping, is held beside the int8 weights.
 //
 // The peak is /proc/self/status VmHWM after resetting it (clear_refs "5", Linux >= 4.0).
 #include <malloc.h>
@@ -19,6 +21,7 @@
 #include "worker/comm/local_comm_group.h"
 #include "worker/kernels/cpu/bf16_gemm.h"
 #include "worker/models/model_files.h"
+#include "worker/tensor.h"
 #include "worker/tools/synthetic_checkpoint.h"
 
 namespace tpserve {
@@ -55,13 +58,13 @@ SyntheticLlama Spec(DType dtype) {
 }
 
 struct LoadPeak {
-  int64_t weight_bytes = 0;  // bf16 bytes the model holds: parameters x 2
+  int64_t weight_bytes = 0;  // bytes the model holds (CpuWeightBytes)
   int64_t growth = 0;        // peak RSS during the load minus RSS before it
 };
 
-LoadPeak MeasureLoad(DType dtype, const std::string& name) {
+LoadPeak MeasureLoad(const SyntheticLlama& spec, const std::string& name,
+                     CpuWeights weights = CpuWeights::kBFloat16) {
   const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
-  const SyntheticLlama spec = Spec(dtype);
   EXPECT_TRUE(WriteSyntheticLlama(dir, spec).ok());
   absl::StatusOr<ModelFiles> files = OpenModel(dir, 1);
   EXPECT_TRUE(files.ok()) << files.status();
@@ -73,15 +76,16 @@ LoadPeak MeasureLoad(DType dtype, const std::string& name) {
     std::vector<uint16_t> w(64 * 64, 0x3f80);
     EXPECT_TRUE(PackedBf16Weight::FromBf16(w.data(), 64, 64).ok());
   }
-  malloc_trim(0);  // what earlier tests freed is not this load's
+  TrimTensorStorage();  // what earlier tests freed is not this load's: neither the blocks
+  malloc_trim(0);       // kept for reuse nor malloc's free lists
   EXPECT_TRUE(ResetPeak());
   const int64_t before = StatusBytes("VmRSS");
-  const absl::Status loaded = (*model)->LoadWeights(*files->checkpoint, CpuWeights::kBFloat16);
+  const absl::Status loaded = (*model)->LoadWeights(*files->checkpoint, weights);
   EXPECT_TRUE(loaded.ok()) << loaded;
   LoadPeak peak;
   peak.growth = StatusBytes("VmHWM") - before;
-  peak.weight_bytes = spec.NumParameters() * 2;
-  EXPECT_EQ((*model)->lm_head().packed_format(), WeightFormat::kBf16);
+  peak.weight_bytes = CpuWeightBytes(files->config, 1, weights);
+  EXPECT_EQ((*model)->lm_head().packed_format(), PackedWeightFormat(weights));
   EXPECT_TRUE((*model)->embedding().weight_is_bf16());
   EXPECT_TRUE((*model)->embedding().weight().empty());
   return peak;
@@ -92,15 +96,31 @@ LoadPeak MeasureLoad(DType dtype, const std::string& name) {
 constexpr int64_t kAllowance = 12 << 20;
 
 TEST(LlamaBf16LoadTest, Bf16CheckpointLoadsWithoutAnyFp32Copy) {
-  const LoadPeak peak = MeasureLoad(DType::kBF16, "bf16");
+  const LoadPeak peak = MeasureLoad(Spec(DType::kBF16), "bf16");
   std::printf("bf16 checkpoint: weights %.1f MiB, peak growth %.1f MiB\n",
               peak.weight_bytes / 1048576.0, peak.growth / 1048576.0);
   EXPECT_LE(peak.growth, peak.weight_bytes * 115 / 100 + kAllowance);
   EXPECT_GE(peak.growth, peak.weight_bytes * 9 / 10);  // the measurement sees the weights
 }
 
+// int8 with a large vocab (32768 x 512): a bf16 copy of the head (32 MiB) and its mapped
+// pages (32 MiB) beside the int8 weights (about 56 MiB), or the embedding table's whole
+// mapping beside its copy, would overshoot by far.
+TEST(LlamaBf16LoadTest, Int8HeadIsQuantizedAsItIsRead) {
+  SyntheticLlama spec = Spec(DType::kBF16);
+  spec.vocab_size = 32768;
+  spec.num_layers = 2;
+  const LoadPeak peak = MeasureLoad(spec, "int8", CpuWeights::kInt8);
+  std::printf("int8: weights %.1f MiB, peak growth %.1f MiB\n", peak.weight_bytes / 1048576.0,
+              peak.growth / 1048576.0);
+  // A chunk of the head (4 MiB) and its mapped pages, a layer's bf16 staging (about 6
+  // MiB), and the 2 MiB pages of each packed weight's last stretch.
+  EXPECT_LE(peak.growth, peak.weight_bytes * 105 / 100 + (24 << 20));
+  EXPECT_GE(peak.growth, peak.weight_bytes * 9 / 10);
+}
+
 TEST(LlamaBf16LoadTest, Fp32CheckpointIsRoundedTensorByTensor) {
-  const LoadPeak peak = MeasureLoad(DType::kF32, "f32");
+  const LoadPeak peak = MeasureLoad(Spec(DType::kF32), "f32");
   std::printf("f32 checkpoint: weights %.1f MiB, peak growth %.1f MiB\n",
               peak.weight_bytes / 1048576.0, peak.growth / 1048576.0);
   // Plus the largest tensor's fp32 pages while it is rounded (8 MiB here).
