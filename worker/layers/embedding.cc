@@ -37,14 +37,16 @@ absl::Status LoadVocabShard(Tensor& param, const Tensor& loaded, int64_t vocab_s
   return absl::OkStatus();
 }
 
-// CopyToBf16 of whole rows [row0, row0 + rows) of `loaded` into dst ([rows, cols]), about
-// 4 MiB of the checkpoint at a time, each chunk's mapped pages leaving the resident set
-// once read (ReleaseMappedRows): a table's whole mapping is never held beside its copy.
+// CopyToBf16 of whole rows [row0, row0 + rows) of `loaded` into dst ([rows, cols]),
+// kCopyChunkBytes of the checkpoint at a time, each chunk's mapped pages leaving the
+// resident set once read (ReleaseMappedRows): a table's whole mapping is never held beside
+// its copy.
+constexpr int64_t kCopyChunkBytes = int64_t{4} << 20;
 absl::Status CopyRowsReleasing(const WeightView& loaded, int64_t row0, int64_t rows,
                                uint16_t* dst) {
   const int64_t cols = loaded.dim(1);
   const auto row_bytes = static_cast<int64_t>(cols * DTypeSize(loaded.dtype));
-  const int64_t chunk = std::max<int64_t>(1, (int64_t{4} << 20) / std::max<int64_t>(1, row_bytes));
+  const int64_t chunk = std::max<int64_t>(1, kCopyChunkBytes / std::max<int64_t>(1, row_bytes));
   for (int64_t r = 0; r < rows; r += chunk) {
     const int64_t n = std::min(chunk, rows - r);
     TPSERVE_RETURN_IF_ERROR(CopyToBf16(loaded, row0 + r, n, 0, cols, dst + r * cols, cols));

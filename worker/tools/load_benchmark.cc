@@ -11,8 +11,8 @@
 // directory, removed afterwards), reads it once to warm the page cache, then loads it
 // --reps times, each in a fresh child process (fork) so that every load pays for its own
 // memory, as a starting worker does. Reports the median wall time, checkpoint GB/s, minor
-// page faults and the load's peak RSS against the weights' bytes (CpuWeightBytes); the CUDA backend uploads the same host model, so its load starts
-// with this.
+// page faults and the load's peak RSS against the weights' bytes (CpuWeightBytes); the
+// CUDA backend uploads the same host model, so its load starts with this.
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
