@@ -39,7 +39,7 @@ TEST(TensorTest, StorageStartsOnA64ByteBoundary) {
         EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data()) % 64, 0u)
             << ShapeToString(shape) << (zeroed ? " zeroed" : " uninitialized") << ", round "
             << round;
-        if (zeroed) EXPECT_EQ(t.data()[t.numel() - 1], 0.0f);
+        if (zeroed) { EXPECT_EQ(t.data()[t.numel() - 1], 0.0f); }
         for (float& v : t.span()) v = 1.0f;  // the whole block is writable
       }
     }

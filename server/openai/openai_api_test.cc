@@ -196,7 +196,7 @@ TEST_F(OpenAiApiTest, ChatCompletionStreamed) {
     const Json e = Json::parse(events[i]);
     EXPECT_EQ(e["object"], "chat.completion.chunk");
     const Json& delta = e["choices"][0]["delta"];
-    if (i == 0) EXPECT_EQ(delta["role"], "assistant");
+    if (i == 0) { EXPECT_EQ(delta["role"], "assistant"); }
     if (delta.contains("content")) content += delta["content"].get<std::string>();
     if (!e["choices"][0]["finish_reason"].is_null()) finish = e["choices"][0]["finish_reason"];
     EXPECT_TRUE(e["usage"].is_null());
@@ -326,7 +326,7 @@ TEST_F(OpenAiApiTest, ErrorsCarryOpenAisObjectAndStatus) {
     const Json error = Json::parse(r.body)["error"];
     EXPECT_FALSE(error["message"].get<std::string>().empty());
     EXPECT_EQ(error["code"], c.status);
-    if (!c.param.empty()) EXPECT_EQ(error["param"], c.param);
+    if (!c.param.empty()) { EXPECT_EQ(error["param"], c.param); }
   }
   RawHttpConnection get(server_->port());
   get.Send("GET /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");

@@ -60,8 +60,10 @@ TEST(BpeModelTest, UnknownCharactersFuseOrDrop) {
   ASSERT_TRUE((*model)->Tokenize("axyba", &ids).ok());
   // As in HF: byte-fallback ids go out before the pending (fused) unknown.
   EXPECT_EQ(ids, (std::vector<int32_t>{1, 2, 0, 1}));
-  options.unk_token.reset();
-  model = BpeModel::Create(vocab, {}, options);
+  BpeOptions no_unk;  // the same without an unknown token: unknown characters drop
+  no_unk.fuse_unk = true;
+  no_unk.byte_fallback = true;
+  model = BpeModel::Create(vocab, {}, no_unk);
   ids.clear();
   ASSERT_TRUE((*model)->Tokenize("axa", &ids).ok());
   EXPECT_EQ(ids, (std::vector<int32_t>{1, 1}));

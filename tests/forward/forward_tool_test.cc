@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -29,7 +30,8 @@ std::string Runfile(const std::string& path) {
 
 std::string TmpDir(const std::string& name) {
   const std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
-  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
   return dir;
 }
 
@@ -155,7 +157,9 @@ std::vector<BadCase> BadCases() {
        [] {
          const std::string dir = MakeModel("truncated");
          const std::string bytes = ReadFile(dir + "/model.safetensors");
-         WriteBinaryFile(dir + "/model.safetensors", bytes.substr(0, bytes.size() - 100));
+         EXPECT_TRUE(
+             WriteBinaryFile(dir + "/model.safetensors", bytes.substr(0, bytes.size() - 100))
+                 .ok());
          return dir;
        },
        1, {"model.safetensors"}},
@@ -164,7 +168,7 @@ std::vector<BadCase> BadCases() {
          const std::string dir = MakeModel("overflow");
          std::string bytes = ReadFile(dir + "/model.safetensors");
          bytes[7] = 0x7f;  // header length ≈ 2^63
-         WriteBinaryFile(dir + "/model.safetensors", bytes);
+         EXPECT_TRUE(WriteBinaryFile(dir + "/model.safetensors", bytes).ok());
          return dir;
        },
        1, {"model.safetensors", "header"}},

@@ -36,7 +36,7 @@ TEST(CudaStatusTest, MacroReturnsTheFailure) {
 // On a machine without a GPU this is the path the worker takes for --device cuda.
 TEST(CudaStatusTest, DeviceAvailabilityIsAStatusNotACrash) {
   absl::Status s = CudaDeviceAvailable();
-  if (!s.ok()) EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  if (!s.ok()) { EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s; }
 }
 
 }  // namespace

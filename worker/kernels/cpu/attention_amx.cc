@@ -15,8 +15,10 @@
 #include "worker/kernels/cpu/bf16_amx.h"
 #include "worker/kernels/cpu/scratch.h"
 
-// GCC 12's AVX-512 intrinsics pass an undefined vector (_mm512_undefined) to their masked
-// builtins, which -Wmaybe-uninitialized reports at every use.
+// GCC 12's AVX-512 intrinsics pass an undefined vector (_mm512_undefined, a
+// self-initialised variable) to their masked builtins, which -W(maybe-)uninitialized
+// reports at every inlined use; nothing in this file reads an uninitialised value.
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace tpserve {

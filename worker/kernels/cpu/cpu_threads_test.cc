@@ -42,7 +42,7 @@ TEST(CpuThreadsTest, RangesCoverEveryItemOnceWithinTheLimits) {
     EXPECT_EQ(static_cast<int>(ids.size()), c.want_ranges);
     for (int64_t i = 0; i < c.count; ++i) EXPECT_EQ(seen[i], 1) << i;
     for (const auto& [begin, end] : ranges) {
-      if (c.want_ranges > 1) EXPECT_GE(end - begin, std::max<int64_t>(c.min_per_thread, 1));
+      if (c.want_ranges > 1) { EXPECT_GE(end - begin, std::max<int64_t>(c.min_per_thread, 1)); }
     }
   }
   SetCpuThreads(1);
@@ -94,7 +94,7 @@ TEST(CpuThreadsTest, ChunksCoverEveryItemOnce) {
     EXPECT_LE(static_cast<int>(ids.size()), c.max_threads);
     for (const auto& [begin, end] : chunks) {
       EXPECT_LT(begin, end);
-      if (end != c.count) EXPECT_GE(end - begin, std::max<int64_t>(c.min_chunk, 1));
+      if (end != c.count) { EXPECT_GE(end - begin, std::max<int64_t>(c.min_chunk, 1)); }
     }
   }
 }

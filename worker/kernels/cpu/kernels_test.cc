@@ -382,7 +382,7 @@ TEST(PagedAttentionTest, Bf16CacheMatchesDenseAcrossShapes) {
       // fp32 on the same widened keys and values: they differ by rounding order alone.
       EXPECT_LT(worst, 2e-2);
       EXPECT_LT(worst_sgemm, 2e-2);
-      if (with_avx2) EXPECT_LT(avx2_from_sgemm, 1e-5);
+      if (with_avx2) { EXPECT_LT(avx2_from_sgemm, 1e-5); }
     }
   }
 }

@@ -30,7 +30,7 @@ TEST(OpenBlasCoreTest, ThisProcessRunsKernelsForItsCpu) {
   const CpuVectorIsa isa = DetectCpuVectorIsa();
   const std::string core = OpenBlasCoreName();
   EXPECT_FALSE(core.empty());
-  if (isa.avx2_fma) EXPECT_NE(core, "Prescott") << *note;
+  if (isa.avx2_fma) { EXPECT_NE(core, "Prescott") << *note; }
   if (!note->empty()) {
     EXPECT_NE(note->find(core), std::string::npos) << *note;
     ASSERT_NE(std::getenv("OPENBLAS_CORETYPE"), nullptr);

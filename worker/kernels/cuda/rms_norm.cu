@@ -21,7 +21,7 @@ __device__ __forceinline__ float BlockSum(float v) {
   v = WarpSum(v);
   if (lane == 0) partial[warp] = v;
   __syncthreads();
-  return WarpSum(lane < blockDim.x / 32 ? partial[lane] : 0.0f);
+  return WarpSum(lane < static_cast<int>(blockDim.x / 32) ? partial[lane] : 0.0f);
 }
 
 // One block per row, N elements per access. With kAdd, the row is residual + x (rounded
