@@ -511,22 +511,65 @@ absl::StatusOr<Int8Weight> Int8Weight::QuantizeBf16(const uint16_t* data, int64_
 
 absl::StatusOr<Int8Weight> Int8Weight::QuantizeBf16Rows(int64_t n_out, int64_t k,
                                                         Bf16RowSource source) {
+  TPSERVE_ASSIGN_OR_RETURN(Builder builder, Builder::Create(n_out, k));
+  TPSERVE_RETURN_IF_ERROR(builder.QuantizeRows(0, n_out, source));
+  return builder.Finish();
+}
+
+Int8Weight::Builder::Builder(int64_t n_out, int64_t k, std::unique_ptr<Impl> impl)
+    : n_out_(n_out), k_(k), impl_(std::move(impl)), done_(static_cast<size_t>(n_out), false) {}
+Int8Weight::Builder::Builder(Builder&&) noexcept = default;
+Int8Weight::Builder& Int8Weight::Builder::operator=(Builder&&) noexcept = default;
+Int8Weight::Builder::~Builder() = default;
+
+absl::StatusOr<Int8Weight::Builder> Int8Weight::Builder::Create(int64_t n_out, int64_t k) {
   if (n_out <= 0 || k <= 0) return CheckSizes(nullptr, n_out, k);
-  const int64_t chunk_rows = std::clamp<int64_t>(kSourceChunkBytes / (2 * k), 1, n_out);
-  std::vector<uint16_t> chunk(static_cast<size_t>(chunk_rows * k));  // [chunk_rows, k]
   auto impl = std::make_unique<Impl>();
   impl->Allocate(n_out, k);
-  for (int64_t row0 = 0; row0 < n_out; row0 += chunk_rows) {
-    const int64_t rows = std::min(chunk_rows, n_out - row0);
-    TPSERVE_RETURN_IF_ERROR(source(row0, rows, chunk.data()));
-    if (const int64_t i = FirstNonFiniteBf16(chunk.data(), rows * k); i >= 0) {
-      return NotFinite(row0 * k + i, k, Bf16ToFloat(chunk[i]));
-    }
-    impl->Quantize(row0, row0 + rows, [&](int64_t r, float* row) {
-      Bf16ToFloats(chunk.data() + (r - row0) * k, k, row);
-    });
+  return Builder(n_out, k, std::move(impl));
+}
+
+absl::Status Int8Weight::Builder::QuantizeRows(int64_t row0, int64_t rows,
+                                               Bf16RowSource source) {
+  if (impl_ == nullptr) return absl::FailedPreconditionError("int8 weight: finished already");
+  if (row0 < 0 || rows < 0 || row0 + rows > n_out_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "int8 weight [%d, %d]: rows [%d, %d) are outside it", n_out_, k_, row0, row0 + rows));
   }
-  return Int8Weight(n_out, k, std::move(impl));
+  for (int64_t r = row0; r < row0 + rows; ++r) {
+    if (done_[r]) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("int8 weight [%d, %d]: row %d is quantized already", n_out_, k_, r));
+    }
+  }
+  const int64_t k = k_;
+  const int64_t chunk_rows =
+      std::clamp<int64_t>(kSourceChunkBytes / (2 * k), 1, std::max<int64_t>(rows, 1));
+  std::vector<uint16_t> chunk(static_cast<size_t>(std::min(chunk_rows, rows) * k));
+  for (int64_t r0 = row0; r0 < row0 + rows; r0 += chunk_rows) {
+    const int64_t n = std::min(chunk_rows, row0 + rows - r0);
+    TPSERVE_RETURN_IF_ERROR(source(r0, n, chunk.data()));
+    if (const int64_t i = FirstNonFiniteBf16(chunk.data(), n * k); i >= 0) {
+      return NotFinite(r0 * k + i, k, Bf16ToFloat(chunk[i]));
+    }
+    impl_->Quantize(r0, r0 + n, [&](int64_t r, float* row) {
+      Bf16ToFloats(chunk.data() + (r - r0) * k, k, row);
+    });
+    for (int64_t r = r0; r < r0 + n; ++r) done_[r] = true;
+    rows_done_ += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Int8Weight> Int8Weight::Builder::Finish() {
+  if (impl_ == nullptr) return absl::FailedPreconditionError("int8 weight: finished already");
+  if (rows_done_ < n_out_) {
+    const auto missing = std::find(done_.begin(), done_.end(), false) - done_.begin();
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "int8 weight [%d, %d]: row %d was never quantized (%d of %d rows were)", n_out_, k_,
+        missing, rows_done_, n_out_));
+  }
+  return Int8Weight(n_out_, k_, std::move(impl_));
 }
 
 absl::StatusOr<Int8Weight> Int8Weight::QuantizeFloat(const float* data, int64_t n_out,

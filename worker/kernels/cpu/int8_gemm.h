@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -57,6 +58,9 @@ class Int8Weight : public PackedWeight {
                                                      Bf16RowSource source);
   static constexpr int64_t kSourceChunkBytes = int64_t{4} << 20;
 
+  // An int8 weight quantized a row range at a time (below).
+  class Builder;
+
   Int8Weight(Int8Weight&&) noexcept;
   Int8Weight& operator=(Int8Weight&&) noexcept;
   ~Int8Weight() override;
@@ -81,6 +85,35 @@ class Int8Weight : public PackedWeight {
   int64_t n_out_ = 0;
   int64_t k_ = 0;
   std::unique_ptr<Impl> impl_;
+};
+
+// An int8 weight quantized a row range at a time, the ranges in any order (a merged
+// linear's checkpoint tensors each bring their rows), then finished once every row is:
+// the same q and scales as QuantizeBf16 of the whole, with no bf16 copy of it held.
+class Int8Weight::Builder {
+ public:
+  // InvalidArgument on a non-positive size.
+  static absl::StatusOr<Builder> Create(int64_t n_out, int64_t k);
+  Builder(Builder&&) noexcept;
+  Builder& operator=(Builder&&) noexcept;
+  ~Builder();
+
+  // Quantizes rows [row0, row0 + rows), asking `source` for them in order (its row0 is
+  // the weight's row), a chunk of at most kSourceChunkBytes at a time. InvalidArgument
+  // for rows outside the weight or quantized before, or naming a NaN/±Inf by its row
+  // and column; a source's error is returned as it is.
+  absl::Status QuantizeRows(int64_t row0, int64_t rows, Bf16RowSource source);
+  // The weight; FailedPrecondition naming the first row never quantized (the builder
+  // is left as it was).
+  absl::StatusOr<Int8Weight> Finish();
+
+ private:
+  Builder(int64_t n_out, int64_t k, std::unique_ptr<Int8Weight::Impl> impl);
+  int64_t n_out_ = 0;
+  int64_t k_ = 0;
+  std::unique_ptr<Int8Weight::Impl> impl_;
+  std::vector<bool> done_;  // [n_out]: rows quantized so far
+  int64_t rows_done_ = 0;
 };
 
 // x: [m, k] fp32 -> y: [m, n_out] fp32, y = x · (q · scale)ᵀ (y += … if accumulate). m may

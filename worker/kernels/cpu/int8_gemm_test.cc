@@ -185,6 +185,40 @@ TEST(Int8QuantizeTest, RowsFromASourceMatchTheWholeWeight) {
   EXPECT_FALSE(Int8Weight::QuantizeBf16Rows(n_out, 0, source).ok());
 }
 
+// A builder fills row ranges in any order (as a merged linear's tensors arrive) to the
+// whole weight's q and scales, refuses a row twice or outside, and finishes only whole.
+TEST(Int8QuantizeTest, BuilderFillsRangesInAnyOrder) {
+  const int64_t n_out = 100, k = 70;
+  const std::vector<float> values = RandomNormal(n_out * k, 12);
+  std::vector<uint16_t> bits(values.size());
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = FloatToBf16(values[i]);
+  auto source = [&](int64_t row0, int64_t rows, uint16_t* dst) {
+    std::copy(bits.begin() + row0 * k, bits.begin() + (row0 + rows) * k, dst);
+    return absl::OkStatus();
+  };
+  absl::StatusOr<Int8Weight::Builder> builder = Int8Weight::Builder::Create(n_out, k);
+  ASSERT_TRUE(builder.ok()) << builder.status();
+  ASSERT_TRUE(builder->QuantizeRows(60, 40, source).ok());
+  ASSERT_TRUE(builder->QuantizeRows(0, 25, source).ok());
+  EXPECT_EQ(builder->QuantizeRows(20, 10, source).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(builder->QuantizeRows(90, 11, source).code(), absl::StatusCode::kInvalidArgument);
+  const absl::StatusOr<Int8Weight> early = builder->Finish();
+  ASSERT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(early.status().message().find("row 25 "), std::string::npos) << early.status();
+  ASSERT_TRUE(builder->QuantizeRows(25, 35, source).ok());
+  absl::StatusOr<Int8Weight> built = builder->Finish();
+  absl::StatusOr<Int8Weight> whole = Int8Weight::QuantizeBf16(bits.data(), n_out, k);
+  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  for (int64_t r = 0; r < n_out; ++r) {
+    ASSERT_EQ(built->scale(r), whole->scale(r)) << r;
+    for (int64_t c = 0; c < k; ++c) ASSERT_EQ(built->q(r, c), whole->q(r, c)) << r << ", " << c;
+  }
+  EXPECT_EQ(builder->Finish().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(builder->QuantizeRows(0, 1, source).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(Int8Weight::Builder::Create(0, k).ok());
+}
+
 // Weights on the grid and small integer x: every product and sum is exact.
 TEST_P(Int8GemmTest, ExactOnTheGrid) {
   const float w_values[] = {127, -64, 1, 2, -0.5f, 0.25f};  // [2, 3]: scales 1 and 2/127
