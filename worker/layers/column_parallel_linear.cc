@@ -47,9 +47,10 @@ absl::StatusOr<LinearOutput> ColumnParallelLinear::Forward(const Tensor& x) cons
         "ColumnParallelLinear input: expected [n, ", input_size_, "], got ",
         ShapeToString(x.shape())));
   }
-  if (!staged_.empty()) {
-    return absl::FailedPreconditionError(
-        "ColumnParallelLinear: the weight is staged in bf16 but not packed (PackWeight)");
+  if (!staged_.empty() || int8_.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ColumnParallelLinear: the weight is loaded in ", int8_.has_value() ? "int8" : "bf16",
+        " but not packed (PackWeight)"));
   }
   const int64_t n = x.dim(0), out = output_size_per_partition_;
   Tensor y;  // [n, out/T]
@@ -78,8 +79,26 @@ absl::StatusOr<LinearOutput> ColumnParallelLinear::Forward(const Tensor& x) cons
 
 absl::Status ColumnParallelLinear::PackWeight(WeightFormat format) {
   if (packed_ != nullptr) return CheckRepack(packed_->format(), format, "ColumnParallelLinear");
+  if (int8_.has_value()) {
+    TPSERVE_RETURN_IF_ERROR(CheckRepack(WeightFormat::kInt8, format, "ColumnParallelLinear"));
+    TPSERVE_ASSIGN_OR_RETURN(Int8Weight weight, int8_->Finish());
+    packed_ = std::make_unique<Int8Weight>(std::move(weight));
+    int8_.reset();
+    return absl::OkStatus();
+  }
   TPSERVE_ASSIGN_OR_RETURN(packed_, staged_.empty() ? PackAndFree(weight_, format)
                                                     : PackAndFree(staged_, format));
+  return absl::OkStatus();
+}
+
+absl::Status ColumnParallelLinear::LoadAsInt8() {
+  if (packed_ != nullptr || !staged_.empty() || int8_.has_value()) {
+    return absl::FailedPreconditionError(
+        "ColumnParallelLinear: LoadAsInt8 comes before the weight is loaded");
+  }
+  TPSERVE_ASSIGN_OR_RETURN(int8_, Int8Weight::Builder::Create(output_size_per_partition_,
+                                                              input_size_));
+  weight_ = Tensor();  // never written: its pages were never faulted in
   return absl::OkStatus();
 }
 
@@ -100,7 +119,7 @@ absl::StatusOr<ColumnParallelLinear::RowCopy> ColumnParallelLinear::ShardRows(
 
 absl::Status ColumnParallelLinear::WeightLoader(Tensor& param, const Tensor& loaded_weight,
                                                 const ShardId& shard_id) {
-  if (&param == &weight_ && (packed_ != nullptr || !staged_.empty())) {
+  if (&param == &weight_ && (packed_ != nullptr || !staged_.empty() || int8_.has_value())) {
     return absl::FailedPreconditionError(
         "ColumnParallelLinear: the weight is packed already");
   }
@@ -135,6 +154,13 @@ absl::Status ColumnParallelLinear::WeightLoaderBf16(const WeightView& loaded_wei
         " should be [rows, ", input_size_, "]"));
   }
   TPSERVE_ASSIGN_OR_RETURN(const RowCopy copy, ShardRows(loaded_weight.dim(0), shard_id));
+  if (int8_.has_value()) {  // the rows straight to int8, a chunk at a time
+    return int8_->QuantizeRows(
+        copy.dst_row, copy.rows, [&](int64_t row0, int64_t rows, uint16_t* dst) {
+          return CopyToBf16(loaded_weight, copy.src_row + (row0 - copy.dst_row), rows, 0,
+                            input_size_, dst, input_size_);
+        });
+  }
   if (staged_.empty()) {
     staged_ = Bf16Tensor({output_size_per_partition_, input_size_});
     weight_ = Tensor();  // never written: its pages were never faulted in

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/comm/comm_group.h"
+#include "worker/kernels/cpu/int8_gemm.h"
 #include "worker/kernels/cpu/pack_weight.h"
 #include "worker/kernels/cpu/packed_weight.h"
 #include "worker/layers/shard_id.h"
@@ -56,6 +57,11 @@ class ColumnParallelLinear {
   // go to a bf16 staging copy, and the fp32 weight is freed untouched, so no fp32 copy
   // of the weight ever exists; PackWeight then packs the staged copy.
   absl::Status WeightLoaderBf16(const WeightView& loaded_weight, const ShardId& shard_id = kNoShard);
+  // Has WeightLoaderBf16 quantize the rows it is given straight to int8 per output
+  // channel (Int8Weight::Builder) instead of staging them in bf16, so that no bf16 copy
+  // of the weight is held; PackWeight(kInt8) then finishes the weight (FailedPrecondition
+  // naming a row never loaded) and any other format is refused. Before any loading only.
+  absl::Status LoadAsInt8();
 
   // The weight packed once in `format` (bf16 for oneDNN, or int8 per output channel),
   // from the staged bf16 copy if WeightLoaderBf16 ran, else from the fp32 weight; both
@@ -97,6 +103,7 @@ class ColumnParallelLinear {
   Tensor weight_;  // [out/T, in]
   Tensor bias_;    // [out/T]
   Bf16Tensor staged_;  // [out/T, in] in bf16, from WeightLoaderBf16 until packed
+  std::optional<Int8Weight::Builder> int8_;  // [out/T, in], after LoadAsInt8 until packed
   std::unique_ptr<PackedWeight> packed_;  // [out/T, in], once packed
 };
 
@@ -165,6 +172,8 @@ class RowParallelLinear {
   // The bf16 mode's loader of the weight: the same columns to a bf16 staging copy; the
   // fp32 weight is freed untouched (see ColumnParallelLinear::WeightLoaderBf16).
   absl::Status WeightLoaderBf16(const WeightView& loaded_weight);
+  // As ColumnParallelLinear::LoadAsInt8.
+  absl::Status LoadAsInt8();
 
   // The weight packed once in `format`, as ColumnParallelLinear::PackWeight.
   absl::Status PackWeight(WeightFormat format);
@@ -188,6 +197,7 @@ class RowParallelLinear {
   Tensor weight_;  // [out, in/T]
   Tensor bias_;    // [out]
   Bf16Tensor staged_;  // [out, in/T] in bf16, from WeightLoaderBf16 until packed
+  std::optional<Int8Weight::Builder> int8_;  // [out, in/T], after LoadAsInt8 until packed
   std::unique_ptr<PackedWeight> packed_;  // [out, in/T], once packed
 };
 

@@ -304,6 +304,77 @@ TEST_P(LinearTest, Bf16LoadersFromTheCheckpointMatchLoadingFp32ThenPacking) {
   }
 }
 
+// After LoadAsInt8 the bf16 loaders quantize their rows straight to int8: the packed
+// weights give bit for bit what staging the same rows in bf16 and PackWeight(kInt8) give.
+// A layer packs only when every row was loaded, only as int8, and computes only once
+// packed.
+TEST_P(LinearTest, Int8LoadersQuantizeWhatTheStagedCopyWould) {
+  const int tp = GetParam();
+  const Tensor x = RandomTensor({5, 48}, 41);
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    const Stored q = Store(RandomTensor({48, 48}, 42), dtype);
+    const Stored k = Store(RandomTensor({48, 48}, 43), dtype);
+    const Stored v = Store(RandomTensor({48, 48}, 44), dtype);
+    const Stored gate = Store(RandomTensor({24, 48}, 45), dtype);
+    const Stored up = Store(RandomTensor({36, 48}, 46), dtype);
+    const Stored down = Store(RandomTensor({48, 96}, 47), dtype);
+    RunOnLocalRanks(tp, [&](int rank, CommGroup& comm) {
+      auto same = [&](const LinearOutput& a, const LinearOutput& b) {
+        ASSERT_EQ(a.output.shape(), b.output.shape());
+        for (int64_t i = 0; i < a.output.numel(); ++i) {
+          ASSERT_EQ(a.output.data()[i], b.output.data()[i]) << DTypeName(dtype) << " " << i;
+        }
+      };
+      std::unique_ptr<QKVParallelLinear> qkv[2];
+      std::unique_ptr<MergedColumnParallelLinear> gate_up[2];
+      std::unique_ptr<RowParallelLinear> row[2];
+      for (int i = 0; i < 2; ++i) {
+        qkv[i] = *QKVParallelLinear::Create(&comm, 48, 4, 12, 12, false);
+        gate_up[i] = *MergedColumnParallelLinear::Create(&comm, 48, {24, 36}, false);
+        row[i] = *RowParallelLinear::Create(&comm, 96, 48, false);
+      }
+      ASSERT_TRUE(qkv[1]->LoadAsInt8().ok());
+      ASSERT_TRUE(gate_up[1]->LoadAsInt8().ok());
+      ASSERT_TRUE(row[1]->LoadAsInt8().ok());
+      EXPECT_TRUE(qkv[1]->weight().empty());  // the fp32 weight is never filled
+      EXPECT_EQ(qkv[1]->LoadAsInt8().code(), absl::StatusCode::kFailedPrecondition);
+      EXPECT_EQ(row[1]->WeightLoader(row[1]->weight(), down.widened).code(),
+                absl::StatusCode::kFailedPrecondition);
+      const char* ids[] = {"q", "k", "v"};
+      const Stored* qkv_src[] = {&q, &k, &v};
+      for (int i = 0; i < 2; ++i) {
+        for (int j = 0; j < 3; ++j) {
+          ASSERT_TRUE(qkv[i]->WeightLoaderBf16(qkv_src[j]->view(), std::string(ids[j])).ok());
+        }
+        ASSERT_TRUE(gate_up[i]->WeightLoaderBf16(gate.view(), 0).ok());
+        ASSERT_TRUE(row[i]->WeightLoaderBf16(down.view()).ok());
+      }
+      EXPECT_EQ(gate_up[1]->WeightLoaderBf16(gate.view(), 0).code(),
+                absl::StatusCode::kInvalidArgument);  // its rows are in already
+      const absl::Status missing = gate_up[1]->PackWeight(WeightFormat::kInt8);
+      EXPECT_EQ(missing.code(), absl::StatusCode::kFailedPrecondition);
+      EXPECT_NE(missing.message().find("never quantized"), std::string::npos) << missing;
+      for (int i = 0; i < 2; ++i) ASSERT_TRUE(gate_up[i]->WeightLoaderBf16(up.view(), 1).ok());
+      EXPECT_EQ(qkv[1]->Forward(x).status().code(), absl::StatusCode::kFailedPrecondition);
+      EXPECT_EQ(qkv[1]->PackWeight(WeightFormat::kBf16).code(),
+                absl::StatusCode::kFailedPrecondition);
+      EXPECT_EQ(row[1]->PackWeight(WeightFormat::kBf16).code(),
+                absl::StatusCode::kFailedPrecondition);
+      for (int i = 0; i < 2; ++i) {
+        ASSERT_TRUE(qkv[i]->PackWeight(WeightFormat::kInt8).ok());
+        ASSERT_TRUE(gate_up[i]->PackWeight(WeightFormat::kInt8).ok());
+        ASSERT_TRUE(row[i]->PackWeight(WeightFormat::kInt8).ok());
+      }
+      EXPECT_TRUE(qkv[1]->PackWeight(WeightFormat::kInt8).ok());  // idempotent
+      EXPECT_EQ(qkv[1]->packed_format(), WeightFormat::kInt8);
+      same(*qkv[0]->Forward(x), *qkv[1]->Forward(x));
+      same(*gate_up[0]->Forward(x), *gate_up[1]->Forward(x));
+      const Tensor x_row = RandomTensor({5, 96 / tp}, 50 + rank);
+      same(*row[0]->Forward(x_row), *row[1]->Forward(x_row));
+    });
+  }
+}
+
 TEST(LinearBf16LoaderTest, NonFiniteValueInTheSliceIsNamed) {
   Tensor w = RandomTensor({8, 4}, 40);
   w.row(5)[2] = std::numeric_limits<float>::infinity();

@@ -47,9 +47,10 @@ absl::StatusOr<LinearOutput> RowParallelLinear::Forward(const Tensor& x) const {
                                                    expected_in, "], got ",
                                                    ShapeToString(x.shape())));
   }
-  if (!staged_.empty()) {
-    return absl::FailedPreconditionError(
-        "RowParallelLinear: the weight is staged in bf16 but not packed (PackWeight)");
+  if (!staged_.empty() || int8_.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "RowParallelLinear: the weight is loaded in ", int8_.has_value() ? "int8" : "bf16",
+        " but not packed (PackWeight)"));
   }
   const int64_t n = x.dim(0);
   Tensor x_local;  // [n, in/T]
@@ -87,8 +88,26 @@ absl::StatusOr<LinearOutput> RowParallelLinear::Forward(const Tensor& x) const {
 
 absl::Status RowParallelLinear::PackWeight(WeightFormat format) {
   if (packed_ != nullptr) return CheckRepack(packed_->format(), format, "RowParallelLinear");
+  if (int8_.has_value()) {
+    TPSERVE_RETURN_IF_ERROR(CheckRepack(WeightFormat::kInt8, format, "RowParallelLinear"));
+    TPSERVE_ASSIGN_OR_RETURN(Int8Weight weight, int8_->Finish());
+    packed_ = std::make_unique<Int8Weight>(std::move(weight));
+    int8_.reset();
+    return absl::OkStatus();
+  }
   TPSERVE_ASSIGN_OR_RETURN(packed_, staged_.empty() ? PackAndFree(weight_, format)
                                                     : PackAndFree(staged_, format));
+  return absl::OkStatus();
+}
+
+absl::Status RowParallelLinear::LoadAsInt8() {
+  if (packed_ != nullptr || !staged_.empty() || int8_.has_value()) {
+    return absl::FailedPreconditionError(
+        "RowParallelLinear: LoadAsInt8 comes before the weight is loaded");
+  }
+  TPSERVE_ASSIGN_OR_RETURN(int8_, Int8Weight::Builder::Create(output_size_,
+                                                              input_size_ / comm_->size()));
+  weight_ = Tensor();  // never written: its pages were never faulted in
   return absl::OkStatus();
 }
 
@@ -102,10 +121,15 @@ absl::Status RowParallelLinear::WeightLoaderBf16(const WeightView& loaded_weight
         "RowParallelLinear weight: checkpoint tensor ", ShapeToString(loaded_weight.shape),
         ", expected ", ShapeToString({output_size_, input_size_})));
   }
+  const int64_t col0 = comm_->rank() * in_local;
+  if (int8_.has_value()) {  // this rank's columns of each row straight to int8
+    return int8_->QuantizeRows(0, output_size_, [&](int64_t row0, int64_t rows, uint16_t* dst) {
+      return CopyToBf16(loaded_weight, row0, rows, col0, in_local, dst, in_local);
+    });
+  }
   staged_ = Bf16Tensor({output_size_, in_local});
   weight_ = Tensor();  // never written: its pages were never faulted in
-  return CopyToBf16(loaded_weight, 0, output_size_, comm_->rank() * in_local, in_local,
-                    staged_.data(), in_local);
+  return CopyToBf16(loaded_weight, 0, output_size_, col0, in_local, staged_.data(), in_local);
 }
 
 absl::Status RowParallelLinear::WeightLoader(Tensor& param, const Tensor& loaded_weight,
@@ -124,7 +148,7 @@ absl::Status RowParallelLinear::WeightLoader(Tensor& param, const Tensor& loaded
     std::memcpy(bias_.data(), loaded_weight.data(), bias_.numel() * sizeof(float));
     return absl::OkStatus();
   }
-  if (packed_ != nullptr || !staged_.empty()) {
+  if (packed_ != nullptr || !staged_.empty() || int8_.has_value()) {
     return absl::FailedPreconditionError("RowParallelLinear: the weight is packed already");
   }
   const int64_t out = weight_.dim(0), in_local = weight_.dim(1);

@@ -47,6 +47,10 @@ absl::Status LlamaAttention::LoadWeights(WeightReader& reader, const std::string
   const int64_t kv_rows = int64_t{config_->num_key_value_heads} * d;
   const Shape rows[] = {{q_rows}, {kv_rows}, {kv_rows}};
   const char* names[] = {"q", "k", "v"};
+  if (weights == CpuWeights::kInt8) {  // quantized as the rows are read: no bf16 staging
+    TPSERVE_RETURN_IF_ERROR(qkv_->LoadAsInt8());
+    TPSERVE_RETURN_IF_ERROR(o_proj_->LoadAsInt8());
+  }
   for (int i = 0; i < 3; ++i) {
     const std::string proj = prefix + names[i] + "_proj.";
     const Shape shape = {rows[i][0], hidden};
@@ -167,6 +171,10 @@ absl::Status LlamaMlp::PackWeights(WeightFormat format) {
 absl::Status LlamaMlp::LoadWeights(WeightReader& reader, const std::string& prefix,
                                    CpuWeights weights) {
   const bool bf16 = LoadsBf16(weights);
+  if (weights == CpuWeights::kInt8) {  // quantized as the rows are read: no bf16 staging
+    TPSERVE_RETURN_IF_ERROR(gate_up_->LoadAsInt8());
+    TPSERVE_RETURN_IF_ERROR(down_->LoadAsInt8());
+  }
   int shard = 0;
   for (const char* name : {"gate_proj.", "up_proj."}) {
     const Shape shape = {intermediate_, hidden_};

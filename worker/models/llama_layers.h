@@ -70,9 +70,10 @@ class WeightReader {
 
 // How the CPU backend holds the weights it computes with: fp32; or the linear layers'
 // weights (and the embedding table) in bf16, loaded without any fp32 copy; or
-// kInt8 (weight-only quantization): loaded as kBFloat16, then every linear weight and
-// the LM head quantized to int8 with one fp32 scale per output row (the embedding
-// table stays bf16: a lookup reads one row, not the table).
+// kInt8 (weight-only quantization): loaded through the bf16 loaders, every linear weight
+// and the LM head quantized to int8 with one fp32 scale per output row as its rows are
+// read (rounded to bf16 first), no bf16 copy of a weight held (the embedding table stays
+// bf16: a lookup reads one row, not the table).
 enum class CpuWeights { kFloat32, kBFloat16, kInt8 };
 
 // Whether `weights` loads through the layers' bf16 loaders (kBFloat16 and kInt8).
