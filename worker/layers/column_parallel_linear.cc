@@ -80,10 +80,7 @@ absl::StatusOr<LinearOutput> ColumnParallelLinear::Forward(const Tensor& x) cons
 absl::Status ColumnParallelLinear::PackWeight(WeightFormat format) {
   if (packed_ != nullptr) return CheckRepack(packed_->format(), format, "ColumnParallelLinear");
   if (int8_.has_value()) {
-    TPSERVE_RETURN_IF_ERROR(CheckRepack(WeightFormat::kInt8, format, "ColumnParallelLinear"));
-    TPSERVE_ASSIGN_OR_RETURN(Int8Weight weight, int8_->Finish());
-    packed_ = std::make_unique<Int8Weight>(std::move(weight));
-    int8_.reset();
+    TPSERVE_ASSIGN_OR_RETURN(packed_, FinishInt8(int8_, format, "ColumnParallelLinear"));
     return absl::OkStatus();
   }
   TPSERVE_ASSIGN_OR_RETURN(packed_, staged_.empty() ? PackAndFree(weight_, format)

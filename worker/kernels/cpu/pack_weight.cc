@@ -60,6 +60,14 @@ absl::StatusOr<std::unique_ptr<PackedWeight>> PackBf16RowsFrom(
   return PackAndFree(staged, format);
 }
 
+absl::StatusOr<std::unique_ptr<PackedWeight>> FinishInt8(
+    std::optional<Int8Weight::Builder>& builder, WeightFormat format, absl::string_view what) {
+  TPSERVE_RETURN_IF_ERROR(CheckRepack(WeightFormat::kInt8, format, what));
+  absl::StatusOr<std::unique_ptr<PackedWeight>> packed = Boxed(builder->Finish());
+  if (packed.ok()) builder.reset();
+  return packed;
+}
+
 absl::StatusOr<std::unique_ptr<PackedWeight>> PackFloatRows(const float* data, int64_t n_out,
                                                             int64_t k, WeightFormat format) {
   return format == WeightFormat::kInt8 ? Boxed(Int8Weight::QuantizeFloat(data, n_out, k))

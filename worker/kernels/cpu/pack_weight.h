@@ -37,6 +37,12 @@ absl::StatusOr<std::unique_ptr<PackedWeight>> PackBf16Rows(const uint16_t* data,
 absl::StatusOr<std::unique_ptr<PackedWeight>> PackBf16RowsFrom(
     int64_t n_out, int64_t k, WeightFormat format, Int8Weight::Bf16RowSource source);
 
+// The weight a layer's `builder` quantized as it loaded, finished and boxed, for
+// PackWeight(`format`): FailedPrecondition naming `what` for a format other than int8, or
+// (from Finish) naming a row never loaded. The builder is reset once finished.
+absl::StatusOr<std::unique_ptr<PackedWeight>> FinishInt8(
+    std::optional<Int8Weight::Builder>& builder, WeightFormat format, absl::string_view what);
+
 // data: [n_out, k] fp32, read once (int8: quantized from the fp32 values, not from a
 // bf16 rounding of them).
 absl::StatusOr<std::unique_ptr<PackedWeight>> PackFloatRows(const float* data, int64_t n_out,
