@@ -249,57 +249,85 @@ Stored Store(const Tensor& t, DType dtype) {
   return s;
 }
 
+// An attention block's and an MLP's checkpoint tensors ([out, in]) stored as `dtype`.
+struct BlockTensors {
+  BlockTensors(DType dtype, uint32_t seed)
+      : q(Store(RandomTensor({48, 48}, seed), dtype)),
+        k(Store(RandomTensor({48, 48}, seed + 1), dtype)),
+        v(Store(RandomTensor({48, 48}, seed + 2), dtype)),
+        gate(Store(RandomTensor({24, 48}, seed + 3), dtype)),
+        up(Store(RandomTensor({36, 48}, seed + 4), dtype)),
+        down(Store(RandomTensor({48, 96}, seed + 5), dtype)) {}
+  Stored q, k, v, gate, up, down;
+};
+
+// Two of each layer over `comm`, [0] and [1], whose outputs a test compares.
+struct LayerPairs {
+  explicit LayerPairs(CommGroup& comm) {
+    for (int i = 0; i < 2; ++i) {
+      qkv[i] = *QKVParallelLinear::Create(&comm, 48, 4, 12, 12, false);
+      gate_up[i] = *MergedColumnParallelLinear::Create(&comm, 48, {24, 36}, false);
+      row[i] = *RowParallelLinear::Create(&comm, 96, 48, false);
+    }
+  }
+  // Pair i's q, k and v through the bf16 loader.
+  void LoadQkvBf16(int i, const BlockTensors& t) {
+    const char* ids[] = {"q", "k", "v"};
+    const Stored* sources[] = {&t.q, &t.k, &t.v};
+    for (int j = 0; j < 3; ++j) {
+      ASSERT_TRUE(qkv[i]->WeightLoaderBf16(sources[j]->view(), std::string(ids[j])).ok());
+    }
+  }
+  // Every layer of pair 0 gives pair 1's outputs bit for bit (x: [5, 48], x_row: [5, 96/T]).
+  void ExpectSameOutputs(const Tensor& x, const Tensor& x_row, DType dtype) const {
+    auto same = [&](const LinearOutput& a, const LinearOutput& b) {
+      ASSERT_EQ(a.output.shape(), b.output.shape());
+      for (int64_t i = 0; i < a.output.numel(); ++i) {
+        ASSERT_EQ(a.output.data()[i], b.output.data()[i]) << DTypeName(dtype) << " " << i;
+      }
+    };
+    same(*qkv[0]->Forward(x), *qkv[1]->Forward(x));
+    same(*gate_up[0]->Forward(x), *gate_up[1]->Forward(x));
+    same(*row[0]->Forward(x_row), *row[1]->Forward(x_row));
+  }
+  std::unique_ptr<QKVParallelLinear> qkv[2];
+  std::unique_ptr<MergedColumnParallelLinear> gate_up[2];
+  std::unique_ptr<RowParallelLinear> row[2];
+};
+
 // WeightLoaderBf16 from a checkpoint view (F32, BF16 or F16, unaligned) packs exactly
 // what WeightLoader + PackWeight packs: outputs are bit for bit the same.
 TEST_P(LinearTest, Bf16LoadersFromTheCheckpointMatchLoadingFp32ThenPacking) {
   const int tp = GetParam();
   const Tensor x = RandomTensor({5, 48}, 21);
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-    const Stored q = Store(RandomTensor({48, 48}, 22), dtype);
-    const Stored k = Store(RandomTensor({48, 48}, 23), dtype);
-    const Stored v = Store(RandomTensor({48, 48}, 24), dtype);
-    const Stored gate = Store(RandomTensor({24, 48}, 25), dtype);
-    const Stored up = Store(RandomTensor({36, 48}, 26), dtype);
-    const Stored down = Store(RandomTensor({48, 96}, 27), dtype);
+    const BlockTensors t(dtype, 22);
     RunOnLocalRanks(tp, [&](int rank, CommGroup& comm) {
-      auto same = [&](const LinearOutput& a, const LinearOutput& b) {
-        ASSERT_EQ(a.output.shape(), b.output.shape());
-        for (int64_t i = 0; i < a.output.numel(); ++i) {
-          ASSERT_EQ(a.output.data()[i], b.output.data()[i]) << DTypeName(dtype) << " " << i;
-        }
-      };
-      std::unique_ptr<QKVParallelLinear> qkv[2];
-      std::unique_ptr<MergedColumnParallelLinear> gate_up[2];
-      std::unique_ptr<RowParallelLinear> row[2];
-      for (int i = 0; i < 2; ++i) {
-        qkv[i] = *QKVParallelLinear::Create(&comm, 48, 4, 12, 12, false);
-        gate_up[i] = *MergedColumnParallelLinear::Create(&comm, 48, {24, 36}, false);
-        row[i] = *RowParallelLinear::Create(&comm, 96, 48, false);
-      }
+      LayerPairs l(comm);
       const char* ids[] = {"q", "k", "v"};
-      const Stored* qkv_src[] = {&q, &k, &v};
+      const Stored* qkv_src[] = {&t.q, &t.k, &t.v};
       for (int j = 0; j < 3; ++j) {
-        ASSERT_TRUE(qkv[0]->WeightLoader(qkv[0]->weight(), qkv_src[j]->widened, std::string(ids[j])).ok());
-        ASSERT_TRUE(qkv[1]->WeightLoaderBf16(qkv_src[j]->view(), std::string(ids[j])).ok());
+        ASSERT_TRUE(l.qkv[0]
+                        ->WeightLoader(l.qkv[0]->weight(), qkv_src[j]->widened,
+                                       std::string(ids[j]))
+                        .ok());
       }
-      ASSERT_TRUE(gate_up[0]->WeightLoader(gate_up[0]->weight(), gate.widened, 0).ok());
-      ASSERT_TRUE(gate_up[0]->WeightLoader(gate_up[0]->weight(), up.widened, 1).ok());
-      ASSERT_TRUE(gate_up[1]->WeightLoaderBf16(gate.view(), 0).ok());
-      ASSERT_TRUE(gate_up[1]->WeightLoaderBf16(up.view(), 1).ok());
-      ASSERT_TRUE(row[0]->WeightLoader(row[0]->weight(), down.widened).ok());
-      ASSERT_TRUE(row[1]->WeightLoaderBf16(down.view()).ok());
-      EXPECT_TRUE(qkv[1]->weight().empty());  // the fp32 weight was never filled
-      EXPECT_EQ(qkv[1]->Forward(x).status().code(), absl::StatusCode::kFailedPrecondition)
+      l.LoadQkvBf16(1, t);
+      ASSERT_TRUE(l.gate_up[0]->WeightLoader(l.gate_up[0]->weight(), t.gate.widened, 0).ok());
+      ASSERT_TRUE(l.gate_up[0]->WeightLoader(l.gate_up[0]->weight(), t.up.widened, 1).ok());
+      ASSERT_TRUE(l.gate_up[1]->WeightLoaderBf16(t.gate.view(), 0).ok());
+      ASSERT_TRUE(l.gate_up[1]->WeightLoaderBf16(t.up.view(), 1).ok());
+      ASSERT_TRUE(l.row[0]->WeightLoader(l.row[0]->weight(), t.down.widened).ok());
+      ASSERT_TRUE(l.row[1]->WeightLoaderBf16(t.down.view()).ok());
+      EXPECT_TRUE(l.qkv[1]->weight().empty());  // the fp32 weight was never filled
+      EXPECT_EQ(l.qkv[1]->Forward(x).status().code(), absl::StatusCode::kFailedPrecondition)
           << "staged but not packed";
       for (int i = 0; i < 2; ++i) {
-        ASSERT_TRUE(qkv[i]->PackWeight(WeightFormat::kBf16).ok());
-        ASSERT_TRUE(gate_up[i]->PackWeight(WeightFormat::kBf16).ok());
-        ASSERT_TRUE(row[i]->PackWeight(WeightFormat::kBf16).ok());
+        ASSERT_TRUE(l.qkv[i]->PackWeight(WeightFormat::kBf16).ok());
+        ASSERT_TRUE(l.gate_up[i]->PackWeight(WeightFormat::kBf16).ok());
+        ASSERT_TRUE(l.row[i]->PackWeight(WeightFormat::kBf16).ok());
       }
-      same(*qkv[0]->Forward(x), *qkv[1]->Forward(x));
-      same(*gate_up[0]->Forward(x), *gate_up[1]->Forward(x));
-      const Tensor x_row = RandomTensor({5, 96 / tp}, 30 + rank);
-      same(*row[0]->Forward(x_row), *row[1]->Forward(x_row));
+      l.ExpectSameOutputs(x, RandomTensor({5, 96 / tp}, 30 + rank), dtype);
     });
   }
 }
@@ -312,65 +340,40 @@ TEST_P(LinearTest, Int8LoadersQuantizeWhatTheStagedCopyWould) {
   const int tp = GetParam();
   const Tensor x = RandomTensor({5, 48}, 41);
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-    const Stored q = Store(RandomTensor({48, 48}, 42), dtype);
-    const Stored k = Store(RandomTensor({48, 48}, 43), dtype);
-    const Stored v = Store(RandomTensor({48, 48}, 44), dtype);
-    const Stored gate = Store(RandomTensor({24, 48}, 45), dtype);
-    const Stored up = Store(RandomTensor({36, 48}, 46), dtype);
-    const Stored down = Store(RandomTensor({48, 96}, 47), dtype);
+    const BlockTensors t(dtype, 42);
     RunOnLocalRanks(tp, [&](int rank, CommGroup& comm) {
-      auto same = [&](const LinearOutput& a, const LinearOutput& b) {
-        ASSERT_EQ(a.output.shape(), b.output.shape());
-        for (int64_t i = 0; i < a.output.numel(); ++i) {
-          ASSERT_EQ(a.output.data()[i], b.output.data()[i]) << DTypeName(dtype) << " " << i;
-        }
-      };
-      std::unique_ptr<QKVParallelLinear> qkv[2];
-      std::unique_ptr<MergedColumnParallelLinear> gate_up[2];
-      std::unique_ptr<RowParallelLinear> row[2];
-      for (int i = 0; i < 2; ++i) {
-        qkv[i] = *QKVParallelLinear::Create(&comm, 48, 4, 12, 12, false);
-        gate_up[i] = *MergedColumnParallelLinear::Create(&comm, 48, {24, 36}, false);
-        row[i] = *RowParallelLinear::Create(&comm, 96, 48, false);
-      }
-      ASSERT_TRUE(qkv[1]->LoadAsInt8().ok());
-      ASSERT_TRUE(gate_up[1]->LoadAsInt8().ok());
-      ASSERT_TRUE(row[1]->LoadAsInt8().ok());
-      EXPECT_TRUE(qkv[1]->weight().empty());  // the fp32 weight is never filled
-      EXPECT_EQ(qkv[1]->LoadAsInt8().code(), absl::StatusCode::kFailedPrecondition);
-      EXPECT_EQ(row[1]->WeightLoader(row[1]->weight(), down.widened).code(),
+      LayerPairs l(comm);
+      ASSERT_TRUE(l.qkv[1]->LoadAsInt8().ok());
+      ASSERT_TRUE(l.gate_up[1]->LoadAsInt8().ok());
+      ASSERT_TRUE(l.row[1]->LoadAsInt8().ok());
+      EXPECT_TRUE(l.qkv[1]->weight().empty());  // the fp32 weight is never filled
+      EXPECT_EQ(l.qkv[1]->LoadAsInt8().code(), absl::StatusCode::kFailedPrecondition);
+      EXPECT_EQ(l.row[1]->WeightLoader(l.row[1]->weight(), t.down.widened).code(),
                 absl::StatusCode::kFailedPrecondition);
-      const char* ids[] = {"q", "k", "v"};
-      const Stored* qkv_src[] = {&q, &k, &v};
       for (int i = 0; i < 2; ++i) {
-        for (int j = 0; j < 3; ++j) {
-          ASSERT_TRUE(qkv[i]->WeightLoaderBf16(qkv_src[j]->view(), std::string(ids[j])).ok());
-        }
-        ASSERT_TRUE(gate_up[i]->WeightLoaderBf16(gate.view(), 0).ok());
-        ASSERT_TRUE(row[i]->WeightLoaderBf16(down.view()).ok());
+        l.LoadQkvBf16(i, t);
+        ASSERT_TRUE(l.gate_up[i]->WeightLoaderBf16(t.gate.view(), 0).ok());
+        ASSERT_TRUE(l.row[i]->WeightLoaderBf16(t.down.view()).ok());
       }
-      EXPECT_EQ(gate_up[1]->WeightLoaderBf16(gate.view(), 0).code(),
+      EXPECT_EQ(l.gate_up[1]->WeightLoaderBf16(t.gate.view(), 0).code(),
                 absl::StatusCode::kInvalidArgument);  // its rows are in already
-      const absl::Status missing = gate_up[1]->PackWeight(WeightFormat::kInt8);
+      const absl::Status missing = l.gate_up[1]->PackWeight(WeightFormat::kInt8);
       EXPECT_EQ(missing.code(), absl::StatusCode::kFailedPrecondition);
       EXPECT_NE(missing.message().find("never quantized"), std::string::npos) << missing;
-      for (int i = 0; i < 2; ++i) ASSERT_TRUE(gate_up[i]->WeightLoaderBf16(up.view(), 1).ok());
-      EXPECT_EQ(qkv[1]->Forward(x).status().code(), absl::StatusCode::kFailedPrecondition);
-      EXPECT_EQ(qkv[1]->PackWeight(WeightFormat::kBf16).code(),
+      for (int i = 0; i < 2; ++i) ASSERT_TRUE(l.gate_up[i]->WeightLoaderBf16(t.up.view(), 1).ok());
+      EXPECT_EQ(l.qkv[1]->Forward(x).status().code(), absl::StatusCode::kFailedPrecondition);
+      EXPECT_EQ(l.qkv[1]->PackWeight(WeightFormat::kBf16).code(),
                 absl::StatusCode::kFailedPrecondition);
-      EXPECT_EQ(row[1]->PackWeight(WeightFormat::kBf16).code(),
+      EXPECT_EQ(l.row[1]->PackWeight(WeightFormat::kBf16).code(),
                 absl::StatusCode::kFailedPrecondition);
       for (int i = 0; i < 2; ++i) {
-        ASSERT_TRUE(qkv[i]->PackWeight(WeightFormat::kInt8).ok());
-        ASSERT_TRUE(gate_up[i]->PackWeight(WeightFormat::kInt8).ok());
-        ASSERT_TRUE(row[i]->PackWeight(WeightFormat::kInt8).ok());
+        ASSERT_TRUE(l.qkv[i]->PackWeight(WeightFormat::kInt8).ok());
+        ASSERT_TRUE(l.gate_up[i]->PackWeight(WeightFormat::kInt8).ok());
+        ASSERT_TRUE(l.row[i]->PackWeight(WeightFormat::kInt8).ok());
       }
-      EXPECT_TRUE(qkv[1]->PackWeight(WeightFormat::kInt8).ok());  // idempotent
-      EXPECT_EQ(qkv[1]->packed_format(), WeightFormat::kInt8);
-      same(*qkv[0]->Forward(x), *qkv[1]->Forward(x));
-      same(*gate_up[0]->Forward(x), *gate_up[1]->Forward(x));
-      const Tensor x_row = RandomTensor({5, 96 / tp}, 50 + rank);
-      same(*row[0]->Forward(x_row), *row[1]->Forward(x_row));
+      EXPECT_TRUE(l.qkv[1]->PackWeight(WeightFormat::kInt8).ok());  // idempotent
+      EXPECT_EQ(l.qkv[1]->packed_format(), WeightFormat::kInt8);
+      l.ExpectSameOutputs(x, RandomTensor({5, 96 / tp}, 50 + rank), dtype);
     });
   }
 }

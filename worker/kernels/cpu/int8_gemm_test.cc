@@ -41,6 +41,32 @@ Int8Weight RandomInt8Weight(int64_t n_out, int64_t k, uint32_t seed) {
   return *std::move(q);
 }
 
+// A random normal [n_out, k] weight as bf16 bits, and a Bf16RowSource over it.
+struct Bf16Rows {
+  Bf16Rows(int64_t n_out, int64_t k, uint32_t seed) : k(k), bits(static_cast<size_t>(n_out * k)) {
+    const std::vector<float> values = RandomNormal(n_out * k, seed);
+    for (size_t i = 0; i < bits.size(); ++i) bits[i] = FloatToBf16(values[i]);
+  }
+  absl::Status operator()(int64_t row0, int64_t rows, uint16_t* dst) const {
+    std::copy(bits.begin() + row0 * k, bits.begin() + (row0 + rows) * k, dst);
+    return absl::OkStatus();
+  }
+  int64_t k;
+  std::vector<uint16_t> bits;  // [n_out, k]
+};
+
+// Both quantized (else the failure), to the same q and scales everywhere.
+void ExpectSameGrid(const absl::StatusOr<Int8Weight>& a, const absl::StatusOr<Int8Weight>& b) {
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(a->n_out(), b->n_out());
+  ASSERT_EQ(a->k(), b->k());
+  for (int64_t r = 0; r < a->n_out(); ++r) {
+    ASSERT_EQ(a->scale(r), b->scale(r)) << r;
+    for (int64_t c = 0; c < a->k(); ++c) ASSERT_EQ(a->q(r, c), b->q(r, c)) << r << ", " << c;
+  }
+}
+
 // Runs the body once per kernel this CPU has: the AVX512-VNNI one where present, and
 // the AVX2 one always.
 class Int8GemmTest : public ::testing::TestWithParam<Int8GemmIsa> {
@@ -145,23 +171,16 @@ TEST(Int8QuantizeTest, RejectsNonFiniteWeightsAndBadArguments) {
 // whole weight. k = 16384: 128 rows a chunk, so 300 rows take three (128, 128, 44).
 TEST(Int8QuantizeTest, RowsFromASourceMatchTheWholeWeight) {
   const int64_t n_out = 300, k = 16384;
-  const std::vector<float> values = RandomNormal(n_out * k, 11);
-  std::vector<uint16_t> bits(values.size());
-  for (size_t i = 0; i < bits.size(); ++i) bits[i] = FloatToBf16(values[i]);
+  Bf16Rows weight(n_out, k, 11);
+  std::vector<uint16_t>& bits = weight.bits;
   std::vector<std::pair<int64_t, int64_t>> asked;  // (row0, rows)
   auto source = [&](int64_t row0, int64_t rows, uint16_t* dst) {
     asked.emplace_back(row0, rows);
-    std::copy(bits.begin() + row0 * k, bits.begin() + (row0 + rows) * k, dst);
-    return absl::OkStatus();
+    return weight(row0, rows, dst);
   };
   absl::StatusOr<Int8Weight> chunked = Int8Weight::QuantizeBf16Rows(n_out, k, source);
   absl::StatusOr<Int8Weight> whole = Int8Weight::QuantizeBf16(bits.data(), n_out, k);
-  ASSERT_TRUE(chunked.ok()) << chunked.status();
-  ASSERT_TRUE(whole.ok()) << whole.status();
-  for (int64_t r = 0; r < n_out; ++r) {
-    ASSERT_EQ(chunked->scale(r), whole->scale(r)) << r;
-    for (int64_t c = 0; c < k; ++c) ASSERT_EQ(chunked->q(r, c), whole->q(r, c)) << r << ", " << c;
-  }
+  ExpectSameGrid(chunked, whole);
   const int64_t limit = Int8Weight::kSourceChunkBytes / (2 * k);
   ASSERT_EQ(asked.size(), 3u);
   int64_t next = 0;
@@ -189,13 +208,8 @@ TEST(Int8QuantizeTest, RowsFromASourceMatchTheWholeWeight) {
 // whole weight's q and scales, refuses a row twice or outside, and finishes only whole.
 TEST(Int8QuantizeTest, BuilderFillsRangesInAnyOrder) {
   const int64_t n_out = 100, k = 70;
-  const std::vector<float> values = RandomNormal(n_out * k, 12);
-  std::vector<uint16_t> bits(values.size());
-  for (size_t i = 0; i < bits.size(); ++i) bits[i] = FloatToBf16(values[i]);
-  auto source = [&](int64_t row0, int64_t rows, uint16_t* dst) {
-    std::copy(bits.begin() + row0 * k, bits.begin() + (row0 + rows) * k, dst);
-    return absl::OkStatus();
-  };
+  const Bf16Rows source(n_out, k, 12);
+  const std::vector<uint16_t>& bits = source.bits;
   absl::StatusOr<Int8Weight::Builder> builder = Int8Weight::Builder::Create(n_out, k);
   ASSERT_TRUE(builder.ok()) << builder.status();
   ASSERT_TRUE(builder->QuantizeRows(60, 40, source).ok());
@@ -208,12 +222,7 @@ TEST(Int8QuantizeTest, BuilderFillsRangesInAnyOrder) {
   ASSERT_TRUE(builder->QuantizeRows(25, 35, source).ok());
   absl::StatusOr<Int8Weight> built = builder->Finish();
   absl::StatusOr<Int8Weight> whole = Int8Weight::QuantizeBf16(bits.data(), n_out, k);
-  ASSERT_TRUE(built.ok()) << built.status();
-  ASSERT_TRUE(whole.ok()) << whole.status();
-  for (int64_t r = 0; r < n_out; ++r) {
-    ASSERT_EQ(built->scale(r), whole->scale(r)) << r;
-    for (int64_t c = 0; c < k; ++c) ASSERT_EQ(built->q(r, c), whole->q(r, c)) << r << ", " << c;
-  }
+  ExpectSameGrid(built, whole);
   EXPECT_EQ(builder->Finish().status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(builder->QuantizeRows(0, 1, source).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_FALSE(Int8Weight::Builder::Create(0, k).ok());
@@ -485,13 +494,8 @@ TEST(PackWeightTest, PacksEachFormatAndFreesTheSource) {
 // packs the whole (same products), and returns the source's error.
 TEST(PackWeightTest, PacksFromASourceInEitherFormat) {
   const int64_t n_out = 70, k = 96;
-  const std::vector<float> values = RandomNormal(n_out * k, 5);
-  std::vector<uint16_t> bits(values.size());
-  for (size_t i = 0; i < bits.size(); ++i) bits[i] = FloatToBf16(values[i]);
-  auto source = [&](int64_t row0, int64_t rows, uint16_t* dst) {
-    std::copy(bits.begin() + row0 * k, bits.begin() + (row0 + rows) * k, dst);
-    return absl::OkStatus();
-  };
+  const Bf16Rows source(n_out, k, 5);
+  const std::vector<uint16_t>& bits = source.bits;
   const std::vector<float> x = RandomNormal(3 * k, 6);
   for (WeightFormat format : {WeightFormat::kInt8, WeightFormat::kBf16}) {
     absl::StatusOr<std::unique_ptr<PackedWeight>> from = PackBf16RowsFrom(n_out, k, format, source);
