@@ -323,13 +323,14 @@ struct Int8Weight::Impl {
   void MatMulVnni(const float* x, int64_t m, float* y, bool accumulate) const;
   void MatMulAvx2(const float* x, int64_t m, float* y, bool accumulate) const;
   // Quantizes rows [row_begin, row_end) from the values `fill(row, values)` writes ([k]
-  // floats, already checked finite), once allocated.
+  // floats), once allocated. Returns -1, or the first row holding a NaN or ±Inf (where it
+  // stops, that row's grid unwritten).
   template <typename Fill>
-  void Quantize(int64_t row_begin, int64_t row_end, Fill fill);
+  int64_t Quantize(int64_t row_begin, int64_t row_end, Fill fill);
 };
 
 template <typename Fill>
-void Int8Weight::Impl::Quantize(int64_t row_begin, int64_t row_end, Fill fill) {
+int64_t Int8Weight::Impl::Quantize(int64_t row_begin, int64_t row_end, Fill fill) {
   // One row at a time: its values, then its grid (vectorized for the VNNI kernel, scalar
   // for the AVX2 one: the same values), then copied into the layout a column pair (VNNI)
   // or a 32-column step (AVX2) at a time.
@@ -341,6 +342,7 @@ void Int8Weight::Impl::Quantize(int64_t row_begin, int64_t row_end, Fill fill) {
     bool finite = true;
     const float amax = vector ? RowAbsMaxAvx512(row.data(), k, &finite)
                               : RowAbsMax(row.data(), k, &finite);
+    if (!finite) return r;
     scales[r] = amax / 127.0f;
     // 127 / amax overflows where amax < 127 / FLT_MAX (about 3.7e-37: subnormal rows and
     // the smallest normal ones), and 0 · inf would be NaN: such a row divides by amax.
@@ -354,13 +356,21 @@ void Int8Weight::Impl::Quantize(int64_t row_begin, int64_t row_end, Fill fill) {
         grid[c] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
       }
     }
-    // Runs of `run` columns lie `stride` bytes apart in both layouts (k_pad is a multiple
-    // of kColsPerStep): a column pair a 96-byte line (VNNI), a step a block's 4 rows (AVX2).
-    const int64_t run = vnni ? 2 : kColsPerStep;
-    const int64_t stride = vnni ? 2 * int8_avx512::kBlockOutputs : kRowsPerBlock * kColsPerStep;
+    // Runs of columns lie a fixed stride apart in both layouts (k_pad is a multiple of
+    // kColsPerStep): a column pair a 96-byte line (VNNI), a step a block's 4 rows (AVX2).
+    // Copies of a constant size, which the compiler turns into single moves.
     int8_t* dst = q + Offset(r, 0);
-    for (int64_t c = 0; c < k_pad; c += run, dst += stride) std::memcpy(dst, &grid[c], run);
+    if (vnni) {
+      for (int64_t c = 0; c < k_pad; c += 2, dst += 2 * int8_avx512::kBlockOutputs) {
+        std::memcpy(dst, &grid[c], 2);
+      }
+    } else {
+      for (int64_t c = 0; c < k_pad; c += kColsPerStep, dst += kRowsPerBlock * kColsPerStep) {
+        std::memcpy(dst, &grid[c], kColsPerStep);
+      }
+    }
   }
+  return -1;
 }
 
 void Int8Weight::Impl::Allocate(int64_t rows, int64_t cols) {
@@ -549,12 +559,14 @@ absl::Status Int8Weight::Builder::QuantizeRows(int64_t row0, int64_t rows,
   for (int64_t r0 = row0; r0 < row0 + rows; r0 += chunk_rows) {
     const int64_t n = std::min(chunk_rows, row0 + rows - r0);
     TPSERVE_RETURN_IF_ERROR(source(r0, n, chunk.data()));
-    if (const int64_t i = FirstNonFiniteBf16(chunk.data(), n * k); i >= 0) {
-      return NotFinite(r0 * k + i, k, Bf16ToFloat(chunk[i]));
-    }
-    impl_->Quantize(r0, r0 + n, [&](int64_t r, float* row) {
+    const int64_t bad = impl_->Quantize(r0, r0 + n, [&](int64_t r, float* row) {
       Bf16ToFloats(chunk.data() + (r - r0) * k, k, row);
     });
+    if (bad >= 0) {  // its rows are not counted done: the builder is not finishable
+      const uint16_t* row = chunk.data() + (bad - r0) * k;
+      const int64_t c = FirstNonFiniteBf16(row, k);
+      return NotFinite(bad * k + c, k, Bf16ToFloat(row[c]));
+    }
     for (int64_t r = r0; r < r0 + n; ++r) done_[r] = true;
     rows_done_ += n;
   }
