@@ -1,5 +1,7 @@
 #include "worker/dtype.h"
 
+#include <immintrin.h>
+
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -117,7 +119,21 @@ absl::Status NonFinite(const float* dst, size_t count) {
 }  // namespace
 
 int64_t FirstNonFiniteBf16(const uint16_t* values, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) {
+  // 64 values a step with AVX2 (the build's baseline; GCC 12 at -O2 leaves a loop with an
+  // early exit scalar, at about a third of the speed), then the first of a flagged step's
+  // values, or of the tail, found one at a time.
+  const __m256i exponent = _mm256_set1_epi16(0x7f80);
+  auto all_ones = [&](int64_t at) {  // lanes whose exponent bits are all set
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + at));
+    return _mm256_cmpeq_epi16(_mm256_and_si256(v, exponent), exponent);
+  };
+  int64_t i = 0;
+  for (; i + 64 <= count; i += 64) {
+    const __m256i any = _mm256_or_si256(_mm256_or_si256(all_ones(i), all_ones(i + 16)),
+                                        _mm256_or_si256(all_ones(i + 32), all_ones(i + 48)));
+    if (!_mm256_testz_si256(any, any)) break;
+  }
+  for (; i < count; ++i) {
     if ((values[i] & 0x7f80) == 0x7f80) return i;
   }
   return -1;

@@ -106,6 +106,18 @@ TEST(DTypeTest, FirstNonFiniteBf16) {
   EXPECT_EQ(FirstNonFiniteBf16(values, 6), 4);   // -Inf first, then a NaN
   EXPECT_EQ(FirstNonFiniteBf16(values + 5, 1), 0);
   EXPECT_EQ(FirstNonFiniteBf16(values, 0), -1);
+  // Long runs: the first of several non-finite values wherever it lies (block edges too),
+  // and none in a run of the largest finite values of both signs.
+  std::vector<uint16_t> run(1000, 0x7f7f);
+  for (size_t i = 1; i < run.size(); i += 2) run[i] = 0xff7f;
+  EXPECT_EQ(FirstNonFiniteBf16(run.data(), 1000), -1);
+  for (int64_t at : {0, 1, 255, 256, 257, 511, 600, 999}) {
+    std::vector<uint16_t> bad = run;
+    bad[at] = at % 2 ? 0xff80 : 0x7fc1;
+    if (at + 3 < 1000) bad[at + 3] = 0x7f80;
+    EXPECT_EQ(FirstNonFiniteBf16(bad.data(), 1000), at) << at;
+    EXPECT_EQ(FirstNonFiniteBf16(bad.data(), at), -1) << at;
+  }
 }
 
 }  // namespace
