@@ -1,5 +1,11 @@
 #include "worker/kernels/cpu/attention_amx.h"
 
+// GCC 12's AVX-512 intrinsics pass an undefined vector (_mm512_undefined, a
+// self-initialised variable) to their masked builtins, which -W(maybe-)uninitialized
+// reports at every inlined use; nothing in this file reads an uninitialised value.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -14,12 +20,7 @@
 #include "worker/dtype.h"
 #include "worker/kernels/cpu/bf16_amx.h"
 #include "worker/kernels/cpu/scratch.h"
-
-// GCC 12's AVX-512 intrinsics pass an undefined vector (_mm512_undefined, a
-// self-initialised variable) to their masked builtins, which -W(maybe-)uninitialized
-// reports at every inlined use; nothing in this file reads an uninitialised value.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "worker/kernels/cpu/transpose_avx512.h"
 
 namespace tpserve {
 namespace attention_amx {
@@ -91,32 +92,6 @@ void FindRows(const SequenceStep& seq, const KvCache& cache, int layer, int32_t 
 // Mask of the first n of 32 bf16 lanes (n clamped to [0, 32]).
 __mmask32 FirstLanes(int64_t n) {
   return n >= 32 ? 0xffffffffu : n <= 0 ? 0u : (__mmask32{1} << n) - 1;
-}
-
-// out[c] = column c of the 16 x 16 matrix of 32-bit lanes whose rows are `in`.
-__attribute__((target("avx512f"))) void Transpose16(const __m512i in[16], __m512i out[16]) {
-  __m512i t[16], u[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
-  }
-  // u[4g + c], rows 4g..4g+3: 128-bit lane L holds their column 4L + c.
-  for (int g = 0; g < 4; ++g) {
-    u[4 * g] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
-    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
-    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
-    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
-  }
-  for (int c = 0; c < 4; ++c) {
-    const __m512i v01 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88);  // lanes 0, 2
-    const __m512i w01 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xdd);  // lanes 1, 3
-    const __m512i v23 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88);
-    const __m512i w23 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xdd);
-    out[c] = _mm512_shuffle_i32x4(v01, v23, 0x88);       // column c
-    out[8 + c] = _mm512_shuffle_i32x4(v01, v23, 0xdd);   // column 8 + c
-    out[4 + c] = _mm512_shuffle_i32x4(w01, w23, 0x88);   // column 4 + c
-    out[12 + c] = _mm512_shuffle_i32x4(w01, w23, 0xdd);  // column 12 + c
-  }
 }
 
 // Asks for the cache lines of a run of positions' rows (the keys, then the values, of kv

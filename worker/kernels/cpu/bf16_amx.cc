@@ -1,5 +1,11 @@
 #include "worker/kernels/cpu/bf16_amx.h"
 
+// GCC 12's AVX-512 intrinsics pass an undefined vector (_mm512_undefined, a
+// self-initialised variable) to their masked builtins, which -W(maybe-)uninitialized
+// reports at every inlined use; nothing in this file reads an uninitialised value.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include <cpuid.h>
 #include <immintrin.h>
 #include <sys/syscall.h>
@@ -12,6 +18,7 @@
 #include <vector>
 
 #include "worker/kernels/cpu/scratch.h"
+#include "worker/kernels/cpu/transpose_avx512.h"
 
 namespace tpserve {
 namespace bf16_amx {
@@ -186,8 +193,45 @@ int64_t TilesElements(int64_t n_out, int64_t k) {
   return NumBlocks(n_out, layout) * layout.n_block_stride;
 }
 
+namespace {
+
+// PackLayout with AVX-512: a tile's 16 outputs' rows of a k block (16 column pairs, a
+// 32-bit lane each, the columns past k masked to zero) loaded as 16 vectors, transposed
+// (Transpose16) into 16 column-pair lines of 64 bytes, each stored where the layout puts
+// it. The same bytes as the scalar loop below.
+__attribute__((target("avx512f,avx512bw"))) void PackLayoutAvx512(
+    const uint16_t* w, int64_t n_out, int64_t k, const Layout& layout, uint16_t* out,
+    int64_t block_begin, int64_t block_end) {
+  const int64_t k_blocks = PaddedCols(k) / kBlockCols;
+  __m512i rows[16], pairs[16];
+  for (int64_t nb = block_begin; nb < block_end; ++nb) {
+    for (int64_t kb = 0; kb < k_blocks; ++kb) {
+      const int64_t c = kb * kBlockCols, left = std::min<int64_t>(kBlockCols, k - c);
+      const __mmask32 lanes = left >= 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1;
+      uint16_t* block = out + nb * layout.n_block_stride + kb * layout.k_block_stride;
+      for (int64_t t = 0; t < layout.block_outputs / 16; ++t) {
+        for (int64_t o = 0; o < 16; ++o) {
+          const int64_t n = nb * layout.block_outputs + t * 16 + o;
+          rows[o] = n < n_out ? _mm512_maskz_loadu_epi16(lanes, w + n * k + c)
+                              : _mm512_setzero_si512();
+        }
+        Transpose16(rows, pairs);  // pairs[p]: column pair p of the 16 outputs
+        uint16_t* dst = block + t * layout.tile_stride();
+        for (int64_t p = 0; p < kBlockCols / 2; ++p) {
+          _mm512_storeu_si512(dst + p * layout.pair_stride(), pairs[p]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void PackLayout(const uint16_t* w, int64_t n_out, int64_t k, const Layout& layout,
                 uint16_t* out, int64_t block_begin, int64_t block_end) {
+  static const bool avx512 =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  if (avx512) return PackLayoutAvx512(w, n_out, k, layout, out, block_begin, block_end);
   const int64_t k_blocks = PaddedCols(k) / kBlockCols;
   for (int64_t nb = block_begin; nb < block_end; ++nb) {
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
