@@ -240,16 +240,11 @@ absl::Status CopyToBf16(const WeightView& src, int64_t row0, int64_t rows, int64
           out[j] = FloatToBf16(f);
         }
       }
-      bool finite = true;  // an all-ones exponent is ±Inf or NaN
-      for (int64_t j = 0; j < cols; ++j) finite &= (out[j] & 0x7f80) != 0x7f80;
-      if (finite) continue;
-      for (int64_t j = 0; j < cols; ++j) {
-        if ((out[j] & 0x7f80) != 0x7f80) continue;
-        const int64_t index = (row0 + i) * width + col0 + j;
-        int64_t seen = first_bad.load();
-        while (index < seen && !first_bad.compare_exchange_weak(seen, index)) {
-        }
-        break;
+      const int64_t j = FirstNonFiniteBf16(out, cols);  // ±Inf or NaN: exponent all ones
+      if (j < 0) continue;
+      const int64_t index = (row0 + i) * width + col0 + j;
+      int64_t seen = first_bad.load();
+      while (index < seen && !first_bad.compare_exchange_weak(seen, index)) {
       }
     }
   });
