@@ -510,12 +510,14 @@ Int8Weight::~Int8Weight() = default;
 absl::StatusOr<Int8Weight> Int8Weight::QuantizeBf16(const uint16_t* data, int64_t n_out,
                                                     int64_t k) {
   if (absl::Status s = CheckSizes(data, n_out, k); !s.ok()) return s;
-  if (const int64_t i = FirstNonFiniteBf16(data, n_out * k); i >= 0) {
-    return NotFinite(i, k, Bf16ToFloat(data[i]));
-  }
   auto impl = std::make_unique<Impl>();
   impl->Allocate(n_out, k);
-  impl->Quantize(0, n_out, [&](int64_t r, float* row) { Bf16ToFloats(data + r * k, k, row); });
+  const int64_t bad = impl->Quantize(
+      0, n_out, [&](int64_t r, float* row) { Bf16ToFloats(data + r * k, k, row); });
+  if (bad >= 0) {  // the first non-finite value lies in the first row that holds one
+    const int64_t i = bad * k + FirstNonFiniteBf16(data + bad * k, k);
+    return NotFinite(i, k, Bf16ToFloat(data[i]));
+  }
   return Int8Weight(n_out, k, std::move(impl));
 }
 
@@ -568,18 +570,17 @@ absl::Status Int8Weight::Builder::QuantizeRows(int64_t row0, int64_t rows,
       return NotFinite(bad * k + c, k, Bf16ToFloat(row[c]));
     }
     for (int64_t r = r0; r < r0 + n; ++r) done_[r] = true;
-    rows_done_ += n;
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<Int8Weight> Int8Weight::Builder::Finish() {
   if (impl_ == nullptr) return absl::FailedPreconditionError("int8 weight: finished already");
-  if (rows_done_ < n_out_) {
-    const auto missing = std::find(done_.begin(), done_.end(), false) - done_.begin();
+  const auto missing = std::find(done_.begin(), done_.end(), false) - done_.begin();
+  if (missing < n_out_) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "int8 weight [%d, %d]: row %d was never quantized (%d of %d rows were)", n_out_, k_,
-        missing, rows_done_, n_out_));
+        missing, std::count(done_.begin(), done_.end(), true), n_out_));
   }
   return Int8Weight(n_out_, k_, std::move(impl_));
 }
@@ -587,13 +588,15 @@ absl::StatusOr<Int8Weight> Int8Weight::Builder::Finish() {
 absl::StatusOr<Int8Weight> Int8Weight::QuantizeFloat(const float* data, int64_t n_out,
                                                      int64_t k) {
   if (absl::Status s = CheckSizes(data, n_out, k); !s.ok()) return s;
-  for (int64_t i = 0; i < n_out * k; ++i) {
-    if (!std::isfinite(data[i])) return NotFinite(i, k, data[i]);
-  }
   auto impl = std::make_unique<Impl>();
   impl->Allocate(n_out, k);
-  impl->Quantize(0, n_out,
-                 [&](int64_t r, float* row) { std::copy(data + r * k, data + (r + 1) * k, row); });
+  const int64_t bad = impl->Quantize(
+      0, n_out, [&](int64_t r, float* row) { std::copy(data + r * k, data + (r + 1) * k, row); });
+  if (bad >= 0) {  // the first non-finite value lies in the first row that holds one
+    const float* row = data + bad * k;
+    const int64_t c = std::find_if(row, row + k, [](float v) { return !std::isfinite(v); }) - row;
+    return NotFinite(bad * k + c, k, row[c]);
+  }
   return Int8Weight(n_out, k, std::move(impl));
 }
 

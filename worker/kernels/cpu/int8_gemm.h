@@ -113,7 +113,6 @@ class Int8Weight::Builder {
   int64_t k_ = 0;
   std::unique_ptr<Int8Weight::Impl> impl_;
   std::vector<bool> done_;  // [n_out]: rows quantized so far
-  int64_t rows_done_ = 0;
 };
 
 // x: [m, k] fp32 -> y: [m, n_out] fp32, y = x · (q · scale)ᵀ (y += … if accumulate). m may
